@@ -1,0 +1,268 @@
+// Package config reads and validates Fulcrum's TOML configuration.
+//
+// Decoding is strict: an unknown key is an error, and so is every value that
+// would make the dataplane misbehave (a bad address, a table size that is not
+// prime, two VIPs with the same address, port and protocol, a backend whose
+// address family the LB has no source address for). Errors name the file,
+// the line and the thing that is wrong. A Config that Load returns is
+// complete: every default is filled in, so `fulcrum check` can print the
+// effective configuration and the daemon never guesses.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Defaults. Where a number comes from is said beside it.
+const (
+	DefaultBurst         = 32      // DPDK's customary burst; the issue's unit of work
+	DefaultRxDesc        = 1024    // per queue; testpmd's default
+	DefaultTxDesc        = 1024    // per queue; testpmd's default
+	DefaultMempoolSize   = 16383   // mbufs per pool; 2^n-1 is optimal for rte_mempool
+	DefaultMemoryMB      = 1024    // EAL memory with --no-huge (-m)
+	DefaultMTU           = 1500    // L3 MTU of the wire
+	DefaultTTL           = 64      // outer TTL / hop limit (RFC 1700's recommended default)
+	DefaultGUEPort       = 6080    // Linux FOU/GUE examples' port
+	DefaultTableSize     = 65537   // Maglev paper and Envoy's default (prime)
+	DefaultCTCapacity    = 1 << 20 // conntrack entries per worker lcore (64 MiB at 64 B)
+	DefaultIdleMaxSleep  = 200 * time.Microsecond
+	DefaultExceptionName = "fulcrum0" // the tap interface the kernel sees
+)
+
+// Default conntrack idle timeouts, as Linux nf_conntrack and IPVS use
+// (tcp established 300 s is IPVS's; SYN and closing are short so
+// half-open and closed flows leave quickly; UDP 30 s as nf_conntrack's
+// unreplied UDP timeout).
+const (
+	DefaultTCPEstablished = 300 * time.Second
+	DefaultTCPSyn         = 10 * time.Second
+	DefaultTCPClosing     = 10 * time.Second
+	DefaultUDP            = 30 * time.Second
+)
+
+// Config is the whole configuration of one fulcrum process.
+type Config struct {
+	EAL       EAL       `toml:"eal"`
+	Dataplane Dataplane `toml:"dataplane"`
+	Conntrack Conntrack `toml:"conntrack"`
+	VIPs      []VIP     `toml:"vip"`
+
+	// File is the path the config was read from (not a TOML key).
+	File string `toml:"-"`
+}
+
+// EAL holds DPDK's Environment Abstraction Layer settings.
+type EAL struct {
+	MainLcore    int      `toml:"main_lcore"`    // control-plane lcore
+	WorkerLcores []int    `toml:"worker_lcores"` // one forwarding loop each; empty: one loop on the main lcore
+	MemoryMB     int      `toml:"memory_mb"`     // memory to reserve (-m)
+	Hugepages    bool     `toml:"hugepages"`     // false: --no-huge (tests, small labs)
+	FilePrefix   string   `toml:"file_prefix"`   // --file-prefix, unique per process on one host
+	PCI          []string `toml:"pci"`           // PCI devices to use (-a); none: --no-pci
+	Vdevs        []string `toml:"vdevs"`         // virtual devices (--vdev), e.g. "net_pcap0,rx_pcap=in.pcap"
+	ExtraArgs    []string `toml:"extra_args"`    // appended verbatim
+}
+
+// Dataplane holds the forwarding settings.
+type Dataplane struct {
+	Port         string   `toml:"port"`           // the wire port: DPDK device name (vdev name or PCI address)
+	TxPort       string   `toml:"tx_port"`        // optional separate egress port (e.g. a pcap writer); default: Port
+	Burst        int      `toml:"burst"`          // packets per rx/tx burst (1..64)
+	RxDesc       int      `toml:"rx_desc"`        // rx descriptors per queue
+	TxDesc       int      `toml:"tx_desc"`        // tx descriptors per queue
+	MempoolSize  int      `toml:"mempool_size"`   // mbufs per worker pool
+	IdleBackoff  *bool    `toml:"idle_backoff"`   // back off when idle (default true); false for benchmarks
+	IdleMaxSleep Duration `toml:"idle_max_sleep"` // longest sleep when idle
+	Exception    *bool    `toml:"exception"`      // create the net_tap exception path (default true)
+	ExceptionIf  string   `toml:"exception_iface"`
+	LBIPv4       Addr     `toml:"lb_ipv4"`      // outer source for IPv4 tunnels; the host's address
+	LBIPv6       Addr     `toml:"lb_ipv6"`      // outer source for IPv6 tunnels
+	GatewayIPv4  Addr     `toml:"gateway_ipv4"` // next hop toward backends (its MAC from the kernel)
+	GatewayIPv6  Addr     `toml:"gateway_ipv6"`
+	NextHopMAC   MAC      `toml:"next_hop_mac"` // static next-hop MAC; overrides neighbour lookup
+	MTU          int      `toml:"mtu"`
+	Encap        string   `toml:"encap"` // default encapsulation: gre, ipip, gue
+	TTL          int      `toml:"ttl"`
+	DF           *bool    `toml:"df"` // set DF on outer IPv4 (default true)
+	GUEPort      int      `toml:"gue_port"`
+	HashKey      string   `toml:"hash_key"` // 32 hex digits; the same on every instance of a fleet
+}
+
+// Conntrack sizes the per-worker flow tables.
+type Conntrack struct {
+	Capacity       int      `toml:"capacity"` // entries per worker lcore
+	TCPEstablished Duration `toml:"tcp_established"`
+	TCPSyn         Duration `toml:"tcp_syn"`
+	TCPClosing     Duration `toml:"tcp_closing"`
+	UDP            Duration `toml:"udp"`
+}
+
+// VIP is one virtual service: an address, a port (0: every port) and a
+// protocol, with its backends.
+type VIP struct {
+	Name      string    `toml:"name"`
+	Address   Addr      `toml:"address"`
+	Port      int       `toml:"port"`
+	Protocol  string    `toml:"protocol"` // tcp or udp
+	Encap     string    `toml:"encap"`    // default: dataplane.encap
+	TableSize int       `toml:"table_size"`
+	Backends  []Backend `toml:"backend"`
+}
+
+// Backend is one real server behind a VIP.
+type Backend struct {
+	Name    string `toml:"name"` // stable identity in the Maglev table; default: the address
+	Address Addr   `toml:"address"`
+	Weight  *int   `toml:"weight"` // default 1; 0 = drained (no new flows)
+}
+
+// Addr is a netip.Addr that decodes from a TOML string.
+type Addr struct{ netip.Addr }
+
+// UnmarshalText parses an IPv4 or IPv6 address without zone.
+func (a *Addr) UnmarshalText(b []byte) error {
+	if len(b) == 0 { // unset, as Encode writes it
+		*a = Addr{}
+		return nil
+	}
+	p, err := netip.ParseAddr(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not an IP address", b)
+	}
+	if p.Zone() != "" {
+		return fmt.Errorf("%q: zones are not allowed", b)
+	}
+	a.Addr = p.Unmap()
+	return nil
+}
+
+// MarshalText formats the address ("" when unset).
+func (a Addr) MarshalText() ([]byte, error) {
+	if !a.IsValid() {
+		return []byte{}, nil
+	}
+	return a.Addr.MarshalText()
+}
+
+// MAC is an Ethernet address that decodes from "aa:bb:cc:dd:ee:ff".
+type MAC struct {
+	HW  [6]byte
+	Set bool
+}
+
+// UnmarshalText parses a 48-bit MAC address.
+func (m *MAC) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*m = MAC{}
+		return nil
+	}
+	hw, err := net.ParseMAC(string(b))
+	if err != nil || len(hw) != 6 {
+		return fmt.Errorf("%q is not a 48-bit MAC address", b)
+	}
+	copy(m.HW[:], hw)
+	m.Set = true
+	return nil
+}
+
+// MarshalText formats the MAC ("" when unset).
+func (m MAC) MarshalText() ([]byte, error) {
+	if !m.Set {
+		return []byte{}, nil
+	}
+	return []byte(net.HardwareAddr(m.HW[:]).String()), nil
+}
+
+// Duration is a time.Duration that decodes from "300s", "10ms", ...
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (e.g. \"300s\", \"200us\")", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText formats the duration.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// ErrInvalid is wrapped by every validation error, so callers can tell a
+// bad config from an unreadable file.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Load reads, decodes and validates the file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes and validates a configuration; name is used in errors.
+func Parse(data []byte, name string) (*Config, error) {
+	var c Config
+	md, err := toml.Decode(string(data), &c)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s:%d: %s: %w", name, pe.Position.Line, pe.Message, ErrInvalid)
+		}
+		if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
+			return nil, fmt.Errorf("%s:%s: %s: %s: %w", name, m[1], m[2], m[3], ErrInvalid)
+		}
+		return nil, fmt.Errorf("%s: %v: %w", name, err, ErrInvalid)
+	}
+	loc := newLocator(data)
+	if und := md.Undecoded(); len(und) > 0 {
+		var msgs []string
+		for _, k := range und {
+			if hasChild(und, k) {
+				continue // report the leaf keys, not the unknown table itself
+			}
+			msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", name, loc.lineOfKey(k), k.String()))
+		}
+		return nil, fmt.Errorf("%s: %w", strings.Join(msgs, "; "), ErrInvalid)
+	}
+	c.File = name
+	if err := c.finish(); err != nil {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("%s:%d: %s: %w", name, loc.line(fe.path), fe.msg, ErrInvalid)
+		}
+		return nil, fmt.Errorf("%s: %v: %w", name, err, ErrInvalid)
+	}
+	return &c, nil
+}
+
+// typeErrRE matches the decoder's type-mismatch errors, to put them in the
+// same file:line: form as every other error.
+var typeErrRE = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+
+func hasChild(keys []toml.Key, k toml.Key) bool {
+	for _, o := range keys {
+		if len(o) > len(k) && strings.HasPrefix(o.String(), k.String()+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// Encode writes the effective configuration as TOML (for `fulcrum check`).
+func (c *Config) Encode() (string, error) {
+	var b strings.Builder
+	err := toml.NewEncoder(&b).Encode(c)
+	return b.String(), err
+}

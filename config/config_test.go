@@ -1,0 +1,119 @@
+package config
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExampleLoads(t *testing.T) {
+	c, err := Load("../examples/pcap.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.VIPs) != 2 || len(c.VIPs[0].Backends) != 3 {
+		t.Fatalf("vips %d backends %d", len(c.VIPs), len(c.VIPs[0].Backends))
+	}
+	if w := *c.VIPs[0].Backends[1].Weight; w != 2 {
+		t.Errorf("be2 weight %d, want 2", w)
+	}
+	if w := *c.VIPs[0].Backends[0].Weight; w != 1 {
+		t.Errorf("default weight %d, want 1", w)
+	}
+	if c.VIPs[1].Backends[0].Name != "10.0.2.1" {
+		t.Errorf("default backend name %q, want its address", c.VIPs[1].Backends[0].Name)
+	}
+	if c.VIPs[0].TableSize != DefaultTableSize || c.VIPs[1].Encap != "gue" || c.VIPs[0].Encap != "gre" {
+		t.Errorf("defaults: table %d encaps %s %s", c.VIPs[0].TableSize, c.VIPs[0].Encap, c.VIPs[1].Encap)
+	}
+	if c.Conntrack.TCPEstablished.Duration != 300*time.Second || c.Conntrack.Capacity != 65536 {
+		t.Errorf("conntrack %+v", c.Conntrack)
+	}
+	if !c.Dataplane.NextHopMAC.Set || c.Dataplane.NextHopMAC.HW[5] != 0xfe {
+		t.Errorf("next hop MAC %+v", c.Dataplane.NextHopMAC)
+	}
+	// The effective config round-trips.
+	s, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Parse([]byte(s), "encoded")
+	if err != nil {
+		t.Fatalf("re-parse of encoded config: %v\n%s", err, s)
+	}
+	if len(c2.VIPs) != 2 || c2.VIPs[1].Backends[1].Address != c.VIPs[1].Backends[1].Address {
+		t.Errorf("round trip lost data:\n%s", s)
+	}
+}
+
+const base = `
+[eal]
+memory_mb = 256
+
+[dataplane]
+port = "net_ring0"
+lb_ipv4 = "192.0.2.10"
+hash_key = "000102030405060708090a0b0c0d0e0f"
+
+[[vip]]
+address = "203.0.113.7"
+port = 80
+
+  [[vip.backend]]
+  address = "10.0.1.1"
+`
+
+func TestBadConfigs(t *testing.T) {
+	cases := []struct {
+		name string
+		toml string
+		line int    // expected line in the error (0: don't check)
+		want string // substring of the error
+	}{
+		{"syntax", "[eal\nmemory_mb = 1", 0, "expected"},
+		{"unknown key", base + "  wieght = 3\n", 16, `unknown key "vip.backend.wieght"`},
+		{"unknown table", base + "[admn]\nlisten = \"x\"\n", 17, `unknown key "admn.listen"`},
+		{"bad address", strings.Replace(base, `"10.0.1.1"`, `"10.0.1.300"`, 1), 15, "not an IP address"},
+		{"table size not prime", strings.Replace(base, "port = 80", "port = 80\ntable_size = 65536", 1), 13, "not a prime"},
+		{"missing port", strings.Replace(base, `port = "net_ring0"`, "", 1), 5, "dataplane.port: is required"},
+		{"hash key short", strings.Replace(base, "0e0f", "", 1), 8, "32 hex digits"},
+		{"v6 backend without lb_ipv6", strings.Replace(base, `"10.0.1.1"`, `"2001:db8::1"`, 1), 15, "lb_ipv6 is not set"},
+		{"negative weight", base + "  weight = -1\n", 16, "weight -1 is outside"},
+		{"all drained", base + "  weight = 0\n", 10, "every backend has weight 0"},
+		{"duplicate vip", base + "\n[[vip]]\naddress = \"203.0.113.7\"\nport = 80\n  [[vip.backend]]\n  address = \"10.0.1.2\"\n", 18, "already configured by vip #1"},
+		{"duplicate backend", base + "  [[vip.backend]]\n  address = \"10.0.1.1\"\n", 17, "listed twice"},
+		{"second vip's backend", base + "\n[[vip]]\naddress = \"203.0.113.8\"\n  [[vip.backend]]\n  address = \"10.0.1.1\"\n  [[vip.backend]]\n  address = \"nope\"\n", 22, "not an IP address"},
+		{"bad protocol", strings.Replace(base, "port = 80", "port = 80\nprotocol = \"sctp\"", 1), 13, `"sctp" is not tcp or udp`},
+		{"bad duration", base + "[conntrack]\nudp = \"soon\"\n", 17, "not a duration"},
+		{"vip is lb address", strings.Replace(base, `address = "203.0.113.7"`, `address = "192.0.2.10"`, 1), 11, "LB's own address"},
+		{"no vip", base[:strings.Index(base, "[[vip]]")], 0, "no [[vip]]"},
+		{"wrong type", strings.Replace(base, "port = 80", `port = "http"`, 1), 12, "incompatible types"},
+		{"burst too big", strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\nburst = 1000", 1), 7, "outside 1..64"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.toml), "f.toml")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error does not wrap ErrInvalid: %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			if tc.line > 0 && !strings.HasPrefix(err.Error(), "f.toml:"+strconv.Itoa(tc.line)+":") {
+				t.Errorf("error %q is not at line %d", err, tc.line)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load("/nonexistent/fulcrum.toml")
+	if err == nil || errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want a read error that is not ErrInvalid", err)
+	}
+}

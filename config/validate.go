@@ -1,0 +1,281 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/fulcrumlb/fulcrum/flow"
+)
+
+// fieldError is a validation error tied to a configuration path such as
+// "vip[0].backend[2].weight"; Parse turns the path into a line number.
+type fieldError struct {
+	path string
+	msg  string
+}
+
+func (e *fieldError) Error() string { return e.path + ": " + e.msg }
+
+func errAt(path, format string, args ...any) error {
+	return &fieldError{path: path, msg: path + ": " + fmt.Sprintf(format, args...)}
+}
+
+// Encapsulations the dataplane can write.
+var encaps = map[string]bool{"gre": true, "ipip": true, "gue": true}
+
+func boolPtr(b bool) *bool { return &b }
+
+// finish fills defaults and validates. It stops at the first error so the
+// operator fixes one thing at a time with an exact line.
+func (c *Config) finish() error {
+	e := &c.EAL
+	if e.MemoryMB == 0 {
+		e.MemoryMB = DefaultMemoryMB
+	}
+	if e.MemoryMB < 64 {
+		return errAt("eal.memory_mb", "%d MiB is too little for DPDK (need at least 64)", e.MemoryMB)
+	}
+	if e.FilePrefix == "" {
+		e.FilePrefix = "fulcrum"
+	}
+	if strings.ContainsAny(e.FilePrefix, "/ \t") {
+		return errAt("eal.file_prefix", "%q must not contain '/' or spaces", e.FilePrefix)
+	}
+	if e.MainLcore < 0 {
+		return errAt("eal.main_lcore", "%d is negative", e.MainLcore)
+	}
+	seen := map[int]bool{e.MainLcore: true}
+	for i, w := range e.WorkerLcores {
+		if w < 0 || seen[w] {
+			return errAt("eal.worker_lcores", "lcore %d (entry %d) is negative or used twice (the main lcore is %d)", w, i, e.MainLcore)
+		}
+		seen[w] = true
+	}
+
+	d := &c.Dataplane
+	if d.Port == "" {
+		return errAt("dataplane.port", "is required: the DPDK device name of the wire port (e.g. \"net_af_packet0\" or a PCI address)")
+	}
+	if d.Burst == 0 {
+		d.Burst = DefaultBurst
+	}
+	if d.Burst < 1 || d.Burst > 64 {
+		return errAt("dataplane.burst", "%d is outside 1..64", d.Burst)
+	}
+	for _, f := range []struct {
+		p   string
+		v   *int
+		def int
+	}{{"dataplane.rx_desc", &d.RxDesc, DefaultRxDesc}, {"dataplane.tx_desc", &d.TxDesc, DefaultTxDesc}, {"dataplane.mempool_size", &d.MempoolSize, DefaultMempoolSize}} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+		if *f.v < 64 || *f.v > 1<<20 {
+			return errAt(f.p, "%d is outside 64..1048576", *f.v)
+		}
+	}
+	if d.IdleBackoff == nil {
+		d.IdleBackoff = boolPtr(true)
+	}
+	if d.IdleMaxSleep.Duration == 0 {
+		d.IdleMaxSleep.Duration = DefaultIdleMaxSleep
+	}
+	if d.IdleMaxSleep.Duration < 0 || d.IdleMaxSleep.Seconds() > 1 {
+		return errAt("dataplane.idle_max_sleep", "%v is outside 0..1s", d.IdleMaxSleep.Duration)
+	}
+	if d.Exception == nil {
+		d.Exception = boolPtr(true)
+	}
+	if d.ExceptionIf == "" {
+		d.ExceptionIf = DefaultExceptionName
+	}
+	if len(d.ExceptionIf) > 15 {
+		return errAt("dataplane.exception_iface", "%q is longer than 15 characters (Linux IFNAMSIZ)", d.ExceptionIf)
+	}
+	if !d.LBIPv4.IsValid() && !d.LBIPv6.IsValid() {
+		return errAt("dataplane", "needs lb_ipv4 or lb_ipv6: the LB's own address, used as the tunnels' outer source")
+	}
+	if d.LBIPv4.IsValid() && !d.LBIPv4.Is4() {
+		return errAt("dataplane.lb_ipv4", "%v is not an IPv4 address", d.LBIPv4)
+	}
+	if d.LBIPv6.IsValid() && !d.LBIPv6.Is6() {
+		return errAt("dataplane.lb_ipv6", "%v is not an IPv6 address", d.LBIPv6)
+	}
+	if d.GatewayIPv4.IsValid() && !d.GatewayIPv4.Is4() {
+		return errAt("dataplane.gateway_ipv4", "%v is not an IPv4 address", d.GatewayIPv4)
+	}
+	if d.GatewayIPv6.IsValid() && !d.GatewayIPv6.Is6() {
+		return errAt("dataplane.gateway_ipv6", "%v is not an IPv6 address", d.GatewayIPv6)
+	}
+	if d.MTU == 0 {
+		d.MTU = DefaultMTU
+	}
+	if d.MTU < 1280 || d.MTU > 9216 {
+		return errAt("dataplane.mtu", "%d is outside 1280..9216", d.MTU)
+	}
+	if d.Encap == "" {
+		d.Encap = "gre"
+	}
+	if !encaps[d.Encap] {
+		return errAt("dataplane.encap", "%q is not one of gre, ipip, gue", d.Encap)
+	}
+	if d.TTL == 0 {
+		d.TTL = DefaultTTL
+	}
+	if d.TTL < 1 || d.TTL > 255 {
+		return errAt("dataplane.ttl", "%d is outside 1..255", d.TTL)
+	}
+	if d.DF == nil {
+		d.DF = boolPtr(true)
+	}
+	if d.GUEPort == 0 {
+		d.GUEPort = DefaultGUEPort
+	}
+	if d.GUEPort < 1 || d.GUEPort > 65535 {
+		return errAt("dataplane.gue_port", "%d is not a UDP port", d.GUEPort)
+	}
+	if d.HashKey == "" {
+		return errAt("dataplane.hash_key", "is required: 32 hex digits, the same on every instance of the fleet (e.g. from `openssl rand -hex 16`)")
+	}
+	if _, err := flow.ParseKey(d.HashKey); err != nil {
+		return errAt("dataplane.hash_key", "%v", err)
+	}
+
+	ct := &c.Conntrack
+	if ct.Capacity == 0 {
+		ct.Capacity = DefaultCTCapacity
+	}
+	if ct.Capacity < 64 || ct.Capacity > 1<<27 {
+		return errAt("conntrack.capacity", "%d is outside 64..134217728 entries per worker", ct.Capacity)
+	}
+	for _, f := range []struct {
+		p   string
+		v   *Duration
+		def Duration
+	}{
+		{"conntrack.tcp_established", &ct.TCPEstablished, Duration{DefaultTCPEstablished}},
+		{"conntrack.tcp_syn", &ct.TCPSyn, Duration{DefaultTCPSyn}},
+		{"conntrack.tcp_closing", &ct.TCPClosing, Duration{DefaultTCPClosing}},
+		{"conntrack.udp", &ct.UDP, Duration{DefaultUDP}},
+	} {
+		if f.v.Duration == 0 {
+			*f.v = f.def
+		}
+		if f.v.Duration < 1e9 || f.v.Hours() > 24 {
+			return errAt(f.p, "%v is outside 1s..24h", f.v.Duration)
+		}
+	}
+
+	if len(c.VIPs) == 0 {
+		return errAt("vip", "no [[vip]] is configured")
+	}
+	vipKeys := map[string]int{}
+	for i := range c.VIPs {
+		if err := c.finishVIP(i, vipKeys); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) finishVIP(i int, seen map[string]int) error {
+	v := &c.VIPs[i]
+	at := fmt.Sprintf("vip[%d]", i)
+	if !v.Address.IsValid() {
+		return errAt(at+".address", "is required")
+	}
+	if v.Port < 0 || v.Port > 65535 {
+		return errAt(at+".port", "%d is not a port (0 means every port)", v.Port)
+	}
+	if v.Protocol == "" {
+		v.Protocol = "tcp"
+	}
+	if v.Protocol != "tcp" && v.Protocol != "udp" {
+		return errAt(at+".protocol", "%q is not tcp or udp", v.Protocol)
+	}
+	if v.Name == "" {
+		v.Name = fmt.Sprintf("%s:%d/%s", v.Address, v.Port, v.Protocol)
+	}
+	key := fmt.Sprintf("%s:%d/%s", v.Address, v.Port, v.Protocol)
+	if j, dup := seen[key]; dup {
+		return errAt(at+".address", "VIP %s is already configured by vip #%d", key, j+1)
+	}
+	seen[key] = i
+	d := &c.Dataplane
+	if v.Address.Addr == d.LBIPv4.Addr || v.Address.Addr == d.LBIPv6.Addr {
+		return errAt(at+".address", "%v is the LB's own address; a VIP must be a separate address", v.Address)
+	}
+	if v.Encap == "" {
+		v.Encap = d.Encap
+	}
+	if !encaps[v.Encap] {
+		return errAt(at+".encap", "%q is not one of gre, ipip, gue", v.Encap)
+	}
+	if v.TableSize == 0 {
+		v.TableSize = DefaultTableSize
+	}
+	if v.TableSize < 3 || !isPrime(uint64(v.TableSize)) {
+		return errAt(at+".table_size", "%d is not a prime: Maglev's permutation needs a prime table size (e.g. 65537, 655373)", v.TableSize)
+	}
+	if len(v.Backends) == 0 {
+		return errAt(at, "has no [[vip.backend]]")
+	}
+	if len(v.Backends) >= v.TableSize {
+		return errAt(at+".table_size", "%d slots for %d backends: the table needs more slots than backends (100x for 1%% balance)", v.TableSize, len(v.Backends))
+	}
+	names := map[string]int{}
+	addrs := map[netip.Addr]int{}
+	live := 0
+	for j := range v.Backends {
+		b := &v.Backends[j]
+		bat := fmt.Sprintf("%s.backend[%d]", at, j)
+		if !b.Address.IsValid() {
+			return errAt(bat+".address", "is required")
+		}
+		if b.Address.Is4() && !d.LBIPv4.IsValid() {
+			return errAt(bat+".address", "backend %v is IPv4 but dataplane.lb_ipv4 is not set: no outer source address for an IPv4 tunnel", b.Address)
+		}
+		if b.Address.Is6() && !d.LBIPv6.IsValid() {
+			return errAt(bat+".address", "backend %v is IPv6 but dataplane.lb_ipv6 is not set: no outer source address for an IPv6 tunnel", b.Address)
+		}
+		if k, dup := addrs[b.Address.Addr]; dup {
+			return errAt(bat+".address", "backend %v is listed twice (also backend #%d)", b.Address, k+1)
+		}
+		addrs[b.Address.Addr] = j
+		if b.Name == "" {
+			b.Name = b.Address.String()
+		}
+		if k, dup := names[b.Name]; dup {
+			return errAt(bat+".name", "name %q is already used by backend #%d", b.Name, k+1)
+		}
+		names[b.Name] = j
+		if b.Weight == nil {
+			w := 1
+			b.Weight = &w
+		}
+		if *b.Weight < 0 || *b.Weight > 65535 {
+			return errAt(bat+".weight", "backend %q: weight %d is outside 0..65535", b.Name, *b.Weight)
+		}
+		if *b.Weight > 0 {
+			live++
+		}
+	}
+	if live == 0 {
+		return errAt(at, "every backend has weight 0: the VIP could not take a new flow")
+	}
+	return nil
+}
+
+// isPrime is trial division; table sizes are at most a few million.
+func isPrime(n uint64) bool {
+	if n < 2 {
+		return false
+	}
+	for p := uint64(2); p*p <= n; p++ {
+		if n%p == 0 {
+			return false
+		}
+	}
+	return true
+}
