@@ -1,0 +1,151 @@
+package encap
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// Internet checksum (RFC 1071) helpers. Partial sums are carried unfolded in
+// a uint64 as the sum of big-endian 16-bit words; folding with end-around
+// carry happens once, at the end. Sums of a few hundred terms cannot
+// overflow 64 bits.
+
+// fold reduces an unfolded sum to 16 bits with end-around carry.
+func fold(s uint64) uint16 {
+	s = s>>32 + s&0xffffffff
+	s = s>>32 + s&0xffffffff
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return uint16(s)
+}
+
+// sumWords is the sum of b's big-endian 16-bit words; len(b) must be even.
+// It is for addresses and headers of a few words.
+func sumWords(b []byte) uint64 {
+	var s uint64
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint64(binary.BigEndian.Uint16(b[i:]))
+	}
+	return s
+}
+
+// sumBytes is the ones'-complement sum of b as big-endian 16-bit words, an
+// odd last byte padded with zero, folded to 16 bits. It is the per-byte
+// path: 64-bit little-endian loads with a carry chain, byte-swapped at the
+// end, which RFC 1071 §2(B) shows is the same sum.
+func sumBytes(b []byte) uint64 {
+	var s, c uint64
+	for len(b) >= 32 {
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[0:8]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[8:16]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[16:24]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[24:32]), c)
+		b = b[32:]
+	}
+	for len(b) >= 8 {
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[0:8]), c)
+		b = b[8:]
+	}
+	if len(b) >= 4 {
+		s, c = bits.Add64(s, uint64(binary.LittleEndian.Uint32(b)), c)
+		b = b[4:]
+	}
+	if len(b) >= 2 {
+		s, c = bits.Add64(s, uint64(binary.LittleEndian.Uint16(b)), c)
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		// An even offset: in little-endian words it is the low byte.
+		s, c = bits.Add64(s, uint64(b[0]), c)
+	}
+	s, c = bits.Add64(s, 0, c)
+	s += c // s is 0 when it carried here, so this cannot carry again
+	return uint64(bits.ReverseBytes16(fold(s)))
+}
+
+// ipv4HeaderChecksum is the checksum of a 20-byte IPv4 header whose
+// checksum field is zero.
+func ipv4HeaderChecksum(h []byte) uint16 {
+	_ = h[19]
+	s := uint64(binary.BigEndian.Uint32(h[0:])) +
+		uint64(binary.BigEndian.Uint32(h[4:])) +
+		uint64(binary.BigEndian.Uint32(h[8:])) +
+		uint64(binary.BigEndian.Uint32(h[12:])) +
+		uint64(binary.BigEndian.Uint32(h[16:]))
+	return ^fold(s)
+}
+
+// pseudoSum is the sum of a TCP/UDP/ICMPv6 pseudo-header (RFC 793, RFC 768,
+// RFC 8200 §8.1): the address sums plus the protocol and the upper-layer
+// length.
+func pseudoSum(addrSum uint64, proto uint8, length int) uint64 {
+	return addrSum + uint64(proto) + uint64(length)
+}
+
+// innerSum is the ones'-complement sum of the IP packet pkt, which the
+// outer UDP checksum of GUE over IPv6 must cover. For the common inner
+// packets it costs a constant few loads instead of a pass over the payload:
+// the checksum a sender put in an IPv4 header, a TCP, UDP or ICMPv6 segment
+// makes that part sum to zero together with its pseudo-header, so the part's
+// own sum is the negated pseudo-header sum (Linux calls this local checksum
+// offload, Documentation/networking/checksum-offloads.rst). An inner packet
+// whose own checksum is wrong thus gets a wrong outer checksum too and is
+// dropped by the backend, which would have dropped it anyway. Everything
+// else (fragments, IPv6 extension headers, UDP without checksum, other
+// protocols, lengths that disagree with the header) is summed byte by byte.
+func innerSum(pkt []byte, v6 bool) uint64 {
+	if !v6 {
+		if len(pkt) < ipv4Len {
+			return sumBytes(pkt)
+		}
+		ihl := int(pkt[0]&0x0f) << 2
+		if ihl < ipv4Len || ihl > len(pkt) ||
+			int(binary.BigEndian.Uint16(pkt[2:])) != len(pkt) ||
+			binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 { // MF or offset: a fragment
+			return sumBytes(pkt)
+		}
+		seg := len(pkt) - ihl
+		// A valid IPv4 header sums to 0xffff, which is zero; only the
+		// segment contributes.
+		switch pkt[9] {
+		case protoTCP, protoUDP:
+			if !segChecksummed(pkt[ihl:], pkt[9]) {
+				return sumBytes(pkt)
+			}
+			return uint64(^fold(pseudoSum(sumWords(pkt[12:20]), pkt[9], seg)))
+		case protoICMP:
+			// The ICMP checksum covers the message alone.
+			if seg < 8 {
+				return sumBytes(pkt)
+			}
+			return 0
+		}
+		return sumBytes(pkt)
+	}
+	if len(pkt) < ipv6Len || ipv6Len+int(binary.BigEndian.Uint16(pkt[4:])) != len(pkt) {
+		return sumBytes(pkt)
+	}
+	switch nh := pkt[6]; nh {
+	case protoTCP, protoUDP, protoICMPv6:
+		if !segChecksummed(pkt[ipv6Len:], nh) {
+			return sumBytes(pkt)
+		}
+		hdr := sumWords(pkt[:ipv6Len])
+		return hdr + uint64(^fold(pseudoSum(sumWords(pkt[8:40]), nh, len(pkt)-ipv6Len)))
+	}
+	return sumBytes(pkt)
+}
+
+// segChecksummed reports whether seg is long enough to hold its protocol's
+// header and carries a checksum (UDP may send zero: none).
+func segChecksummed(seg []byte, proto uint8) bool {
+	switch proto {
+	case protoTCP:
+		return len(seg) >= 20
+	case protoUDP:
+		return len(seg) >= 8 && seg[6]|seg[7] != 0
+	case protoICMPv6:
+		return len(seg) >= 8
+	}
+	return false
+}

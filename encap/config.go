@@ -1,0 +1,328 @@
+package encap
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Defaults and limits. Each number says where it comes from; an operator
+// reading this block knows every value Encap uses that the config does not
+// set.
+const (
+	// DefaultTTL is the outer TTL / hop limit, and the TTL of ICMP errors:
+	// the Linux default (net.ipv4.ip_default_ttl), RFC 1700's recommendation.
+	DefaultTTL = 64
+
+	// DefaultMTU is the L3 MTU of the wire toward the backends: plain
+	// Ethernet (RFC 894).
+	DefaultMTU = 1500
+
+	// MinMTU is the smallest accepted MTU: 576 bytes, the datagram size
+	// every IPv4 host must accept (RFC 791), so the 576-byte ICMP errors
+	// this package builds always fit. See the package doc for IPv6 and
+	// MTUs below 1280 + Overhead.
+	MinMTU = 576
+
+	// MaxMTU is the largest IPv4/IPv6 packet without jumbograms.
+	MaxMTU = 65535
+
+	// DefaultGUEPort is the GUE destination port: 6080, the port IANA
+	// registered for GUE (draft-ietf-intarea-gue), also the default of
+	// OpenConfig's GUE decapsulation tests. Linux's `ip fou add port N
+	// gue` has no default: configure the backends with this port.
+	DefaultGUEPort = 6080
+
+	// DefaultGUESrcPortMin and DefaultGUESrcPortMax bound the outer UDP
+	// source port, which carries the flow's entropy: the dynamic port
+	// range of RFC 6335 §6, as RFC 8086 §3.2.1 (GRE-in-UDP) recommends.
+	DefaultGUESrcPortMin = 49152
+	DefaultGUESrcPortMax = 65535
+
+	// MaxHeaderLen is the most headroom Encap needs in front of the inner
+	// IP header: Ethernet (14) + IPv6 (40) + UDP (8) + GUE (4). The ICMP
+	// replies need less (14+40+8). The original Ethernet header counts
+	// toward it, so the mbuf headroom must be at least
+	// MaxHeaderLen - 14 = 52 bytes (DPDK's default is 128).
+	MaxHeaderLen = ethLen + ipv6Len + udpLen + gueLen
+)
+
+// ErrConfig is wrapped by every error New, Backend, ParseKind and ParseDF
+// return, so callers can test for a configuration problem with errors.Is.
+var ErrConfig = errors.New("invalid encap config")
+
+// Kind is a tunnel encapsulation. The zero value is GRE, Fulcrum's default.
+type Kind uint8
+
+const (
+	// GRE is RFC 2784 GRE with no key, checksum or sequence number; the
+	// protocol type is the inner packet's EtherType.
+	GRE Kind = iota
+	// IPIP is plain IP-in-IP: IPv4-in-IPv4 and 4in6 (protocol 4, RFC 2003,
+	// RFC 2473), IPv6-in-IPv6 and 6in4 (protocol 41, RFC 2473, RFC 4213).
+	IPIP
+	// GUE is Generic UDP Encapsulation variant 0 (draft-ietf-intarea-gue):
+	// UDP, then a 4-byte GUE header whose proto/ctype is 4 or 41.
+	GUE
+
+	numKinds
+)
+
+var kindNames = [numKinds]string{GRE: "gre", IPIP: "ipip", GUE: "gue"}
+
+// String is the kind's config name: "gre", "ipip" or "gue".
+func (k Kind) String() string { return enumName(kindNames[:], k, "kind") }
+
+// ParseKind reads a kind's config name ("gre", "ipip", "gue").
+func ParseKind(s string) (Kind, error) { return parseName[Kind]("kind", s, kindNames[:]) }
+
+// MarshalText and UnmarshalText let config files name kinds ("gre").
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads a kind's config name, as ParseKind does.
+func (k *Kind) UnmarshalText(b []byte) (err error) {
+	*k, err = ParseKind(string(b))
+	return err
+}
+
+// DF says how the outer IPv4 header's don't-fragment bit is set. IPv6 has no
+// DF bit: routers never fragment IPv6.
+type DF uint8
+
+const (
+	// DFInherit (the default) copies DF from an inner IPv4 packet, as RFC
+	// 2003 §3.1 asks, and sets it for an inner IPv6 packet, whose sender
+	// expects Packet Too Big rather than fragmentation (RFC 8200 §5).
+	DFInherit DF = iota
+	// DFSet always sets DF: a path MTU smaller than Config.MTU then drops
+	// packets instead of fragmenting them at the routers.
+	DFSet
+	// DFClear never sets DF: routers on a path smaller than Config.MTU
+	// fragment the outer packet and the backend reassembles it.
+	DFClear
+
+	numDF
+)
+
+var dfNames = [numDF]string{DFInherit: "inherit", DFSet: "set", DFClear: "clear"}
+
+// String is the mode's config name: "inherit", "set" or "clear".
+func (d DF) String() string { return enumName(dfNames[:], d, "df") }
+
+// MarshalText and UnmarshalText let config files name DF modes ("set").
+func (d DF) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads a DF mode's config name, as ParseDF does.
+func (d *DF) UnmarshalText(b []byte) (err error) {
+	*d, err = ParseDF(string(b))
+	return err
+}
+
+// enumName is v's config name, or what(v) for a value out of range.
+func enumName[T ~uint8](names []string, v T, what string) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", what, uint8(v))
+}
+
+// ParseDF reads a DF mode's config name ("inherit", "set", "clear").
+func ParseDF(s string) (DF, error) { return parseName[DF]("df", s, dfNames[:]) }
+
+// parseName finds s among an enum's config names.
+func parseName[T ~uint8](what, s string, names []string) (T, error) {
+	for i, name := range names {
+		if s == name {
+			return T(i), nil
+		}
+	}
+	return 0, fmt.Errorf("encap %s %q: want one of %s: %w", what, s, strings.Join(names, ", "), ErrConfig)
+}
+
+// Config is the encapsulator's configuration. Zero fields take the defaults
+// above; New fills them in and checks the rest.
+type Config struct {
+	// SrcV4 and SrcV6 are the LB's own addresses, the outer source toward
+	// IPv4 and IPv6 backends. At least one must be set; a backend whose
+	// family has no source address is refused by Backend.
+	SrcV4, SrcV6 netip.Addr
+
+	// TTL is the outer TTL / hop limit (0: DefaultTTL).
+	TTL uint8
+
+	// DF is the outer IPv4 DF policy (zero value: DFInherit).
+	DF DF
+
+	// MTU is the L3 MTU toward the backends, in bytes (0: DefaultMTU).
+	// An encapsulated packet longer than MTU is not sent; see Encap.
+	MTU int
+
+	// GUEPort is the GUE destination port (0: DefaultGUEPort).
+	GUEPort uint16
+
+	// GUESrcPortMin and GUESrcPortMax bound the outer UDP source port,
+	// chosen from the flow hash (both 0: the RFC 6335 dynamic range).
+	GUESrcPortMin, GUESrcPortMax uint16
+
+	// GUEZeroChecksumV6 sends GUE over IPv6 with a zero UDP checksum, as
+	// RFC 6935 allows for tunnels whose decapsulator is configured to
+	// accept it (RFC 6936 §5). Off by default: the checksum is computed,
+	// in constant time for TCP, UDP and ICMP inner packets (see the
+	// package doc).
+	GUEZeroChecksumV6 bool
+}
+
+// Encapsulator writes tunnel headers in front of packets. It is immutable
+// after New, so one value can be shared by every lcore without locks.
+type Encapsulator struct {
+	cfg Config // with defaults filled in
+
+	src4    [4]byte
+	hasV4   bool
+	src4Sum uint64 // sum of src4's 16-bit words (outer IPv4 header checksum)
+	src6    [16]byte
+	hasV6   bool
+	src6Sum uint64 // ones'-complement sum of src6's 16-bit words (UDP pseudo-header)
+
+	ttl      uint8
+	df       DF
+	mtu      int
+	guePort  uint16
+	portMin  uint16
+	portSpan uint64 // GUESrcPortMax - GUESrcPortMin + 1
+	zeroCsum bool
+}
+
+// New checks cfg, fills in its defaults and returns the Encapsulator.
+func New(cfg Config) (*Encapsulator, error) {
+	e := &Encapsulator{}
+	if cfg.SrcV4.IsValid() {
+		a := cfg.SrcV4.Unmap()
+		if !a.Is4() {
+			return nil, fmt.Errorf("encap config: SrcV4 %s: not an IPv4 address: %w", cfg.SrcV4, ErrConfig)
+		}
+		if !isUnicast(a) {
+			return nil, fmt.Errorf("encap config: SrcV4 %s: not a unicast address: %w", cfg.SrcV4, ErrConfig)
+		}
+		cfg.SrcV4 = a
+		e.src4, e.hasV4 = a.As4(), true
+		e.src4Sum = sumWords(e.src4[:])
+	}
+	if cfg.SrcV6.IsValid() {
+		a := cfg.SrcV6
+		if !a.Is6() || a.Is4In6() {
+			return nil, fmt.Errorf("encap config: SrcV6 %s: not an IPv6 address: %w", cfg.SrcV6, ErrConfig)
+		}
+		if !isUnicast(a) {
+			return nil, fmt.Errorf("encap config: SrcV6 %s: not a unicast address: %w", cfg.SrcV6, ErrConfig)
+		}
+		if a.Zone() != "" {
+			return nil, fmt.Errorf("encap config: SrcV6 %s: zoned address: %w", cfg.SrcV6, ErrConfig)
+		}
+		e.src6, e.hasV6 = a.As16(), true
+		e.src6Sum = sumWords(e.src6[:])
+	}
+	if !e.hasV4 && !e.hasV6 {
+		return nil, fmt.Errorf("encap config: SrcV4 and SrcV6 both unset: need the LB's own address of at least one family: %w", ErrConfig)
+	}
+
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.DF >= numDF {
+		return nil, fmt.Errorf("encap config: DF %d: unknown mode: %w", cfg.DF, ErrConfig)
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = DefaultMTU
+	}
+	if cfg.MTU < MinMTU || cfg.MTU > MaxMTU {
+		return nil, fmt.Errorf("encap config: MTU %d: want %d..%d: %w", cfg.MTU, MinMTU, MaxMTU, ErrConfig)
+	}
+	if cfg.GUEPort == 0 {
+		cfg.GUEPort = DefaultGUEPort
+	}
+	switch {
+	case cfg.GUESrcPortMin == 0 && cfg.GUESrcPortMax == 0:
+		cfg.GUESrcPortMin, cfg.GUESrcPortMax = DefaultGUESrcPortMin, DefaultGUESrcPortMax
+	case cfg.GUESrcPortMin == 0:
+		return nil, fmt.Errorf("encap config: GUESrcPortMin 0: port 0 is reserved: %w", ErrConfig)
+	case cfg.GUESrcPortMin > cfg.GUESrcPortMax:
+		return nil, fmt.Errorf("encap config: GUESrcPortMin %d > GUESrcPortMax %d: %w", cfg.GUESrcPortMin, cfg.GUESrcPortMax, ErrConfig)
+	}
+
+	e.cfg = cfg
+	e.ttl = cfg.TTL
+	e.df = cfg.DF
+	e.mtu = cfg.MTU
+	e.guePort = cfg.GUEPort
+	e.portMin = cfg.GUESrcPortMin
+	e.portSpan = uint64(cfg.GUESrcPortMax) - uint64(cfg.GUESrcPortMin) + 1
+	e.zeroCsum = cfg.GUEZeroChecksumV6
+	return e, nil
+}
+
+// Config is the configuration in effect, defaults filled in.
+func (e *Encapsulator) Config() Config { return e.cfg }
+
+// Backend is a tunnel destination resolved once, on the slow path, into the
+// fixed layout the per-packet path writes (no netip work per packet). It is
+// a small comparable value; the zero Backend is invalid and Encap drops
+// packets sent to it (DropBadBackend).
+type Backend struct {
+	addr [16]byte // IPv4 in addr[:4]
+	sum  uint64   // ones'-complement sum of the address's 16-bit words
+	fam  uint8    // 0 (invalid), 4 or 6
+}
+
+// Backend resolves a backend address for e. An IPv4-mapped IPv6 address
+// counts as IPv4. It fails when the address is not a unicast address or when
+// e has no source address of its family.
+func (e *Encapsulator) Backend(a netip.Addr) (Backend, error) {
+	if !a.IsValid() {
+		return Backend{}, fmt.Errorf("encap backend: invalid address: %w", ErrConfig)
+	}
+	orig := a
+	a = a.Unmap()
+	if !isUnicast(a) {
+		return Backend{}, fmt.Errorf("encap backend %s: not a unicast address: %w", orig, ErrConfig)
+	}
+	var b Backend
+	if a.Is4() {
+		if !e.hasV4 {
+			return Backend{}, fmt.Errorf("encap backend %s: IPv4 backend but SrcV4 is not configured: %w", orig, ErrConfig)
+		}
+		a4 := a.As4()
+		copy(b.addr[:4], a4[:])
+		b.sum = sumWords(a4[:])
+		b.fam = 4
+		return b, nil
+	}
+	if !e.hasV6 {
+		return Backend{}, fmt.Errorf("encap backend %s: IPv6 backend but SrcV6 is not configured: %w", orig, ErrConfig)
+	}
+	b.addr = a.As16()
+	b.sum = sumWords(b.addr[:])
+	b.fam = 6
+	return b, nil
+}
+
+// Addr is the backend's address (the zero Addr for the zero Backend).
+func (b Backend) Addr() netip.Addr {
+	switch b.fam {
+	case 4:
+		return netip.AddrFrom4([4]byte(b.addr[:4]))
+	case 6:
+		return netip.AddrFrom16(b.addr)
+	}
+	return netip.Addr{}
+}
+
+// IsV6 reports whether the backend is reached over IPv6 (the outer family).
+func (b Backend) IsV6() bool { return b.fam == 6 }
+
+// isUnicast reports whether a can be a tunnel endpoint.
+func isUnicast(a netip.Addr) bool {
+	return !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() &&
+		!(a.Is4() && (a.As4()[0] >= 240 || a.As4()[0] == 0))
+}

@@ -1,0 +1,152 @@
+package encap
+
+import (
+	"encoding/binary"
+
+	"github.com/fulcrumlb/fulcrum/packet"
+)
+
+// ICMP error limits.
+const (
+	// icmpv4MaxLen: an ICMP error quotes as much of the datagram as fits
+	// in 576 bytes in all (RFC 1812 §4.3.2.3).
+	icmpv4MaxLen = 576
+	// icmpv6MaxLen: an ICMPv6 error quotes as much as fits in the minimum
+	// IPv6 MTU (RFC 4443 §2.4(c)).
+	icmpv6MaxLen = 1280
+	// minIPv6MTU: a Packet Too Big never reports less (RFC 8200 §5).
+	minIPv6MTU = 1280
+)
+
+// tooBig answers a packet whose encapsulation would exceed the MTU, as
+// Katran and IPVS do: the client learns the smaller path MTU (RFC 1191,
+// RFC 8201) from the VIP it talks to. mtu is the largest inner packet.
+func (e *Encapsulator) tooBig(buf []byte, off, ip, ipLen int, innerV6 bool, p *packet.Parsed, ovh int, srcMAC [6]byte) (int, int, Result) {
+	mtu := e.mtu - ovh
+	if innerV6 {
+		return packetTooBig(buf, off, ip, ipLen, p, mtu, srcMAC)
+	}
+	return fragNeeded(buf, off, ip, ipLen, p, mtu, srcMAC)
+}
+
+// fragNeeded builds, in place, an ICMP "destination unreachable /
+// fragmentation needed and DF set" (type 3 code 4, RFC 792, next-hop MTU
+// per RFC 1191 §4) from the VIP to the client, quoting the packet's first
+// bytes, which stay where they are.
+func fragNeeded(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, srcMAC [6]byte) (int, int, Result) {
+	if !p.IPv4DF {
+		return 0, 0, DropTooBigNoDF
+	}
+	if p.FragOffset != 0 {
+		return 0, 0, DropTooBigNoReply
+	}
+	if mayBeICMPError(p) {
+		return 0, 0, DropTooBigICMPError
+	}
+	pkt := buf[ip : ip+ipLen]
+	if !unicast4(pkt[12:16]) || !unicast4(pkt[16:20]) {
+		return 0, 0, DropTooBigNoReply
+	}
+	const hl = ethLen + ipv4Len + icmpLen
+	if ip < hl {
+		return 0, 0, DropNoHeadroom
+	}
+	q := min(ipLen, icmpv4MaxLen-ipv4Len-icmpLen)
+	start := ip - hl
+	h := buf[start : ip+q]
+	replyEthernet(buf, off, start, srcMAC, etherTypeIPv4)
+	o := h[ethLen : ethLen+ipv4Len]
+	o[0] = 0x45
+	o[1] = 0
+	binary.BigEndian.PutUint16(o[2:], uint16(ipv4Len+icmpLen+q))
+	binary.BigEndian.PutUint32(o[4:], 0x00004000) // ID 0, DF: an atomic datagram
+	o[8] = DefaultTTL
+	o[9] = protoICMP
+	o[10], o[11] = 0, 0
+	copy(o[12:16], pkt[16:20]) // from the VIP
+	copy(o[16:20], pkt[12:16]) // to the client
+	binary.BigEndian.PutUint16(o[10:], ipv4HeaderChecksum(o))
+	m := h[ethLen+ipv4Len:]
+	m[0], m[1] = 3, 4
+	m[2], m[3], m[4], m[5] = 0, 0, 0, 0
+	binary.BigEndian.PutUint16(m[6:], uint16(mtu))
+	binary.BigEndian.PutUint16(m[2:], ^fold(sumBytes(m)))
+	return start, hl + q, ICMPReply
+}
+
+// packetTooBig builds, in place, an ICMPv6 "packet too big" (type 2 code 0,
+// RFC 4443 §3.2) from the VIP to the client. The MTU field is clamped to
+// 1280, the IPv6 minimum: with MTU < 1280 + Overhead a client cannot go
+// below 1280, so its 1280-byte packets keep being refused (see the package
+// doc).
+func packetTooBig(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, srcMAC [6]byte) (int, int, Result) {
+	if mayBeICMPError(p) {
+		return 0, 0, DropTooBigICMPError
+	}
+	pkt := buf[ip : ip+ipLen]
+	// Packet Too Big may answer a multicast destination (RFC 4443
+	// §2.4(e.3)); the source must still name one node (e.6).
+	if !unicast6(pkt[8:24]) {
+		return 0, 0, DropTooBigNoReply
+	}
+	const hl = ethLen + ipv6Len + icmpLen
+	if ip < hl {
+		return 0, 0, DropNoHeadroom
+	}
+	q := min(ipLen, icmpv6MaxLen-ipv6Len-icmpLen)
+	mtu = max(mtu, minIPv6MTU)
+	start := ip - hl
+	h := buf[start : ip+q]
+	replyEthernet(buf, off, start, srcMAC, etherTypeIPv6)
+	o := h[ethLen : ethLen+ipv6Len]
+	binary.BigEndian.PutUint32(o[0:], 6<<28)
+	binary.BigEndian.PutUint16(o[4:], uint16(icmpLen+q))
+	o[6] = protoICMPv6
+	o[7] = DefaultTTL
+	copy(o[8:24], pkt[24:40]) // from the VIP
+	copy(o[24:40], pkt[8:24]) // to the client
+	m := h[ethLen+ipv6Len:]
+	m[0], m[1], m[2], m[3] = 2, 0, 0, 0
+	binary.BigEndian.PutUint32(m[4:], uint32(mtu))
+	s := pseudoSum(sumWords(o[8:40]), protoICMPv6, icmpLen+q) + sumBytes(m)
+	binary.BigEndian.PutUint16(m[2:], ^fold(s))
+	return start, hl + q, ICMPReply
+}
+
+// replyEthernet writes at buf[start:] an untagged Ethernet header back to
+// the router that sent the frame at buf[off:], as Katran does: its MAC is
+// read before the new header overwrites the old one.
+func replyEthernet(buf []byte, off, start int, srcMAC [6]byte, etherType uint16) {
+	var router [6]byte
+	copy(router[:], buf[off+6:off+12])
+	h := buf[start : start+ethLen]
+	copy(h[0:6], router[:])
+	copy(h[6:12], srcMAC[:])
+	binary.BigEndian.PutUint16(h[12:], etherType)
+}
+
+// mayBeICMPError reports whether p is an ICMP/ICMPv6 error, or a fragment of
+// an ICMP/ICMPv6 message that might be one: either must not be answered with
+// another error (RFC 1122 §3.2.2, RFC 4443 §2.4(e.1)).
+func mayBeICMPError(p *packet.Parsed) bool {
+	return p.IsICMPError() || p.Fragment && (p.Proto == protoICMP || p.Proto == protoICMPv6)
+}
+
+// unicast4 reports whether a names one host: not 0/8 ("this network"),
+// 127/8 (loopback), 224/4 (multicast) or 240/4 (reserved, broadcast).
+func unicast4(a []byte) bool {
+	return a[0] != 0 && a[0] != 127 && a[0] < 224
+}
+
+// unicast6 reports whether a names one node: not unspecified, loopback or
+// multicast (ff00::/8).
+func unicast6(a []byte) bool {
+	if a[0] == 0xff {
+		return false
+	}
+	var or byte
+	for _, b := range a[:15] {
+		or |= b
+	}
+	return or != 0 || a[15] > 1
+}
