@@ -84,15 +84,17 @@ type Dataplane struct {
 	IdleMaxSleep Duration `toml:"idle_max_sleep"` // longest sleep when idle
 	Exception    *bool    `toml:"exception"`      // create the net_tap exception path (default true)
 	ExceptionIf  string   `toml:"exception_iface"`
-	LBIPv4       Addr     `toml:"lb_ipv4"`      // outer source for IPv4 tunnels; the host's address
-	LBIPv6       Addr     `toml:"lb_ipv6"`      // outer source for IPv6 tunnels
-	GatewayIPv4  Addr     `toml:"gateway_ipv4"` // next hop toward backends (its MAC from the kernel)
+	LBIPv4       Addr     `toml:"lb_ipv4"`        // outer source for IPv4 tunnels; the host's address
+	LBIPv6       Addr     `toml:"lb_ipv6"`        // outer source for IPv6 tunnels
+	LBPrefix4    int      `toml:"lb_ipv4_prefix"` // prefix length put on the exception interface (default 24)
+	LBPrefix6    int      `toml:"lb_ipv6_prefix"` // (default 64)
+	GatewayIPv4  Addr     `toml:"gateway_ipv4"`   // next hop toward backends (its MAC from the kernel)
 	GatewayIPv6  Addr     `toml:"gateway_ipv6"`
 	NextHopMAC   MAC      `toml:"next_hop_mac"` // static next-hop MAC; overrides neighbour lookup
 	MTU          int      `toml:"mtu"`
 	Encap        string   `toml:"encap"` // default encapsulation: gre, ipip, gue
 	TTL          int      `toml:"ttl"`
-	DF           *bool    `toml:"df"` // set DF on outer IPv4 (default true)
+	DF           string   `toml:"df"` // outer IPv4 DF: set (default), inherit (copy the inner packet's), clear
 	GUEPort      int      `toml:"gue_port"`
 	HashKey      string   `toml:"hash_key"` // 32 hex digits; the same on every instance of a fleet
 }

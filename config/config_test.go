@@ -55,6 +55,7 @@ memory_mb = 256
 [dataplane]
 port = "net_ring0"
 lb_ipv4 = "192.0.2.10"
+gateway_ipv4 = "192.0.2.1"
 hash_key = "000102030405060708090a0b0c0d0e0f"
 
 [[vip]]
@@ -73,23 +74,25 @@ func TestBadConfigs(t *testing.T) {
 		want string // substring of the error
 	}{
 		{"syntax", "[eal\nmemory_mb = 1", 0, "expected"},
-		{"unknown key", base + "  wieght = 3\n", 16, `unknown key "vip.backend.wieght"`},
-		{"unknown table", base + "[admn]\nlisten = \"x\"\n", 17, `unknown key "admn.listen"`},
-		{"bad address", strings.Replace(base, `"10.0.1.1"`, `"10.0.1.300"`, 1), 15, "not an IP address"},
-		{"table size not prime", strings.Replace(base, "port = 80", "port = 80\ntable_size = 65536", 1), 13, "not a prime"},
+		{"unknown key", base + "  wieght = 3\n", 17, `unknown key "vip.backend.wieght"`},
+		{"unknown table", base + "[admn]\nlisten = \"x\"\n", 18, `unknown key "admn.listen"`},
+		{"bad address", strings.Replace(base, `"10.0.1.1"`, `"10.0.1.300"`, 1), 16, "not an IP address"},
+		{"table size not prime", strings.Replace(base, "port = 80", "port = 80\ntable_size = 65536", 1), 14, "not a prime"},
 		{"missing port", strings.Replace(base, `port = "net_ring0"`, "", 1), 5, "dataplane.port: is required"},
-		{"hash key short", strings.Replace(base, "0e0f", "", 1), 8, "32 hex digits"},
-		{"v6 backend without lb_ipv6", strings.Replace(base, `"10.0.1.1"`, `"2001:db8::1"`, 1), 15, "lb_ipv6 is not set"},
-		{"negative weight", base + "  weight = -1\n", 16, "weight -1 is outside"},
-		{"all drained", base + "  weight = 0\n", 10, "every backend has weight 0"},
-		{"duplicate vip", base + "\n[[vip]]\naddress = \"203.0.113.7\"\nport = 80\n  [[vip.backend]]\n  address = \"10.0.1.2\"\n", 18, "already configured by vip #1"},
-		{"duplicate backend", base + "  [[vip.backend]]\n  address = \"10.0.1.1\"\n", 17, "listed twice"},
-		{"second vip's backend", base + "\n[[vip]]\naddress = \"203.0.113.8\"\n  [[vip.backend]]\n  address = \"10.0.1.1\"\n  [[vip.backend]]\n  address = \"nope\"\n", 22, "not an IP address"},
-		{"bad protocol", strings.Replace(base, "port = 80", "port = 80\nprotocol = \"sctp\"", 1), 13, `"sctp" is not tcp or udp`},
-		{"bad duration", base + "[conntrack]\nudp = \"soon\"\n", 17, "not a duration"},
-		{"vip is lb address", strings.Replace(base, `address = "203.0.113.7"`, `address = "192.0.2.10"`, 1), 11, "LB's own address"},
+		{"hash key short", strings.Replace(base, "0e0f", "", 1), 9, "32 hex digits"},
+		{"v6 backend without lb_ipv6", strings.Replace(base, `"10.0.1.1"`, `"2001:db8::1"`, 1), 16, "lb_ipv6 is not set"},
+		{"negative weight", base + "  weight = -1\n", 17, "weight -1 is outside"},
+		{"all drained", base + "  weight = 0\n", 11, "every backend has weight 0"},
+		{"duplicate vip", base + "\n[[vip]]\naddress = \"203.0.113.7\"\nport = 80\n  [[vip.backend]]\n  address = \"10.0.1.2\"\n", 19, "already configured by vip #1"},
+		{"duplicate backend", base + "  [[vip.backend]]\n  address = \"10.0.1.1\"\n", 18, "listed twice"},
+		{"second vip's backend", base + "\n[[vip]]\naddress = \"203.0.113.8\"\n  [[vip.backend]]\n  address = \"10.0.1.1\"\n  [[vip.backend]]\n  address = \"nope\"\n", 23, "not an IP address"},
+		{"bad protocol", strings.Replace(base, "port = 80", "port = 80\nprotocol = \"sctp\"", 1), 14, `"sctp" is not tcp or udp`},
+		{"bad duration", base + "[conntrack]\nudp = \"soon\"\n", 18, "not a duration"},
+		{"vip is lb address", strings.Replace(base, `address = "203.0.113.7"`, `address = "192.0.2.10"`, 1), 12, "LB's own address"},
 		{"no vip", base[:strings.Index(base, "[[vip]]")], 0, "no [[vip]]"},
-		{"wrong type", strings.Replace(base, "port = 80", `port = "http"`, 1), 12, "incompatible types"},
+		{"wrong type", strings.Replace(base, "port = 80", `port = "http"`, 1), 13, "incompatible types"},
+		{"no next hop", strings.Replace(base, "gateway_ipv4 = \"192.0.2.1\"\n", "", 1), 15, "no next hop toward backend 10.0.1.1"},
+		{"bad df", strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\ndf = \"maybe\"", 1), 7, "not one of set, inherit, clear"},
 		{"burst too big", strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\nburst = 1000", 1), 7, "outside 1..64"},
 	}
 	for _, tc := range cases {
@@ -115,5 +118,15 @@ func TestLoadMissingFile(t *testing.T) {
 	_, err := Load("/nonexistent/fulcrum.toml")
 	if err == nil || errors.Is(err, ErrInvalid) {
 		t.Fatalf("err = %v, want a read error that is not ErrInvalid", err)
+	}
+}
+
+func TestBaseIsValid(t *testing.T) {
+	c, err := Parse([]byte(base), "f.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.EAL.WorkerLcores) != 1 || c.EAL.WorkerLcores[0] != 1 || c.Dataplane.DF != "set" || c.Dataplane.LBPrefix4 != 24 {
+		t.Errorf("defaults: workers %v df %q prefix %d", c.EAL.WorkerLcores, c.Dataplane.DF, c.Dataplane.LBPrefix4)
 	}
 }

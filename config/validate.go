@@ -45,6 +45,9 @@ func (c *Config) finish() error {
 	if e.MainLcore < 0 {
 		return errAt("eal.main_lcore", "%d is negative", e.MainLcore)
 	}
+	if len(e.WorkerLcores) == 0 {
+		e.WorkerLcores = []int{e.MainLcore + 1}
+	}
 	seen := map[int]bool{e.MainLcore: true}
 	for i, w := range e.WorkerLcores {
 		if w < 0 || seen[w] {
@@ -108,6 +111,18 @@ func (c *Config) finish() error {
 	if d.GatewayIPv6.IsValid() && !d.GatewayIPv6.Is6() {
 		return errAt("dataplane.gateway_ipv6", "%v is not an IPv6 address", d.GatewayIPv6)
 	}
+	if d.LBPrefix4 == 0 {
+		d.LBPrefix4 = 24
+	}
+	if d.LBPrefix6 == 0 {
+		d.LBPrefix6 = 64
+	}
+	if d.LBPrefix4 < 1 || d.LBPrefix4 > 32 {
+		return errAt("dataplane.lb_ipv4_prefix", "%d is outside 1..32", d.LBPrefix4)
+	}
+	if d.LBPrefix6 < 1 || d.LBPrefix6 > 128 {
+		return errAt("dataplane.lb_ipv6_prefix", "%d is outside 1..128", d.LBPrefix6)
+	}
 	if d.MTU == 0 {
 		d.MTU = DefaultMTU
 	}
@@ -126,8 +141,11 @@ func (c *Config) finish() error {
 	if d.TTL < 1 || d.TTL > 255 {
 		return errAt("dataplane.ttl", "%d is outside 1..255", d.TTL)
 	}
-	if d.DF == nil {
-		d.DF = boolPtr(true)
+	if d.DF == "" {
+		d.DF = "set"
+	}
+	if d.DF != "set" && d.DF != "inherit" && d.DF != "clear" {
+		return errAt("dataplane.df", "%q is not one of set, inherit, clear", d.DF)
 	}
 	if d.GUEPort == 0 {
 		d.GUEPort = DefaultGUEPort
@@ -174,6 +192,26 @@ func (c *Config) finish() error {
 	for i := range c.VIPs {
 		if err := c.finishVIP(i, vipKeys); err != nil {
 			return err
+		}
+	}
+	// Every backend family needs a next hop: a static MAC, or a gateway
+	// whose MAC the kernel resolves through the exception path.
+	for i, v := range c.VIPs {
+		for j, b := range v.Backends {
+			gw, name := d.GatewayIPv4, "gateway_ipv4"
+			if b.Address.Is6() {
+				gw, name = d.GatewayIPv6, "gateway_ipv6"
+			}
+			if d.NextHopMAC.Set {
+				continue
+			}
+			at := fmt.Sprintf("vip[%d].backend[%d].address", i, j)
+			if !gw.IsValid() {
+				return errAt(at, "no next hop toward backend %v: set dataplane.%s (resolved by the kernel) or dataplane.next_hop_mac", b.Address, name)
+			}
+			if !*d.Exception {
+				return errAt("dataplane.exception", "is off, so dataplane.%s cannot be resolved: set dataplane.next_hop_mac", name)
+			}
 		}
 	}
 	return nil

@@ -1,0 +1,194 @@
+// Command fulcrum-sim shows what Fulcrum's Maglev tables do, without a
+// dataplane: the table an operator gets for a backend set, and the seed
+// chapter's comparison of modulo, ring and Maglev hashing.
+//
+//	fulcrum-sim table --backends NAME[:WEIGHT],... [--size M] [--summary]
+//	fulcrum-sim hashing [--flows 500000] [--seed 7]
+//
+// Exit status: 0 on success, 2 on a usage error or bad input (the message on
+// stderr names the bad part), 1 if the output cannot be written.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/fulcrumlb/fulcrum/cmd/fulcrum-sim/internal/sim"
+	"github.com/fulcrumlb/fulcrum/maglev"
+)
+
+const usage = `usage: fulcrum-sim <command> [flags]
+
+commands:
+  table    print the Maglev table for a backend set
+  hashing  compare modulo, ring and Maglev hashing (seed chapter, section 3.4)
+
+Run "fulcrum-sim <command> -h" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// errUsage marks errors after which the user needs the usage text, not just
+// the message; flag has already printed it.
+var errUsage = errors.New("usage")
+
+// run is the whole command, testable: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "table":
+		err = runTable(args[1:], stdout, stderr)
+	case "hashing":
+		err = runHashing(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "fulcrum-sim: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	var out outputError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &out):
+		fmt.Fprintf(stderr, "fulcrum-sim %s: %v\n", args[0], err)
+		return 1
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(stderr, "fulcrum-sim %s: %v\n", args[0], err)
+		return 2
+	}
+}
+
+// outputError is a failure to write the results (exit status 1), as opposed
+// to bad input (2).
+type outputError struct{ err error }
+
+func (e outputError) Error() string { return "write output: " + e.err.Error() }
+func (e outputError) Unwrap() error { return e.err }
+
+// parseFlags parses a subcommand's flags and refuses positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage // flag printed the error and the usage
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: the command takes only flags (see -h)", fs.Arg(0))
+	}
+	return nil
+}
+
+func runTable(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fulcrum-sim table", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	spec := fs.String("backends", "", "backends as `NAME[:WEIGHT],...`; the text after a name's last ':' is its weight\n"+
+		"(default 1, 0 drains), so a name containing ':' needs an explicit weight: 10.0.0.1:80:1")
+	size := fs.Uint64("size", maglev.DefaultSize, "table size `M`, a prime larger than the number of backends")
+	summary := fs.Bool("summary", false, "print each backend's slot count and share instead of the slots")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *spec == "" {
+		return errors.New("--backends is required, e.g. --backends a,b:2,c")
+	}
+	backends, err := parseBackends(*spec)
+	if err != nil {
+		return err
+	}
+	t, err := maglev.Build(backends, *size)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(stdout)
+	if *summary {
+		writeSummary(w, t)
+	} else {
+		for s := range t.Size() {
+			fmt.Fprintf(w, "%d %s\n", s, t.Backend(t.Slot(s)).Key)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return outputError{err}
+	}
+	return nil
+}
+
+// parseBackends reads NAME[:WEIGHT],... . Errors name the entry at fault.
+func parseBackends(spec string) ([]maglev.Backend, error) {
+	var bs []maglev.Backend
+	for i, item := range strings.Split(spec, ",") {
+		name, weight := item, uint32(1)
+		if j := strings.LastIndexByte(item, ':'); j >= 0 {
+			name = item[:j]
+			w := item[j+1:]
+			n, err := strconv.ParseUint(w, 10, 32)
+			switch {
+			case err == nil:
+				weight = uint32(n)
+			case strings.HasPrefix(w, "-"):
+				return nil, fmt.Errorf("backend #%d %q: weight %q is negative", i+1, item, w)
+			case errors.Is(err, strconv.ErrRange):
+				return nil, fmt.Errorf("backend #%d %q: weight %s is too large (at most %d)", i+1, item, w, uint32(1<<32-1))
+			default:
+				return nil, fmt.Errorf("backend #%d %q: weight %q is not a whole number", i+1, item, w)
+			}
+		}
+		if name == "" {
+			return nil, fmt.Errorf("backend #%d %q: empty name", i+1, item)
+		}
+		bs = append(bs, maglev.Backend{Key: name, Weight: weight})
+	}
+	return bs, nil
+}
+
+func writeSummary(w io.Writer, t *maglev.Table) {
+	fmt.Fprintf(w, "table size %d, %d backends (in key order)\n", t.Size(), t.Len())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "backend\tweight\tslots\tshare")
+	for i := range t.Len() {
+		b := t.Backend(i)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f%%\n", b.Key, b.Weight, t.Count(i), 100*float64(t.Count(i))/float64(t.Size()))
+	}
+	tw.Flush()
+}
+
+func runHashing(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fulcrum-sim hashing", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	flows := fs.Int("flows", sim.DefaultFlows, "number of random flow hashes to sample")
+	seed := fs.Uint64("seed", sim.DefaultSeed, "seed of the flow hashes (Python's random.Random(seed))")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *flows <= 0 || *flows > 100_000_000 {
+		return fmt.Errorf("--flows %d: must be between 1 and 100000000", *flows)
+	}
+	rows, err := sim.Compare(*flows, *seed)
+	if err != nil {
+		return err
+	}
+	if err := sim.Write(stdout, rows, *flows, *seed); err != nil {
+		return outputError{err}
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+//go:build dpdk
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/dpdk"
+	"github.com/fulcrumlb/fulcrum/encap"
+)
+
+const dpdkSupport = "22.11+ built in"
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("c", "", "configuration file")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	exitIdle := fs.Duration("exit-when-idle", 0, "exit once packets have arrived and then none for this long (replaying a pcap); 0: run until signalled")
+	statsEvery := fs.Duration("stats-interval", 10*time.Second, "log the counters this often (0: only at exit)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := newLogger(*logFormat, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "fulcrum run: %v\n", err)
+		return 2
+	}
+	cfg, code := loadConfig(fs, *path, stderr)
+	if cfg == nil {
+		return code
+	}
+	enc, err := dataplane.NewEncapsulator(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "fulcrum: %v\n", err)
+		return 2
+	}
+	shared := &dataplane.Shared{}
+	svc, err := dataplane.BuildServices(cfg, enc, nil, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
+		return 2
+	}
+	shared.Services.Store(svc)
+
+	ealArgs := dataplane.EALArgs(cfg)
+	log.Info("starting EAL", "args", ealArgs)
+	if err := dpdk.InitEAL(ealArgs); err != nil {
+		log.Error("EAL initialisation failed", "err", err)
+		return 1
+	}
+	runDir := dpdk.RuntimeDir()
+	defer func() {
+		if err := dpdk.CleanupEAL(); err != nil {
+			log.Warn("EAL cleanup", "err", err)
+		}
+		// DPDK leaves its runtime directory behind; a restart with the
+		// same file prefix must not trip over it.
+		if runDir != "" {
+			os.RemoveAll(runDir)
+		}
+	}()
+	eng, err := dataplane.NewEngine(cfg, shared, enc, log)
+	if err != nil {
+		log.Error("dataplane setup failed", "err", err)
+		return 1
+	}
+	defer func() {
+		if err := eng.Close(); err != nil {
+			log.Warn("dataplane close", "err", err)
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if eng.HasTap() {
+		if err := dataplane.ConfigureExceptionIface(cfg, eng.PortMAC, ""); err != nil {
+			log.Error("exception path", "err", err)
+			return 1
+		}
+	}
+	go dataplane.ResolveNextHops(ctx, cfg, shared, time.Second, log)
+	if err := eng.Run(); err != nil {
+		log.Error("launching forwarding loops", "err", err)
+		return 1
+	}
+	log.Info("forwarding", "vips", len(cfg.VIPs), "config", cfg.File)
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	var stats, idleTick <-chan time.Time
+	if *statsEvery > 0 {
+		t := time.NewTicker(*statsEvery)
+		defer t.Stop()
+		stats = t.C
+	}
+	if *exitIdle > 0 {
+		t := time.NewTicker(*exitIdle / 4)
+		defer t.Stop()
+		idleTick = t.C
+	}
+	var lastRx uint64
+	lastChange := time.Now()
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				cfg, enc = reload(log, *path, cfg, enc, shared)
+				continue
+			}
+			log.Info("stopping", "signal", s.String())
+			logStats(log, eng, "final counters")
+			return 0
+		case <-stats:
+			logStats(log, eng, "counters")
+		case <-idleTick:
+			rx := totalRx(eng)
+			if rx != lastRx {
+				lastRx, lastChange = rx, time.Now()
+			} else if rx > 0 && time.Since(lastChange) >= *exitIdle {
+				log.Info("input idle, exiting", "idle", *exitIdle)
+				logStats(log, eng, "final counters")
+				return 0
+			}
+		}
+	}
+}
+
+// reload validates the file completely and publishes the new services only
+// if everything builds; otherwise the running configuration stays.
+func reload(log *slog.Logger, path string, old *config.Config, enc *encap.Encapsulator, shared *dataplane.Shared) (*config.Config, *encap.Encapsulator) {
+	cfg, err := config.Load(path)
+	if err == nil {
+		var svc *dataplane.Services
+		svc, err = dataplane.BuildServices(cfg, enc, shared.Services.Load(), nil)
+		if err == nil {
+			shared.Services.Store(svc)
+			log.Info("configuration reloaded", "file", path, "vips", len(cfg.VIPs), "generation", svc.Gen)
+			return cfg, enc
+		}
+	}
+	log.Error("reload rejected; the running configuration stays in force", "file", path, "err", err)
+	return old, enc
+}
+
+func snapshot(eng *dataplane.Engine) []dataplane.Counters {
+	out := make([]dataplane.Counters, len(eng.Workers()))
+	for i, w := range eng.Workers() {
+		w.Snapshot(&out[i], time.Second)
+	}
+	return out
+}
+
+func totalRx(eng *dataplane.Engine) uint64 {
+	var n uint64
+	for _, c := range snapshot(eng) {
+		n += c.RxPackets
+	}
+	return n
+}
+
+func logStats(log *slog.Logger, eng *dataplane.Engine, msg string) {
+	for i, c := range snapshot(eng) {
+		log.Info(msg, "worker", i, "rx", c.RxPackets, "tx", c.TxPackets, "forwarded", c.Encap[encap.Forward],
+			"icmp_replies", c.Encap[encap.ICMPReply], "punted", c.Punted, "from_kernel", c.FromKernel, "dropped", c.Dropped(),
+			"ct_hits", c.CTHits, "ct_misses", c.CTMisses, "flows", c.Flows, "moved", c.Moved)
+	}
+	if st, err := eng.PortStats(); err == nil {
+		log.Info(msg+" (port)", "ipackets", st.IPackets, "opackets", st.OPackets, "imissed", st.IMissed, "rx_nombuf", st.RxNoMbuf, "ierrors", st.IErrors, "oerrors", st.OErrors)
+	}
+}

@@ -1,0 +1,15 @@
+//go:build !dpdk
+
+package main
+
+import (
+	"fmt"
+	"io"
+)
+
+const dpdkSupport = "not built in (build with -tags dpdk where pkg-config finds libdpdk)"
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "fulcrum run: this binary was built without DPDK; install libdpdk-dev (scripts/setup.sh) and build with `make build`")
+	return 1
+}

@@ -1,0 +1,127 @@
+package conntrack
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits and defaults. An operator sizing a table or reading a timeout looks
+// here and nowhere else.
+const (
+	// DefaultCapacity is the number of entries of one lcore's table: the
+	// brief's target of 1M flows per core, 65 MiB (64-byte entries and
+	// 1-byte signatures).
+	DefaultCapacity = 1 << 20
+
+	// MaxCapacity bounds Capacity at 2^27 entries (8.25 GiB for one lcore):
+	// beyond it a value is a typo, not a plan. It also keeps every slot
+	// index within an int32.
+	MaxCapacity = 1 << 27
+
+	// DefaultTCPEstablishedTimeout is the idle timeout of an established TCP
+	// flow. Linux nf_conntrack keeps established flows 5 days
+	// (nf_conntrack_tcp_timeout_established = 432000) and IPVS 15 minutes
+	// (IP_VS_TCP_S_ESTABLISHED = 15*60), but both see both directions and
+	// the FIN that ends a connection; under DSR the LB never sees the
+	// server's close, so its entries end by idling out. 300 s is shorter
+	// than TCP keepalive's first probe (2 h on Linux), so a long-idle flow
+	// loses its pin and is routed by Maglev again, which is the same
+	// backend unless the backend set changed meanwhile.
+	DefaultTCPEstablishedTimeout = 300 * time.Second
+
+	// DefaultTCPNewTimeout is the idle timeout of a new (SYN-seen) entry.
+	// Linux uses 120 s for SYN_SENT and IPVS 60 s for SYN_RECV, timing a
+	// handshake they watch complete; here a new entry is the currency of a
+	// SYN flood, so it is kept short. A client retransmits its SYN 1, 3, 7
+	// and 15 s after the first (1 s initial RTO, RFC 6298, doubled each
+	// time): every gap up to the fourth retransmission is under 10 s, and
+	// each retransmission refreshes the entry.
+	DefaultTCPNewTimeout = 10 * time.Second
+
+	// DefaultTCPClosingTimeout is the idle timeout after a FIN or RST: Linux
+	// nf_conntrack_tcp_timeout_close and IPVS's CLOSE state both use 10 s,
+	// long enough for retransmitted FINs and final ACKs to keep their
+	// backend.
+	DefaultTCPClosingTimeout = 10 * time.Second
+
+	// DefaultOtherTimeout is the idle timeout of UDP and other protocols:
+	// Linux nf_conntrack_udp_timeout is 30 s and Katran expires UDP flows
+	// after the same 30 s (LRU_UDP_TIMEOUT).
+	DefaultOtherTimeout = 30 * time.Second
+
+	// MaxTimeout bounds every timeout at 7 days, well inside the 24.8 days
+	// (2^31 ms) that idle times can express; a longer idle pin is not
+	// useful.
+	MaxTimeout = 7 * 24 * time.Hour
+
+	// Resolution is the unit of Time: timeouts are truncated to it and must
+	// be at least one unit.
+	Resolution = time.Millisecond
+
+	// MaxBurst is the most packets LookupBurst resolves in one pass; longer
+	// slices are taken MaxBurst at a time. DPDK bursts are usually 32.
+	MaxBurst = 64
+)
+
+// ErrConfig is wrapped by every error New returns for a bad Config.
+var ErrConfig = errors.New("invalid conntrack config")
+
+// Config sets a table's size and idle timeouts. The zero Config is not
+// valid: start from DefaultConfig.
+type Config struct {
+	// Capacity is the number of entries, at least 1 and at most
+	// MaxCapacity. It is rounded up to a power-of-two number of 8-entry
+	// buckets, so a power of two wastes nothing.
+	Capacity int
+
+	// Idle timeouts per state: an entry whose last packet is older than its
+	// state's timeout is expired, reclaimed first and never returned.
+	TCPNewTimeout         time.Duration
+	TCPEstablishedTimeout time.Duration
+	TCPClosingTimeout     time.Duration
+	OtherTimeout          time.Duration // UDP and every other protocol
+}
+
+// DefaultConfig is the configuration an operator gets by saying nothing.
+func DefaultConfig() Config {
+	return Config{
+		Capacity:              DefaultCapacity,
+		TCPNewTimeout:         DefaultTCPNewTimeout,
+		TCPEstablishedTimeout: DefaultTCPEstablishedTimeout,
+		TCPClosingTimeout:     DefaultTCPClosingTimeout,
+		OtherTimeout:          DefaultOtherTimeout,
+	}
+}
+
+// Validate reports the first problem in c, naming the field.
+func (c Config) Validate() error {
+	if c.Capacity < 1 || c.Capacity > MaxCapacity {
+		return fmt.Errorf("%w: Capacity %d: must be between 1 and %d entries", ErrConfig, c.Capacity, MaxCapacity)
+	}
+	timeouts := [...]struct {
+		name string
+		d    time.Duration
+	}{
+		{"TCPNewTimeout", c.TCPNewTimeout},
+		{"TCPEstablishedTimeout", c.TCPEstablishedTimeout},
+		{"TCPClosingTimeout", c.TCPClosingTimeout},
+		{"OtherTimeout", c.OtherTimeout},
+	}
+	for _, t := range timeouts {
+		if t.d < Resolution || t.d > MaxTimeout {
+			return fmt.Errorf("%w: %s %v: must be between %v and %v", ErrConfig, t.name, t.d, Resolution, MaxTimeout)
+		}
+	}
+	return nil
+}
+
+// timeouts converts the validated timeouts to Time units, indexed by State.
+func (c Config) timeouts() [numStates]int32 {
+	var t [numStates]int32
+	t[StateNew] = int32(c.TCPNewTimeout / Resolution)
+	t[StateEstablished] = int32(c.TCPEstablishedTimeout / Resolution)
+	t[StateClosing] = int32(c.TCPClosingTimeout / Resolution)
+	t[StateOther] = int32(c.OtherTimeout / Resolution)
+	return t
+}

@@ -1,0 +1,784 @@
+package conntrack
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/packet"
+)
+
+// testHasher is the fleet hash with a fixed key, as the dataplane computes it.
+var testHasher = flow.NewHasher(flow.Key{0: 0x0f, 1: 0x1e, 2: 0x2d, 15: 0xf0})
+
+const sec = Time(1000) // one second in Time units
+
+// tuple4 is a distinct IPv4 TCP flow for each i: client 10.x.y.z:port to
+// VIP 203.0.113.7:443.
+func tuple4(i int) flow.Tuple {
+	var t flow.Tuple
+	t.SetV4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}, [4]byte{203, 0, 113, 7})
+	t.SrcPort = uint16(1024 + i>>24)
+	t.DstPort = 443
+	t.Proto = packet.ProtoTCP
+	return t
+}
+
+// tuple6 is a distinct IPv6 UDP flow for each i.
+func tuple6(i int) flow.Tuple {
+	src := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 12: byte(i >> 24), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)})
+	dst := netip.MustParseAddr("2001:db8:ffff::7")
+	t, ok := flow.TupleFrom(src, dst, 40000, 443, packet.ProtoUDP)
+	if !ok {
+		panic("tuple6")
+	}
+	return t
+}
+
+func newTable(t testing.TB, capacity int) *Table {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Capacity = capacity
+	tb, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*Config)
+		field  string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"capacity 1", func(c *Config) { c.Capacity = 1 }, ""},
+		{"capacity max", func(c *Config) { c.Capacity = MaxCapacity }, ""},
+		{"capacity 0", func(c *Config) { c.Capacity = 0 }, "Capacity 0"},
+		{"capacity negative", func(c *Config) { c.Capacity = -5 }, "Capacity -5"},
+		{"capacity absurd", func(c *Config) { c.Capacity = MaxCapacity + 1 }, "Capacity 134217729"},
+		{"new zero", func(c *Config) { c.TCPNewTimeout = 0 }, "TCPNewTimeout 0s"},
+		{"established zero", func(c *Config) { c.TCPEstablishedTimeout = 0 }, "TCPEstablishedTimeout 0s"},
+		{"closing negative", func(c *Config) { c.TCPClosingTimeout = -time.Second }, "TCPClosingTimeout -1s"},
+		{"other below resolution", func(c *Config) { c.OtherTimeout = time.Microsecond }, "OtherTimeout 1µs"},
+		{"established too long", func(c *Config) { c.TCPEstablishedTimeout = 8 * 24 * time.Hour }, "TCPEstablishedTimeout 192h0m0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tt.modify(&cfg)
+			err := cfg.Validate()
+			if cfg.Capacity <= 1<<20 { // do not allocate 8 GiB for the max case
+				tb, newErr := New(cfg)
+				if (newErr == nil) != (err == nil) || (tb == nil) != (err != nil) {
+					t.Fatalf("New and Validate disagree: %v, %v", newErr, err)
+				}
+			}
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate accepted %+v", cfg)
+			}
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("error %q: want ErrConfig naming %q", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestSizing(t *testing.T) {
+	if got := unsafe.Sizeof(Entry{}); got != 64 {
+		t.Fatalf("Entry is %d bytes, want 64 (one cache line, key included)", got)
+	}
+	if got := unsafe.Offsetof(Entry{}.key); got != 0 {
+		t.Fatalf("key at offset %d, want 0", got)
+	}
+	tests := []struct{ capacity, slots int }{
+		{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {10000, 16384}, {1 << 20, 1 << 20},
+	}
+	for _, tt := range tests {
+		tb := newTable(t, tt.capacity)
+		if tb.Slots() != tt.slots || tb.Buckets()*8 != tt.slots {
+			t.Errorf("capacity %d: %d slots, %d buckets; want %d slots", tt.capacity, tb.Slots(), tb.Buckets(), tt.slots)
+		}
+		if got := tb.Bytes(); got != tt.slots*65 {
+			t.Errorf("capacity %d: %d bytes, want %d (65 per slot)", tt.capacity, got, tt.slots*65)
+		}
+		t.Logf("capacity %d: %d slots, %d bytes, %.1f bytes/slot, %.1f bytes per requested entry",
+			tt.capacity, tb.Slots(), tb.Bytes(), float64(tb.Bytes())/float64(tb.Slots()), float64(tb.Bytes())/float64(tt.capacity))
+	}
+	// Large allocations are page-aligned by the Go allocator, so each entry
+	// is exactly one cache line; this checks the assumption still holds.
+	tb := newTable(t, 10000)
+	if a := uintptr(unsafe.Pointer(&tb.entries[0])) % 64; a != 0 {
+		t.Errorf("entries start %d bytes into a cache line", a)
+	}
+	if a := uintptr(unsafe.Pointer(&tb.sigs[0])) % 64; a != 0 {
+		t.Errorf("signatures start %d bytes into a cache line", a)
+	}
+}
+
+func TestMatch(t *testing.T) {
+	// want lists the matching lanes (slots), lowest first.
+	tests := []struct {
+		w, sig uint64
+		want   []int
+	}{
+		{0, 0, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{0x01_00_ff_01_80_7f_81_01, 1, []int{0, 4, 7}},
+		{0x01_00_ff_01_80_7f_81_01, 0, []int{6}},
+		{0x01_00_ff_01_80_7f_81_01, 0xff, []int{5}},
+		{0x01_00_ff_01_80_7f_81_01, 0x80, []int{3}},
+		{0x01_00_ff_01_80_7f_81_01, 0x7f, []int{2}},
+		{0x01_00_ff_01_80_7f_81_01, 0x81, []int{1}},
+		{0x01_00_ff_01_80_7f_81_01, 0x02, nil},
+		{0xffffffffffffffff, 0xff, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+	}
+	for _, tt := range tests {
+		var got []int
+		for m := match(tt.w, tt.sig); m != 0; m &= m - 1 {
+			got = append(got, lane(m))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("match(%#016x, %#x): lanes %v, want %v", tt.w, tt.sig, got, tt.want)
+		}
+	}
+	// Exhaustively for one lane against every signature: only the equal
+	// value matches, whatever the neighbours hold.
+	for v := range 256 {
+		for sig := range 256 {
+			w := uint64(v)<<24 | 0x00ff00_00_ff00ff
+			m := match(w, uint64(sig)) >> 24 & 0x80
+			if (m != 0) != (v == sig) {
+				t.Fatalf("lane value %#x, sig %#x: match = %v", v, sig, m != 0)
+			}
+		}
+	}
+}
+
+// TestSameKey checks the word-wise key compare against ==, flipping every
+// bit of the 38 bytes.
+func TestSameKey(t *testing.T) {
+	for _, base := range []flow.Tuple{tuple4(12345), tuple6(67890)} {
+		a := base
+		if !sameKey(&a, &base) {
+			t.Fatal("equal keys differ")
+		}
+		for i := range 38 * 8 {
+			b := base
+			(*[38]byte)(unsafe.Pointer(&b))[i/8] ^= 1 << (i % 8)
+			if sameKey(&a, &b) || a == b {
+				t.Fatalf("bit %d flipped: still equal", i)
+			}
+		}
+	}
+}
+
+func TestInsertLookup(t *testing.T) {
+	tests := []struct {
+		name string
+		key  flow.Tuple
+		st   State
+	}{
+		{"v4 tcp", tuple4(1), StateNew},
+		{"v4 tcp other flow", tuple4(2), StateNew},
+		{"v6 udp", tuple6(1), StateOther},
+		{"v6 udp other flow", tuple6(2), StateOther},
+		{"v4 icmp", func() flow.Tuple { k := tuple4(3); k.Proto = 1; k.SrcPort, k.DstPort = 0, 0; return k }(), StateOther},
+	}
+	tb := newTable(t, 1024)
+	for i, tt := range tests {
+		h := testHasher.Hash(&tt.key)
+		if e := tb.Lookup(h, &tt.key, 5*sec); e != nil {
+			t.Fatalf("%s: found before insert", tt.name)
+		}
+		e := tb.Insert(h, &tt.key, tt.st, uint16(i+1), uint32(100+i), 7, 5*sec)
+		if e == nil {
+			t.Fatalf("%s: insert failed", tt.name)
+		}
+	}
+	for i, tt := range tests {
+		h := testHasher.Hash(&tt.key)
+		e := tb.Lookup(h, &tt.key, 6*sec)
+		if e == nil {
+			t.Fatalf("%s: not found", tt.name)
+		}
+		if e.Key() != tt.key || e.VIP() != uint16(i+1) || e.Backend() != uint32(100+i) || e.Gen() != 7 ||
+			e.State() != tt.st || e.LastSeen() != 5*sec {
+			t.Errorf("%s: entry %v vip %d backend %d gen %d state %v seen %d", tt.name,
+				e.Key(), e.VIP(), e.Backend(), e.Gen(), e.State(), e.LastSeen())
+		}
+		// The same hash with a different key is a miss (the key is compared,
+		// not just the signature).
+		other := tt.key
+		other.SrcPort++
+		if e := tb.Lookup(h, &other, 6*sec); e != nil {
+			t.Errorf("%s: hash-colliding key %v returned %v", tt.name, other, e.Key())
+		}
+		// Inserting again returns the existing entry and keeps its pin.
+		if again := tb.Insert(h, &tt.key, tt.st, 9, 999, 8, 6*sec); again != e || again.Backend() != uint32(100+i) {
+			t.Errorf("%s: second insert returned a different entry or pin", tt.name)
+		}
+	}
+	c := tb.Counters()
+	if c.Inserts != uint64(len(tests)) || c.Hits != uint64(len(tests)) || c.Misses != uint64(2*len(tests)) || tb.Len() != len(tests) {
+		t.Errorf("counters %+v, len %d", c, tb.Len())
+	}
+}
+
+func TestStateMachine(t *testing.T) {
+	const (
+		syn = packet.TCPSyn
+		ack = packet.TCPAck
+		fin = packet.TCPFin
+		rst = packet.TCPRst
+		psh = packet.TCPPsh
+	)
+	tests := []struct {
+		from  State
+		flags uint8
+		want  State
+	}{
+		{StateNew, syn, StateNew},               // SYN retransmission
+		{StateNew, ack, StateEstablished},       // handshake's ACK
+		{StateNew, ack | psh, StateEstablished}, // data with the ACK
+		{StateNew, syn | ack, StateNew},         // a SYN is never the handshake's ACK
+		{StateNew, 0, StateNew},                 // no ACK: not evidence of a handshake
+		{StateNew, fin | ack, StateClosing},
+		{StateNew, rst, StateClosing},
+		{StateEstablished, ack, StateEstablished},
+		{StateEstablished, ack | psh, StateEstablished},
+		{StateEstablished, fin | ack, StateClosing},
+		{StateEstablished, rst | ack, StateClosing},
+		{StateEstablished, syn, StateNew}, // port reuse
+		{StateClosing, ack, StateClosing}, // final ACKs do not reopen
+		{StateClosing, fin | ack, StateClosing},
+		{StateClosing, syn, StateNew}, // port reuse after a seen close
+		{StateClosing, syn | rst, StateClosing},
+		{StateOther, syn, StateOther},
+		{StateOther, fin, StateOther},
+	}
+	for _, tt := range tests {
+		if got := tt.from.Next(tt.flags); got != tt.want {
+			t.Errorf("%v + flags %#02x = %v, want %v", tt.from, tt.flags, got, tt.want)
+		}
+	}
+	initial := []struct {
+		proto, flags uint8
+		want         State
+	}{
+		{packet.ProtoTCP, syn, StateNew},
+		{packet.ProtoTCP, ack, StateNew}, // mid-stream pickup
+		{packet.ProtoTCP, fin | ack, StateClosing},
+		{packet.ProtoTCP, rst, StateClosing},
+		{packet.ProtoUDP, 0, StateOther},
+		{packet.ProtoUDP, syn, StateOther},
+		{packet.ProtoICMP, 0, StateOther},
+		{packet.ProtoICMPv6, 0, StateOther},
+	}
+	for _, tt := range initial {
+		if got := Initial(tt.proto, tt.flags); got != tt.want {
+			t.Errorf("Initial(%d, %#02x) = %v, want %v", tt.proto, tt.flags, got, tt.want)
+		}
+	}
+}
+
+func TestTouch(t *testing.T) {
+	tb := newTable(t, 64)
+	k := tuple4(7)
+	h := testHasher.Hash(&k)
+	steps := []struct {
+		flags    uint8
+		want     State
+		reopened bool
+	}{
+		{packet.TCPSyn, StateNew, false},
+		{packet.TCPAck, StateEstablished, false},
+		{packet.TCPAck | packet.TCPPsh, StateEstablished, false},
+		{packet.TCPSyn, StateNew, true},
+		{packet.TCPAck, StateEstablished, false},
+		{packet.TCPFin | packet.TCPAck, StateClosing, false},
+		{packet.TCPAck, StateClosing, false},
+		{packet.TCPSyn, StateNew, true},
+	}
+	e := tb.Insert(h, &k, Initial(packet.ProtoTCP, packet.TCPSyn), 1, 2, 3, 0)
+	for i, s := range steps {
+		now := Time(i+1) * sec
+		if got := tb.Lookup(h, &k, now); got != e {
+			t.Fatalf("step %d: lookup returned %p, want %p", i, got, e)
+		}
+		if r := tb.Touch(e, now, s.flags); r != s.reopened || e.State() != s.want || e.LastSeen() != now {
+			t.Errorf("step %d flags %#02x: state %v reopened %v seen %d; want %v %v %d", i, s.flags, e.State(), r, e.LastSeen(), s.want, s.reopened, now)
+		}
+	}
+	if got := tb.Counters().Reopened; got != 2 {
+		t.Errorf("Reopened = %d, want 2", got)
+	}
+	e.Repin(77, 9)
+	if e.Backend() != 77 || e.Gen() != 9 {
+		t.Errorf("Repin: backend %d gen %d", e.Backend(), e.Gen())
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Capacity = 64
+	tests := []struct {
+		st      State
+		timeout time.Duration
+		start   Time
+	}{
+		{StateNew, DefaultTCPNewTimeout, 1000},
+		{StateEstablished, DefaultTCPEstablishedTimeout, 1000},
+		{StateClosing, DefaultTCPClosingTimeout, 1000},
+		{StateOther, DefaultOtherTimeout, 1000},
+		{StateEstablished, DefaultTCPEstablishedTimeout, ^Time(0) - 5000}, // across the wrap
+		{StateNew, DefaultTCPNewTimeout, ^Time(0)},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%v@%d", tt.st, tt.start), func(t *testing.T) {
+			to := Time(tt.timeout / time.Millisecond)
+			for _, c := range []struct {
+				age  Time
+				live bool
+			}{{0, true}, {to - 1, true}, {to, true}, {to + 1, false}, {to + 100*sec, false}} {
+				tb, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := tuple4(int(c.age))
+				h := testHasher.Hash(&k)
+				e := tb.Insert(h, &k, tt.st, 1, 1, 1, tt.start)
+				now := tt.start + c.age
+				if tb.Expired(e, now) == c.live {
+					t.Errorf("age %d ms: Expired = %v", c.age, !c.live)
+				}
+				if got := tb.Lookup(h, &k, now) != nil; got != c.live {
+					t.Errorf("age %d ms (timeout %d): found = %v, want %v", c.age, to, got, c.live)
+				}
+				if !c.live && (tb.Len() != 0 || tb.Counters().Expired != 1) {
+					t.Errorf("age %d ms: expired entry not reclaimed: len %d, counters %+v", c.age, tb.Len(), tb.Counters())
+				}
+			}
+			// A packet refreshes the entry: live again a full timeout later.
+			tb, _ := New(cfg)
+			k := tuple4(1)
+			h := testHasher.Hash(&k)
+			e := tb.Insert(h, &k, tt.st, 1, 1, 1, tt.start)
+			tb.Touch(e, tt.start+to, 0)
+			if tb.Lookup(h, &k, tt.start+2*to) == nil {
+				t.Errorf("touched entry expired")
+			}
+		})
+	}
+}
+
+// TestStaleClock: a now behind an entry's last-seen time (a clock read
+// earlier in the burst) is idle 0, not 49 days.
+func TestStaleClock(t *testing.T) {
+	tb := newTable(t, 8)
+	k := tuple4(1)
+	h := testHasher.Hash(&k)
+	e := tb.Insert(h, &k, StateNew, 1, 1, 1, 5*sec)
+	if tb.Expired(e, 5*sec-3) || tb.Lookup(h, &k, 5*sec-3) != e || tb.Sweep(5*sec-3, 1) != 0 {
+		t.Error("an entry seen after now counted as expired")
+	}
+}
+
+// slot describes one entry of a single-bucket table in the eviction tests.
+type slot struct {
+	st  State
+	age Time // idle time at the moment of the insert
+}
+
+func TestEvictionOrder(t *testing.T) {
+	const now = 1000 * sec
+	est := func(age Time) slot { return slot{StateEstablished, age} }
+	nw := func(age Time) slot { return slot{StateNew, age} }
+	cl := func(age Time) slot { return slot{StateClosing, age} }
+	ot := func(age Time) slot { return slot{StateOther, age} }
+	tests := []struct {
+		name     string
+		bucket   [8]slot
+		incoming State
+		gone     []int // indices that must be gone after the insert
+		inserted bool
+		evicted  State // class of the live victim, when one
+		expired  int
+	}{
+		{"expired before LRU live", [8]slot{est(1), est(2), est(3), nw(10*sec + 1), est(5), est(6), nw(9 * sec), cl(1)},
+			StateNew, []int{3}, true, 0, 1},
+		{"expired established before live new", [8]slot{nw(1), nw(2), est(300*sec + 1), nw(3), nw(4), nw(5), nw(6), nw(7)},
+			StateNew, []int{2}, true, 0, 1},
+		{"all expired reclaimed", [8]slot{est(300*sec + 1), ot(30*sec + 1), est(1), est(2), cl(11 * sec), est(3), est(4), est(5)},
+			StateNew, []int{0, 1, 4}, true, 0, 3},
+		{"closing before older new", [8]slot{nw(9 * sec), nw(8 * sec), cl(1), nw(7 * sec), est(1), est(2), est(3), est(4)},
+			StateNew, []int{2}, true, StateClosing, 0},
+		{"LRU within new", [8]slot{nw(1 * sec), nw(5 * sec), nw(3 * sec), nw(2 * sec), nw(4 * sec), est(9 * sec), est(8 * sec), est(7 * sec)},
+			StateNew, []int{1}, true, StateNew, 0},
+		{"new before older other", [8]slot{ot(20 * sec), ot(21 * sec), ot(22 * sec), ot(23 * sec), nw(1), nw(2), est(100 * sec), est(200 * sec)},
+			StateNew, []int{5}, true, StateNew, 0},
+		{"SYN may not evict other", [8]slot{ot(20 * sec), ot(21 * sec), ot(22 * sec), ot(23 * sec), ot(1), est(2), est(100 * sec), est(200 * sec)},
+			StateNew, nil, false, 0, 0},
+		{"SYN may not evict established", [8]slot{est(1), est(2), est(3), est(4), est(5), est(299 * sec), est(7), est(8)},
+			StateNew, nil, false, 0, 0},
+		{"other may not evict established", [8]slot{est(1), est(2), est(3), est(4), est(5), est(299 * sec), est(7), est(8)},
+			StateOther, nil, false, 0, 0},
+		{"other evicts LRU other", [8]slot{est(100 * sec), ot(3 * sec), est(100 * sec), ot(4 * sec), ot(2 * sec), est(100 * sec), est(100 * sec), est(100 * sec)},
+			StateOther, []int{3}, true, StateOther, 0},
+		{"other evicts new before other", [8]slot{ot(29 * sec), ot(28 * sec), ot(27 * sec), nw(1), ot(26 * sec), ot(25 * sec), ot(24 * sec), ot(23 * sec)},
+			StateOther, []int{3}, true, StateNew, 0},
+		{"established evicts LRU established", [8]slot{est(1), est(2), est(3), est(4), est(5), est(299 * sec), est(7), est(8)},
+			StateEstablished, []int{5}, true, StateEstablished, 0},
+		{"established evicts new first", [8]slot{est(1), est(2), est(3), nw(1), est(5), est(299 * sec), est(7), est(8)},
+			StateEstablished, []int{3}, true, StateNew, 0},
+		{"closing evicts only closing", [8]slot{nw(9 * sec), cl(1), nw(9 * sec), nw(9 * sec), cl(2), nw(9 * sec), nw(9 * sec), nw(9 * sec)},
+			StateClosing, []int{4}, true, StateClosing, 0},
+		{"closing may not evict new", [8]slot{nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec)},
+			StateClosing, nil, false, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tb := newTable(t, 8)
+			if tb.Buckets() != 1 {
+				t.Fatalf("%d buckets, want 1", tb.Buckets())
+			}
+			keys := make([]flow.Tuple, 9)
+			for i, s := range tt.bucket {
+				keys[i] = tuple4(i)
+				if tb.Insert(testHasher.Hash(&keys[i]), &keys[i], s.st, 1, uint32(i), 1, now-s.age) == nil {
+					t.Fatalf("filling slot %d failed", i)
+				}
+			}
+			keys[8] = tuple4(8)
+			e := tb.Insert(testHasher.Hash(&keys[8]), &keys[8], tt.incoming, 1, 8, 1, now)
+			if (e != nil) != tt.inserted {
+				t.Fatalf("inserted = %v, want %v", e != nil, tt.inserted)
+			}
+			gone := map[int]bool{}
+			for _, i := range tt.gone {
+				gone[i] = true
+			}
+			for i := range tt.bucket {
+				found := tb.Lookup(testHasher.Hash(&keys[i]), &keys[i], now) != nil
+				if found == gone[i] {
+					t.Errorf("entry %d (%v, idle %d ms): present = %v", i, tt.bucket[i].st, tt.bucket[i].age, found)
+				}
+			}
+			c := tb.Counters()
+			var wantEvicted [NumStates]uint64
+			if tt.inserted && tt.expired == 0 {
+				wantEvicted[tt.evicted] = 1
+			}
+			if c.Evicted != wantEvicted || c.Expired != uint64(tt.expired) {
+				t.Errorf("evicted %v expired %d; want %v %d", c.Evicted, c.Expired, wantEvicted, tt.expired)
+			}
+			if !tt.inserted && c.InsertFailed != 1 {
+				t.Errorf("InsertFailed = %d, want 1", c.InsertFailed)
+			}
+			want := 8 - tt.expired
+			if tt.inserted && tt.expired > 0 {
+				want++ // took a reclaimed slot; a live eviction is one out, one in
+			}
+			if tb.Len() != want {
+				t.Errorf("len %d, want %d", tb.Len(), want)
+			}
+		})
+	}
+}
+
+// TestFullBucket fills one bucket of a larger table and checks that the
+// others are unaffected: a bucket's fullness is its own.
+func TestFullBucket(t *testing.T) {
+	tb := newTable(t, 64) // 8 buckets
+	var inBucket0, others []flow.Tuple
+	for i := 0; len(inBucket0) < 12 || len(others) < 20; i++ {
+		k := tuple4(i)
+		if testHasher.Hash(&k)&tb.mask == 0 {
+			inBucket0 = append(inBucket0, k)
+		} else {
+			others = append(others, k)
+		}
+	}
+	for i := range 8 {
+		k := &inBucket0[i]
+		e := tb.Insert(testHasher.Hash(k), k, StateNew, 1, 1, 1, 0)
+		tb.Touch(e, 1, packet.TCPAck)
+	}
+	for i := 8; i < 12; i++ {
+		k := &inBucket0[i]
+		if tb.Insert(testHasher.Hash(k), k, StateNew, 1, 1, 1, 2) != nil {
+			t.Fatalf("SYN %d inserted into a bucket of live established flows", i)
+		}
+	}
+	for i := range others[:20] {
+		k := &others[i]
+		if tb.Insert(testHasher.Hash(k), k, StateNew, 1, 1, 1, 2) == nil {
+			t.Fatalf("insert into another bucket failed")
+		}
+	}
+	if c := tb.Counters(); c.InsertFailed != 4 || tb.Len() != 28 {
+		t.Errorf("InsertFailed %d len %d; want 4, 28", c.InsertFailed, tb.Len())
+	}
+}
+
+func TestRemoveDelete(t *testing.T) {
+	tb := newTable(t, 64)
+	k1, k2 := tuple4(1), tuple6(2)
+	h1, h2 := testHasher.Hash(&k1), testHasher.Hash(&k2)
+	e1 := tb.Insert(h1, &k1, StateNew, 1, 1, 1, 0)
+	tb.Insert(h2, &k2, StateOther, 1, 1, 1, 0)
+	if !tb.Remove(e1) || tb.Remove(e1) || tb.Lookup(h1, &k1, 0) != nil {
+		t.Error("Remove: first must succeed, second fail, lookup miss")
+	}
+	if tb.Remove(nil) || tb.Remove(&Entry{}) {
+		t.Error("Remove accepted a foreign entry")
+	}
+	if !tb.Delete(h2, &k2) || tb.Delete(h2, &k2) || tb.Lookup(h2, &k2, 0) != nil {
+		t.Error("Delete: first must succeed, second fail, lookup miss")
+	}
+	if c := tb.Counters(); c.Deleted != 2 || tb.Len() != 0 {
+		t.Errorf("Deleted %d len %d", c.Deleted, tb.Len())
+	}
+}
+
+func TestSweep(t *testing.T) {
+	tb := newTable(t, 4096)
+	states := []State{StateNew, StateEstablished, StateClosing, StateOther}
+	const n = 2000
+	keys := make([]flow.Tuple, n)
+	inserted := [NumStates]int{}
+	for i := range keys {
+		keys[i] = tuple4(i)
+		tb.Insert(testHasher.Hash(&keys[i]), &keys[i], states[i%4], 1, 1, 1, 0)
+	}
+	// Count what is in the table (an insert into a full bucket may have
+	// evicted an earlier entry).
+	for i := range keys {
+		if tb.Lookup(testHasher.Hash(&keys[i]), &keys[i], 0) != nil {
+			inserted[states[i%4]]++
+		}
+	}
+	// At 20 s the new and closing entries (10 s) are expired, the others
+	// are not. Sweep in budgets of 100 buckets: 512 buckets, 6 calls.
+	now := 20 * sec
+	total, calls := 0, 0
+	for ; calls < 6; calls++ {
+		total += tb.Sweep(now, 100)
+	}
+	want := inserted[StateNew] + inserted[StateClosing]
+	if total != want || tb.Counters().Expired != uint64(want) {
+		t.Errorf("swept %d (counter %d), want %d", total, tb.Counters().Expired, want)
+	}
+	if tb.Len() != inserted[StateEstablished]+inserted[StateOther] {
+		t.Errorf("len %d after sweep", tb.Len())
+	}
+	if got := tb.Sweep(now, 1<<30); got != 0 {
+		t.Errorf("second sweep removed %d", got)
+	}
+	if tb.Sweep(40*sec, 0) != 0 || tb.Sweep(40*sec, -1) != 0 {
+		t.Error("sweep with no budget did work")
+	}
+	if got := tb.Sweep(40*sec, tb.Buckets()); got != inserted[StateOther] {
+		t.Errorf("sweep at 40 s removed %d, want %d (UDP)", got, inserted[StateOther])
+	}
+}
+
+func TestDropAndScan(t *testing.T) {
+	tb := newTable(t, 4096)
+	perBackend := map[uint32]int{}
+	perVIP := map[uint16]int{}
+	for i := range 1500 {
+		k := tuple4(i)
+		tb.Insert(testHasher.Hash(&k), &k, StateOther, uint16(i%3), uint32(i%7), 1, 0)
+	}
+	for i := range 1500 {
+		k := tuple4(i)
+		if tb.Lookup(testHasher.Hash(&k), &k, 0) != nil {
+			perBackend[uint32(i%7)]++
+			perVIP[uint16(i%3)]++
+		}
+	}
+	count := func() (map[uint32]int, map[uint16]int) {
+		b, v := map[uint32]int{}, map[uint16]int{}
+		next, done, steps := 0, false, 0
+		for !done {
+			next, done = tb.Scan(next, 37, func(e *Entry) { b[e.Backend()]++; v[e.VIP()]++ })
+			steps++
+		}
+		if want := (tb.Buckets() + 36) / 37; steps != want {
+			t.Errorf("scan took %d steps, want %d", steps, want)
+		}
+		return b, v
+	}
+	b, v := count()
+	if fmt.Sprint(b) != fmt.Sprint(perBackend) || fmt.Sprint(v) != fmt.Sprint(perVIP) {
+		t.Fatalf("scan counted %v %v, want %v %v", b, v, perBackend, perVIP)
+	}
+
+	drop := func(sel Selector) {
+		next, done := 0, false
+		for !done {
+			next, done = tb.Drop(sel, next, 50)
+		}
+	}
+	drop(ByBackend(3))
+	drop(ByVIP(1))
+	b, v = count()
+	want := 0
+	for vip, n := range perVIP {
+		if vip != 1 && v[vip] == 0 {
+			t.Errorf("vip %d: all %d flows dropped", vip, n)
+		}
+	}
+	for i := range 1500 {
+		k := tuple4(i)
+		vip, backend := uint16(i%3), uint32(i%7)
+		e := tb.Lookup(testHasher.Hash(&k), &k, 0)
+		if e != nil && (vip == 1 || backend == 3) {
+			t.Fatalf("flow %d (vip %d backend %d) survived the drop", i, vip, backend)
+		}
+		if e != nil {
+			want++
+		}
+	}
+	if b[3] != 0 || v[1] != 0 || tb.Len() != want || want == 0 {
+		t.Errorf("after drops: backends %v vips %v len %d, want %d", b, v, tb.Len(), want)
+	}
+	if got := tb.Counters().Dropped; got != uint64(sum(perBackend)-want) {
+		t.Errorf("Dropped %d, want %d", got, sum(perBackend)-want)
+	}
+	if next, done := tb.Drop(ByVIP(0), tb.Buckets(), 10); !done || next != tb.Buckets() {
+		t.Error("drop from past the end must be done")
+	}
+	if next, done := tb.Drop(ByVIP(0), -1, 10); !done || next != tb.Buckets() {
+		t.Error("drop from a negative bucket must be done")
+	}
+}
+
+// TestLookupBurst checks the burst against single lookups on an identical
+// table: same entries, same expirations, same counters, including bursts
+// longer than MaxBurst.
+func TestLookupBurst(t *testing.T) {
+	build := func() *Table {
+		tb := newTable(t, 2048)
+		for i := range 1500 {
+			k := tuple4(i)
+			st := StateEstablished
+			if i%5 == 0 {
+				st = StateNew // expired at the lookup time below
+			}
+			tb.Insert(testHasher.Hash(&k), &k, st, 1, uint32(i), 1, 0)
+		}
+		return tb
+	}
+	single, burst := build(), build()
+	now := 60 * sec
+	for _, n := range []int{1, 7, 32, 64, 65, 200} {
+		keys := make([]flow.Tuple, n)
+		ptrs := make([]*flow.Tuple, n)
+		hashes := make([]uint64, n)
+		for i := range keys {
+			keys[i] = tuple4((i*7919 + n) % 3000) // about half are misses
+			ptrs[i] = &keys[i]
+			hashes[i] = testHasher.Hash(&keys[i])
+		}
+		out := make([]*Entry, n)
+		hits := burst.LookupBurst(hashes, ptrs, now, out)
+		wantHits := 0
+		for i := range keys {
+			want := single.Lookup(hashes[i], &keys[i], now)
+			if want != nil {
+				wantHits++
+			}
+			switch {
+			case (want == nil) != (out[i] == nil):
+				t.Fatalf("burst %d packet %d: burst %v, single %v", n, i, out[i] != nil, want != nil)
+			case want != nil && (out[i].Key() != keys[i] || out[i].Backend() != want.Backend()):
+				t.Fatalf("burst %d packet %d: wrong entry", n, i)
+			}
+		}
+		if hits != wantHits {
+			t.Errorf("burst %d: %d hits, want %d", n, hits, wantHits)
+		}
+	}
+	if single.Counters() != burst.Counters() || single.Len() != burst.Len() {
+		t.Errorf("counters differ: single %+v len %d, burst %+v len %d", single.Counters(), single.Len(), burst.Counters(), burst.Len())
+	}
+	// Mismatched slice lengths: the shortest wins, nothing panics.
+	out := make([]*Entry, 2)
+	k := tuple4(1)
+	if n := burst.LookupBurst([]uint64{1, 2, 3}, []*flow.Tuple{&k, &k, &k}, now, out); n != 0 {
+		t.Errorf("mismatched burst: %d hits", n)
+	}
+}
+
+// TestNoAllocs fails if any per-packet method allocates.
+func TestNoAllocs(t *testing.T) {
+	tb := newTable(t, 1<<12)
+	const n = 32
+	keys := make([]flow.Tuple, 4*n)
+	ptrs := make([]*flow.Tuple, len(keys))
+	hashes := make([]uint64, len(keys))
+	for i := range keys {
+		keys[i] = tuple4(i)
+		ptrs[i] = &keys[i]
+		hashes[i] = testHasher.Hash(&keys[i])
+	}
+	for i := range n {
+		tb.Insert(hashes[i], &keys[i], StateNew, 1, 1, 1, 0)
+	}
+	out := make([]*Entry, n)
+	now := Time(0)
+	ops := []struct {
+		name string
+		fn   func()
+	}{
+		{"Lookup", func() { tb.Lookup(hashes[3], &keys[3], now) }},
+		{"LookupMiss", func() { tb.Lookup(hashes[n+3], &keys[n+3], now) }},
+		{"LookupBurst", func() { tb.LookupBurst(hashes[:n], ptrs[:n], now, out) }},
+		{"Insert", func() {
+			i := n + int(now)%(3*n)
+			tb.Insert(hashes[i], &keys[i], StateNew, 1, 1, 1, now)
+		}},
+		{"Touch", func() {
+			if e := tb.Lookup(hashes[5], &keys[5], now); e != nil {
+				tb.Touch(e, now, packet.TCPAck)
+			}
+		}},
+		{"RemoveInsert", func() {
+			tb.Remove(tb.Lookup(hashes[7], &keys[7], now))
+			tb.Insert(hashes[7], &keys[7], StateNew, 1, 1, 1, now)
+		}},
+		{"DeleteInsert", func() {
+			tb.Delete(hashes[8], &keys[8])
+			tb.Insert(hashes[8], &keys[8], StateNew, 1, 1, 1, now)
+		}},
+		{"Sweep", func() { tb.Sweep(now, 16) }},
+		{"Drop", func() { tb.Drop(ByBackend(99), 0, 16) }},
+		{"Scan", func() { tb.Scan(0, 16, func(e *Entry) { _ = e.Backend() }) }},
+	}
+	for _, op := range ops {
+		if a := testing.AllocsPerRun(200, func() { now++; op.fn() }); a != 0 {
+			t.Errorf("%s: %v allocations per run", op.name, a)
+		}
+	}
+}
+
+func sum[K comparable](m map[K]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

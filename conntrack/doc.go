@@ -1,0 +1,93 @@
+// Package conntrack is the dataplane's flow table: it pins each flow to the
+// backend Maglev chose for its first packet, so that a later change of the
+// backend set (a backend added, a weight changed) does not move connections
+// that are already open. A flow the table does not know is not lost: the
+// dataplane falls back to the VIP's Maglev table, which gives every instance
+// of the fleet the same answer (see the brief and the seed chapter's
+// section on connection tracking). The table only has to remember what
+// Maglev alone could get wrong.
+//
+// # Ownership
+//
+// One Table belongs to one lcore (RSS keeps a flow on one queue, so each
+// lcore has its own shard). Nothing is locked and nothing is atomic: every
+// method, including the read-only ones (ForEach, Scan, Counters), must run on
+// the owning lcore, between or within bursts. The control plane asks the
+// lcore to run Drop or Scan for it; it never touches a Table itself.
+//
+// # Memory and layout
+//
+// New allocates everything once: an array of 64-byte entries (key included,
+// one cache line each) grouped in buckets of 8, and beside it a compact array
+// of 8-bit signatures, one 64-bit word per bucket, 8 buckets per cache line
+// (4 MiB of signatures for 4M entries, small enough to stay in a large L3).
+// A slot whose signature is 0 is free. A lookup reads the bucket's signature
+// word, compares all 8 signatures at once with SWAR arithmetic, and reads an
+// entry line only for a matching signature: a miss reads an entry line with
+// probability at most 8/255 (3%), a hit reads one entry line (plus the same
+// 3% of false candidates). Entries hold no pointers, so the garbage collector
+// never scans them. The per-packet methods (Lookup, LookupBurst, Insert,
+// Touch, Remove, Delete, Sweep, Drop) allocate nothing.
+//
+// The caller passes the flow hash (flow.Hasher, computed once per packet and
+// shared with Maglev); the table never hashes. The low bits of the hash pick
+// the bucket, the top 8 bits are the signature. The hash is keyed by the
+// cluster secret, so an attacker cannot aim a flood at chosen buckets.
+//
+// A flow lives only in its own bucket (no second choice, no overflow chain):
+// a bucket that is full is full, whatever the load of its neighbours. With 8
+// slots per bucket and uniform hashing (Poisson bucket loads), the share of
+// live flows that find their bucket full is 0.8% when flows fill 50% of the
+// slots, 4% at 70% and 14% at 100%: size Capacity with that headroom. A flow
+// that does not fit is handled by the eviction policy below, never by an
+// error the dataplane must act on.
+//
+// # Time
+//
+// Time is a uint32 count of milliseconds from any monotonic clock the
+// dataplane reads once per burst (a TSC divided down, a coarse clock); the
+// table never reads a clock. It wraps every 49.7 days: idle times are
+// computed as int32(now-lastSeen), exact across the wrap as long as no entry
+// stays untouched and unvisited for 24.8 days (2^31 ms; Sweep, called between
+// bursts, visits every bucket far more often), and a now slightly behind an
+// entry's last-seen time (a stale clock read) counts as idle 0, never as
+// expired.
+//
+// # States and timeouts
+//
+// The dataplane sees only client-to-server packets (DSR), so the TCP state
+// machine is driven by the client's flags alone (State.Next):
+//
+//	new         first packet seen: a SYN, or a mid-stream packet of a flow
+//	            this instance has not seen before (ECMP moved it here)
+//	established a non-SYN ACK arrived on a new entry: two packets, so a
+//	            lone spoofed SYN or ACK never reaches this state
+//	closing     a FIN or RST arrived; sticky until expiry or a new SYN
+//	other       UDP and every protocol without a handshake
+//
+// A SYN on an established or closing entry is port reuse: the server closed
+// and the LB never saw it. The entry goes back to new and keeps its backend
+// (the backend accepts a new SYN on a TIME_WAIT tuple, RFC 6191, and a stray
+// or spoofed SYN does not move a live connection); Touch reports it so the
+// dataplane may re-pin if the pinned backend has left, as IPVS's
+// conn_reuse_mode does. Each state has its own idle timeout (Config).
+//
+// # Eviction
+//
+// Insert into a full bucket reclaims space in this order:
+//
+//  1. expired entries (any state): all of them in the bucket are removed;
+//  2. otherwise the least valuable live class present, and within it the
+//     least recently seen entry. Classes from least to most valuable:
+//     closing < new < other < established;
+//  3. but an insert may only evict an entry of its own class or a less
+//     valuable one. If no such entry is in the bucket the insert fails
+//     (counted in InsertFailed) and the flow is forwarded by Maglev alone.
+//
+// So a SYN flood (new entries) can push out only closing and new entries: a
+// bucket holding only live established flows rejects the SYN, and an
+// established flow is never evicted while a new or closing entry could go
+// instead. UDP (other) outranks new for the same reason: a SYN flood must not
+// flush QUIC or DNS flows either. Only an explicit insert in the established
+// class may evict an established entry (least recently seen first).
+package conntrack

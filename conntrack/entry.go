@@ -1,0 +1,126 @@
+package conntrack
+
+import (
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/packet"
+)
+
+// Time is a point on the dataplane's monotonic clock in milliseconds
+// (Resolution), wrapping every 2^32 ms (49.7 days). See the package doc.
+type Time uint32
+
+// State is a flow's tracking state; see the package doc for the machine.
+type State uint8
+
+// The states. Their order is not their eviction rank (see rank).
+const (
+	StateNew         State = iota // TCP: SYN or a first mid-stream packet seen
+	StateEstablished              // TCP: a non-SYN ACK followed the first packet
+	StateClosing                  // TCP: FIN or RST seen
+	StateOther                    // UDP and other protocols
+
+	numStates = 4
+)
+
+// NumStates is the number of States, for arrays indexed by State.
+const NumStates = numStates
+
+var stateNames = [numStates]string{"new", "established", "closing", "other"}
+
+// String is the state's lower-case name.
+func (s State) String() string {
+	if s < numStates {
+		return stateNames[s]
+	}
+	return "invalid"
+}
+
+// rank orders the states from least to most valuable for eviction (package
+// doc): closing < new < other < established.
+var rank = [numStates]uint8{
+	StateClosing:     0,
+	StateNew:         1,
+	StateOther:       2,
+	StateEstablished: 3,
+}
+
+// Initial is the state of a flow's first packet: other for every protocol
+// but TCP; for TCP closing on FIN or RST and new otherwise. A mid-stream TCP
+// packet (a flow that ECMP moved here from another instance) starts as new
+// like a SYN, and becomes established with its next ACK: one unsolicited ACK
+// never buys an established, flood-proof slot.
+func Initial(proto, tcpFlags uint8) State {
+	if proto != packet.ProtoTCP {
+		return StateOther
+	}
+	if tcpFlags&(packet.TCPFin|packet.TCPRst) != 0 {
+		return StateClosing
+	}
+	return StateNew
+}
+
+// Next is the state after a client-to-server packet with tcpFlags arrives in
+// state s (the package doc has the policy). StateOther never changes.
+//
+//	FIN or RST       -> closing
+//	SYN              -> new (from established or closing: port reuse)
+//	ACK (no SYN)     -> established from new, unchanged otherwise
+func (s State) Next(tcpFlags uint8) State {
+	if s == StateOther {
+		return s
+	}
+	switch {
+	case tcpFlags&(packet.TCPFin|packet.TCPRst) != 0:
+		return StateClosing
+	case tcpFlags&packet.TCPSyn != 0:
+		return StateNew
+	case tcpFlags&packet.TCPAck != 0 && s == StateNew:
+		return StateEstablished
+	}
+	return s
+}
+
+// Entry is one tracked flow: exactly one 64-byte cache line, key included.
+// The table hands out pointers to its entries so the dataplane reads the pin
+// and updates the entry in place; a pointer is valid until the entry is
+// removed (by Remove, Delete, Drop, Sweep, expiry or eviction), so use it
+// within the burst that looked it up.
+type Entry struct {
+	key      flow.Tuple // 38 bytes: offset 0, the first thing compared
+	vip      uint16     // VIP id
+	backend  uint32     // backend id (see Backend)
+	gen      uint32     // generation of the Maglev table that chose backend
+	lastSeen Time       // last packet, dataplane clock
+	state    State
+	_        [11]byte // pad to one cache line; spare for later fields
+}
+
+// Key is the flow's 5-tuple.
+func (e *Entry) Key() flow.Tuple { return e.key }
+
+// VIP is the id of the VIP the flow is addressed to.
+func (e *Entry) VIP() uint16 { return e.vip }
+
+// Backend is the pinned backend's id. It is 32 bits because backend ids
+// index one process-wide backend array shared by all VIPs (the same real
+// serving many VIPs is one backend), and a fleet's VIP × backend pairs can
+// pass 65535; the entry has room to spare, so nothing is saved by 16 bits.
+func (e *Entry) Backend() uint32 { return e.backend }
+
+// Gen is the generation of the VIP's Maglev table that chose Backend; the
+// dataplane compares it with the current generation to see whether the pin
+// still agrees with Maglev.
+func (e *Entry) Gen() uint32 { return e.gen }
+
+// LastSeen is the time of the flow's last packet.
+func (e *Entry) LastSeen() Time { return e.lastSeen }
+
+// State is the flow's tracking state.
+func (e *Entry) State() State { return e.state }
+
+// Repin points the flow at another backend, chosen by Maglev table
+// generation gen (after Touch reported port reuse and the old backend is
+// gone, for instance).
+func (e *Entry) Repin(backend, gen uint32) {
+	e.backend, e.gen = backend, gen
+}

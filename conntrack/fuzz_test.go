@@ -1,0 +1,208 @@
+package conntrack
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/packet"
+)
+
+// modelEntry is what the model remembers of a flow.
+type modelEntry struct {
+	vip          uint16
+	backend, gen uint32
+	seen         Time
+	state        State
+}
+
+// fuzzKeys are the flows of the fuzz target: v4 and v6, TCP, UDP and ICMP.
+var fuzzKeys = func() []flow.Tuple {
+	var ks []flow.Tuple
+	for i := range 8 {
+		ks = append(ks, tuple4(i), tuple6(i))
+		k := tuple4(i)
+		k.Proto, k.SrcPort, k.DstPort = packet.ProtoICMP, 0, 0
+		ks = append(ks, k)
+	}
+	return ks
+}()
+
+// fuzzHash is a deliberately bad hash: 2 buckets and 3 signatures for 24
+// keys, so full buckets, evictions and signature collisions between
+// different keys are the normal case.
+func fuzzHash(i int) uint64 { return uint64(i%3)<<48 | uint64(i%2) }
+
+// FuzzTable drives random operation sequences against a map-based model.
+// The table may forget flows only where the policy allows (expiry, eviction
+// by an insert into the same bucket of an entry no more valuable than the
+// newcomer, Delete/Remove/Drop of that flow); it must never return an entry
+// whose key differs, never return an expired entry, and never disagree with
+// the model on a flow it reports present.
+func FuzzTable(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 1, 3, 1, 1, 6, 2, 0, 2, 1, 0, 0})
+	f.Add([]byte{1, 0, 1, 1, 2, 1, 1, 4, 1, 1, 6, 1, 1, 8, 1, 1, 10, 1, 1, 12, 1, 1, 14, 1, 1, 16, 1, 1, 18, 1, 0, 20, 0})
+	f.Add([]byte{1, 0, 3, 1, 1, 3, 1, 2, 3, 3, 200, 4, 1, 3, 0, 0, 1})
+	f.Add([]byte{1, 5, 2, 1, 7, 2, 7, 1, 0, 7, 0, 0, 5, 5, 0, 6, 7, 0, 8, 3, 0})
+	seq := []byte{}
+	for i := range 24 {
+		seq = append(seq, 1, byte(i), byte(i%5))
+	}
+	seq = append(seq, 8, 0, 7, 3, 90, 8, 4, 0, 2, 7, 19, 3, 255, 4, 0, 1)
+	f.Add(seq)
+
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		cfg := Config{Capacity: 16, TCPNewTimeout: time.Second, TCPEstablishedTimeout: 5 * time.Second,
+			TCPClosingTimeout: time.Second, OtherTimeout: 2 * time.Second}
+		tb, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := map[flow.Tuple]modelEntry{}
+		now := ^Time(0) - 3000 // cross the clock's wrap
+		expired := func(m modelEntry) bool { return int32(now-m.seen) > int32(tb.Timeout(m.state)) }
+		check := func(k *flow.Tuple, e *Entry, what string) {
+			if e == nil {
+				return
+			}
+			m, ok := model[*k]
+			if e.Key() != *k || !ok || expired(m) || m.vip != e.vip || m.backend != e.backend || m.gen != e.gen || m.seen != e.lastSeen || m.state != e.state {
+				t.Fatalf("%s %v: table %+v, model %+v (present %v)", what, *k, *e, m, ok)
+			}
+		}
+		arg := func(i int) byte {
+			if i < len(ops) {
+				return ops[i]
+			}
+			return 0
+		}
+
+		for i := 0; i < len(ops); i += 3 {
+			op, a, b := ops[i]%9, int(arg(i+1)), arg(i+2)
+			ki := a % len(fuzzKeys)
+			k := &fuzzKeys[ki]
+			h := fuzzHash(ki)
+			var inserted *flow.Tuple // the flow an Insert added
+			var insertState State
+			var dropped Selector
+			dropping, removed := false, (*flow.Tuple)(nil)
+
+			switch op {
+			case 0: // lookup
+				e := tb.Lookup(h, k, now)
+				check(k, e, "Lookup")
+				if m, ok := model[*k]; e == nil && ok && !expired(m) {
+					t.Fatalf("Lookup %v: miss for a live model entry %+v", *k, m)
+				}
+			case 1: // insert
+				st := State(b % 4)
+				m, had := model[*k]
+				e := tb.Insert(h, k, st, uint16(b%3), uint32(b%5), uint32(a), now)
+				if had && !expired(m) {
+					if e == nil {
+						t.Fatalf("Insert %v: nil for a live tracked flow", *k)
+					}
+					check(k, e, "Insert existing")
+					break
+				}
+				if e != nil {
+					model[*k] = modelEntry{uint16(b % 3), uint32(b % 5), uint32(a), now, st}
+					inserted, insertState = k, st
+					check(k, e, "Insert")
+				}
+			case 2: // a packet: lookup and touch
+				if e := tb.Lookup(h, k, now); e != nil {
+					check(k, e, "Lookup before Touch")
+					tb.Touch(e, now, b)
+					m := model[*k]
+					m.seen, m.state = now, m.state.Next(b)
+					model[*k] = m
+					check(k, e, "Touch")
+				}
+			case 3: // time passes (sometimes backwards, a stale clock)
+				if b&0x80 != 0 {
+					now -= Time(b & 0x7f)
+				} else {
+					now += Time(b) * 50
+				}
+			case 4:
+				tb.Sweep(now, int(b%4))
+			case 5:
+				tb.Delete(h, k)
+				removed = k
+			case 6:
+				if e := tb.Lookup(h, k, now); e != nil {
+					tb.Remove(e)
+				}
+				removed = k
+			case 7: // a complete drop
+				dropped, dropping = ByBackend(uint32(b%5)), true
+				if b&1 != 0 {
+					dropped = ByVIP(uint16(b % 3))
+				}
+				for next, done := 0, false; !done; {
+					next, done = tb.Drop(dropped, next, 1)
+				}
+			case 8: // a burst over several keys
+				var hs [5]uint64
+				var ks [5]*flow.Tuple
+				var out [5]*Entry
+				for j := range hs {
+					kj := (a + j*int(b|1)) % len(fuzzKeys)
+					hs[j], ks[j] = fuzzHash(kj), &fuzzKeys[kj]
+				}
+				tb.LookupBurst(hs[:], ks[:], now, out[:])
+				for j := range out {
+					check(ks[j], out[j], "LookupBurst")
+					if m, ok := model[*ks[j]]; out[j] == nil && ok && !expired(m) {
+						t.Fatalf("LookupBurst %v: miss for a live model entry %+v", *ks[j], m)
+					}
+				}
+			}
+
+			// Reconcile: every table entry is in the model and agrees;
+			// a model entry missing from the table left for a reason the
+			// policy allows.
+			inTable := map[flow.Tuple]bool{}
+			tb.ForEach(func(e *Entry) {
+				inTable[e.key] = true
+				m, ok := model[e.key]
+				if !ok || m.vip != e.vip || m.backend != e.backend || m.gen != e.gen || m.seen != e.lastSeen || m.state != e.state {
+					t.Fatalf("op %d: table holds %+v, model %+v (present %v)", op, *e, m, ok)
+				}
+			})
+			if len(inTable) != tb.Len() {
+				t.Fatalf("Len %d, ForEach saw %d", tb.Len(), len(inTable))
+			}
+			evictions := 0
+			for mk, m := range model {
+				if inTable[mk] {
+					continue
+				}
+				delete(model, mk)
+				switch {
+				case expired(m):
+				case removed != nil && mk == *removed:
+				case dropping && dropped.matches(&Entry{vip: m.vip, backend: m.backend}):
+				case inserted != nil && fuzzBucket(mk)&tb.mask == fuzzBucket(*inserted)&tb.mask && rank[m.state] <= rank[insertState]:
+					evictions++
+				default:
+					t.Fatalf("op %d: live flow %v %+v vanished", op, mk, m)
+				}
+			}
+			if evictions > 1 {
+				t.Fatalf("one insert evicted %d live entries", evictions)
+			}
+		}
+	})
+}
+
+// fuzzBucket is the hash of a fuzz key.
+func fuzzBucket(k flow.Tuple) uint64 {
+	for i := range fuzzKeys {
+		if fuzzKeys[i] == k {
+			return fuzzHash(i)
+		}
+	}
+	panic("not a fuzz key")
+}

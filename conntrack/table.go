@@ -1,0 +1,496 @@
+package conntrack
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"unsafe"
+
+	"github.com/fulcrumlb/fulcrum/flow"
+)
+
+// bucketSlots is the number of entries per bucket: 8 one-byte signatures
+// fill one 64-bit word, so one SWAR pass compares them all.
+const bucketSlots = 8
+
+// pageSize is the stride New uses to fault the table's pages in.
+const pageSize = 4096
+
+// SWAR constants for 8 lanes of 8 bits in a uint64.
+const (
+	laneOnes = 0x0101010101010101
+	laneLow  = 0x7f7f7f7f7f7f7f7f
+	laneHigh = 0x8080808080808080
+)
+
+// The key compare below reads flow.Tuple as 38 padding-free bytes: fail to
+// compile if flow changes its layout.
+var _ = [1]struct{}{}[unsafe.Sizeof(flow.Tuple{})-38]
+
+// Counters are the table's event counts. They are plain fields owned by the
+// lcore; Counters() copies them for publication between bursts.
+type Counters struct {
+	Hits         uint64            // lookups that found a live entry
+	Misses       uint64            // lookups that did not (expired entries count here too)
+	Inserts      uint64            // entries created
+	InsertFailed uint64            // inserts refused: the bucket held only entries the new one may not evict
+	Evicted      [NumStates]uint64 // live entries evicted to make room, by their State
+	Expired      uint64            // entries removed because idle past their timeout
+	Deleted      uint64            // entries removed by Remove or Delete
+	Dropped      uint64            // entries removed by Drop
+	Reopened     uint64            // SYNs on established or closing entries (port reuse)
+}
+
+// Table is one lcore's flow table. Create it with New; it is not safe for
+// concurrent use (see the package doc).
+type Table struct {
+	// sigs holds one word per bucket: the 8-bit signatures of its 8 slots,
+	// slot i in byte i (bits 8i..8i+7). 0 = free slot.
+	sigs    []uint64
+	entries []Entry
+	mask    uint64           // buckets - 1
+	timeout [numStates]int32 // idle timeout per State, in Time units
+	live    int              // occupied slots
+	sweep   int              // Sweep's next bucket
+	c       Counters
+}
+
+// New allocates a table for cfg. All memory is allocated and faulted in
+// here; nothing the table does afterwards allocates.
+func New(cfg Config) (*Table, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	nb := 1 << bits.Len(uint((cfg.Capacity+bucketSlots-1)/bucketSlots-1))
+	t := &Table{
+		sigs:    make([]uint64, nb),
+		entries: make([]Entry, nb*bucketSlots),
+		mask:    uint64(nb - 1),
+		timeout: cfg.timeouts(),
+	}
+	adviseHugePages(unsafe.Pointer(&t.entries[0]), uintptr(len(t.entries))*unsafe.Sizeof(Entry{}))
+	adviseHugePages(unsafe.Pointer(&t.sigs[0]), uintptr(len(t.sigs))*8)
+	// Fresh large allocations are untouched zero pages: write one byte
+	// per page now so the first inserts do not take page faults.
+	for i := 0; i < len(t.entries); i += pageSize / int(unsafe.Sizeof(Entry{})) {
+		t.entries[i].state = 0
+	}
+	for i := 0; i < len(t.sigs); i += pageSize / 8 {
+		t.sigs[i] = 0
+	}
+	return t, nil
+}
+
+// Slots is the number of entries the table holds when full (Capacity
+// rounded up to whole power-of-two buckets).
+func (t *Table) Slots() int { return len(t.entries) }
+
+// Buckets is the number of buckets, the unit of Sweep, Drop and Scan budgets.
+func (t *Table) Buckets() int { return int(t.mask) + 1 }
+
+// Bytes is the table's memory: entries and signatures.
+func (t *Table) Bytes() int {
+	return len(t.entries)*int(unsafe.Sizeof(Entry{})) + len(t.sigs)*8
+}
+
+// Len is the number of occupied slots, including expired entries that no
+// lookup, insert or sweep has reclaimed yet.
+func (t *Table) Len() int { return t.live }
+
+// Counters returns a copy of the event counts.
+func (t *Table) Counters() Counters { return t.c }
+
+// Timeout is the idle timeout of state s, in Time units.
+func (t *Table) Timeout(s State) Time { return Time(t.timeout[s&3]) }
+
+// Expired reports whether e has been idle longer than its state's timeout
+// at now. Expired entries are never returned by Lookup.
+func (t *Table) Expired(e *Entry, now Time) bool {
+	return idle(e, now) > t.timeout[e.state&3]
+}
+
+// idle is how long e has been idle at now. It is computed in wrapping
+// arithmetic, so it is exact across the clock's wrap; a now behind the
+// entry's last-seen time (a stale clock read) gives a negative idle time,
+// which never expires anything.
+func idle(e *Entry, now Time) int32 { return int32(now - e.lastSeen) }
+
+// signature is the top 8 bits of the flow hash, never 0 (0 marks a free
+// slot). The bucket index uses the low bits, which never reach bit 56.
+func signature(hash uint64) uint64 {
+	s := hash >> 56
+	if s == 0 {
+		s = 1
+	}
+	return s
+}
+
+// match returns the lanes of w equal to sig, as the top bit of each 8-bit
+// lane (bit 8i+7 for slot i). The test is exact: adding 0x7f to a lane's low
+// 7 bits carries into its top bit iff they are non-zero, and never into the
+// next lane.
+func match(w, sig uint64) uint64 {
+	x := w ^ sig*laneOnes
+	return ^((x&laneLow + laneLow) | x) & laneHigh
+}
+
+// lane is the slot (0-7) of the lowest lane set in a match mask.
+func lane(m uint64) int { return bits.TrailingZeros64(m) >> 3 }
+
+// occupied is the match mask of the used slots of bucket b.
+func (t *Table) occupied(b uint64) uint64 { return match(t.sigs[b], 0) ^ laneHigh }
+
+func (t *Table) setSig(slot int, sig uint64) {
+	shift := uint(slot&7) * 8
+	w := &t.sigs[slot>>3]
+	*w = *w&^(0xff<<shift) | sig<<shift
+}
+
+// free empties slot.
+func (t *Table) free(slot int) {
+	t.setSig(slot, 0)
+	t.live--
+}
+
+// sameKey is a == b, as five 8-byte loads a side and no branch (the
+// compiler turns a 38-byte struct compare into a runtime.memequal call).
+// The last load overlaps the fourth, covering bytes 30-37.
+func sameKey(a, b *flow.Tuple) bool {
+	x := (*[38]byte)(unsafe.Pointer(a))
+	y := (*[38]byte)(unsafe.Pointer(b))
+	d := le64(x[0:]) ^ le64(y[0:])
+	d |= le64(x[8:]) ^ le64(y[8:])
+	d |= le64(x[16:]) ^ le64(y[16:])
+	d |= le64(x[24:]) ^ le64(y[24:])
+	d |= le64(x[30:]) ^ le64(y[30:])
+	return d == 0
+}
+
+func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+// find returns the slot of key in bucket b, or -1. It does not look at time.
+func (t *Table) find(b, sig uint64, key *flow.Tuple) int {
+	for m := match(t.sigs[b], sig); m != 0; m &= m - 1 {
+		s := int(b)*bucketSlots + lane(m)
+		if sameKey(&t.entries[s].key, key) {
+			return s
+		}
+	}
+	return -1
+}
+
+// Lookup returns the live entry of the flow with this hash and key, or nil.
+// An expired entry found on the way is removed and counted, and the lookup
+// is a miss. The entry is not touched: call Touch for the packet.
+func (t *Table) Lookup(hash uint64, key *flow.Tuple, now Time) *Entry {
+	b := hash & t.mask
+	for m := match(t.sigs[b], signature(hash)); m != 0; m &= m - 1 {
+		s := int(b)*bucketSlots + lane(m)
+		e := &t.entries[s]
+		if !sameKey(&e.key, key) {
+			continue
+		}
+		if idle(e, now) <= t.timeout[e.state&3] {
+			t.c.Hits++
+			return e
+		}
+		t.free(s)
+		t.c.Expired++
+		break
+	}
+	t.c.Misses++
+	return nil
+}
+
+// LookupBurst looks up a burst: out[i] is Lookup(hashes[i], keys[i], now).
+// It handles min(len(hashes), len(keys), len(out)) packets and returns the
+// number of hits.
+//
+// Go has no prefetch instruction, so the burst is resolved in passes whose
+// loads do not depend on each other: first every bucket's signature word
+// is loaded and compared (one possible cache miss per packet, all
+// independent, so the CPU's out-of-order window keeps several in flight at
+// once), then the candidate entries are compared (again independent across
+// packets). A loop of single Lookups instead chains each packet's signature
+// miss, entry miss and branches before the next packet's loads can issue.
+func (t *Table) LookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []*Entry) (hits int) {
+	n := min(len(hashes), len(keys), len(out))
+	for off := 0; off < n; off += MaxBurst {
+		end := min(off+MaxBurst, n)
+		hits += t.lookupBurst(hashes[off:end], keys[off:end], now, out[off:end])
+	}
+	return hits
+}
+
+// lookupBurst handles at most MaxBurst packets; all slices have one length.
+func (t *Table) lookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []*Entry) (hits int) {
+	var base [MaxBurst]int32  // first slot of each packet's bucket
+	var cand [MaxBurst]uint64 // match mask of each packet's signature
+	keys = keys[:len(hashes)]
+	out = out[:len(hashes)]
+
+	// Pass 1: bucket indices and signature compares. The loads are
+	// independent across packets.
+	for i, h := range hashes {
+		b := h & t.mask
+		base[i] = int32(b) * bucketSlots
+		cand[i] = match(t.sigs[b], signature(h))
+	}
+	// Pass 2: key compares on the candidate entry lines, again independent
+	// across packets.
+	for i, k := range keys {
+		out[i] = nil
+		for m := cand[i]; m != 0; m &= m - 1 {
+			s := int(base[i]) + lane(m)
+			e := &t.entries[s]
+			if !sameKey(&e.key, k) {
+				continue
+			}
+			if idle(e, now) <= t.timeout[e.state&3] {
+				out[i] = e
+				hits++
+			} else {
+				t.free(s)
+				t.c.Expired++
+			}
+			break
+		}
+	}
+	t.c.Hits += uint64(hits)
+	t.c.Misses += uint64(len(hashes) - hits)
+	return hits
+}
+
+// Touch records a packet of e's flow at now: it refreshes the last-seen time
+// and advances the state with the packet's TCP flags (ignored for StateOther
+// entries). It reports port reuse, a SYN on an established or closing entry
+// (package doc): the entry keeps its backend and the caller may Repin.
+func (t *Table) Touch(e *Entry, now Time, tcpFlags uint8) (reopened bool) {
+	e.lastSeen = now
+	next := e.state.Next(tcpFlags)
+	if next == StateNew && e.state != StateNew {
+		reopened = true
+		t.c.Reopened++
+	}
+	e.state = next
+	return reopened
+}
+
+// Insert starts tracking a flow whose first packet arrived at now, in state
+// st (Initial), pinned to backend by the VIP's Maglev table generation gen.
+// It returns the new entry, or nil when the bucket is full of entries the
+// new one may not evict (package doc; counted in InsertFailed): the caller
+// then forwards by Maglev alone. If the flow is already tracked (a lookup the
+// caller skipped), the existing entry is returned unchanged and its pin
+// wins: read the backend from the returned entry.
+func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backend, gen uint32, now Time) *Entry {
+	if st >= numStates {
+		st = StateOther
+	}
+	b := hash & t.mask
+	sig := signature(hash)
+	s := t.find(b, sig, key)
+	if s >= 0 {
+		e := &t.entries[s]
+		if idle(e, now) <= t.timeout[e.state&3] {
+			return e
+		}
+		t.c.Expired++ // reused in place below
+	} else {
+		s = t.makeRoom(b, st, now)
+		if s < 0 {
+			t.c.InsertFailed++
+			return nil
+		}
+		t.setSig(s, sig)
+		t.live++
+	}
+	t.c.Inserts++
+	e := &t.entries[s]
+	*e = Entry{key: *key, vip: vip, backend: backend, gen: gen, lastSeen: now, state: st}
+	return e
+}
+
+// makeRoom returns a free slot of bucket b for an entry of state st, making
+// one by the eviction policy if needed, or -1. A slot it returns is free
+// (signature 0, not counted in live).
+func (t *Table) makeRoom(b uint64, st State, now Time) int {
+	first := int(b) * bucketSlots
+	if m := match(t.sigs[b], 0); m != 0 {
+		return first + lane(m)
+	}
+	// The bucket is full. Reclaim every expired entry; failing that,
+	// choose the least valuable class the newcomer may evict, then the
+	// least recently seen within it.
+	freed, victim := -1, -1
+	var victimRank uint8
+	var victimAge int32
+	for s := first; s < first+bucketSlots; s++ {
+		e := &t.entries[s]
+		age := idle(e, now)
+		if age > t.timeout[e.state&3] {
+			t.free(s)
+			t.c.Expired++
+			if freed < 0 {
+				freed = s
+			}
+			continue
+		}
+		r := rank[e.state&3]
+		if r > rank[st] {
+			continue
+		}
+		if victim < 0 || r < victimRank || (r == victimRank && age > victimAge) {
+			victim, victimRank, victimAge = s, r, age
+		}
+	}
+	if freed >= 0 {
+		return freed
+	}
+	if victim >= 0 {
+		t.c.Evicted[t.entries[victim].state]++
+		t.free(victim)
+	}
+	return victim
+}
+
+// slotOf is the slot index of e, or -1 if e is not one of t's occupied
+// entries.
+func (t *Table) slotOf(e *Entry) int {
+	if e == nil || len(t.entries) == 0 {
+		return -1
+	}
+	p := uintptr(unsafe.Pointer(e))
+	base := uintptr(unsafe.Pointer(&t.entries[0]))
+	size := unsafe.Sizeof(Entry{})
+	if p < base || p >= base+uintptr(len(t.entries))*size || (p-base)%size != 0 {
+		return -1
+	}
+	s := int((p - base) / size)
+	if t.sigs[s>>3]>>(uint(s&7)*8)&0xff == 0 {
+		return -1
+	}
+	return s
+}
+
+// Remove stops tracking e, an entry returned by this table (for example
+// when the dataplane decides a closing flow is done). It reports whether e
+// was a tracked entry.
+func (t *Table) Remove(e *Entry) bool {
+	s := t.slotOf(e)
+	if s < 0 {
+		return false
+	}
+	t.free(s)
+	t.c.Deleted++
+	return true
+}
+
+// Delete stops tracking the flow with this hash and key, live or expired,
+// and reports whether it was tracked.
+func (t *Table) Delete(hash uint64, key *flow.Tuple) bool {
+	s := t.find(hash&t.mask, signature(hash), key)
+	if s < 0 {
+		return false
+	}
+	t.free(s)
+	t.c.Deleted++
+	return true
+}
+
+// Sweep removes the expired entries of the next budget buckets (it keeps its
+// own cursor and wraps around) and returns how many it removed. The lcore
+// calls it between bursts: the work is bounded by budget buckets, each one
+// signature line and up to 8 entry lines. Visiting every bucket at least
+// once per timeout keeps expired entries from holding slots long.
+func (t *Table) Sweep(now Time, budget int) (expired int) {
+	nb := t.Buckets()
+	budget = min(budget, nb)
+	for ; budget > 0; budget-- {
+		b := t.sweep
+		if t.sweep++; t.sweep == nb {
+			t.sweep = 0
+		}
+		first := b * bucketSlots
+		for m := t.occupied(uint64(b)); m != 0; m &= m - 1 {
+			s := first + lane(m)
+			e := &t.entries[s]
+			if idle(e, now) > t.timeout[e.state&3] {
+				t.free(s)
+				expired++
+			}
+		}
+	}
+	t.c.Expired += uint64(expired)
+	return expired
+}
+
+// Selector picks the entries Drop removes.
+type Selector struct {
+	byBackend bool
+	id        uint32
+}
+
+// ByVIP selects every entry of one VIP (the VIP was removed).
+func ByVIP(vip uint16) Selector { return Selector{id: uint32(vip)} }
+
+// ByBackend selects every entry pinned to one backend (the backend was
+// removed, or is to be moved by force).
+func ByBackend(backend uint32) Selector { return Selector{byBackend: true, id: backend} }
+
+func (sel Selector) matches(e *Entry) bool {
+	if sel.byBackend {
+		return e.backend == sel.id
+	}
+	return uint32(e.vip) == sel.id
+}
+
+// Drop removes the entries sel matches from up to budget buckets starting at
+// bucket from, and returns the bucket to start from next time; done is true
+// when the last bucket was visited. A full drop is a loop, one step between
+// bursts, from 0 until done: flows inserted meanwhile into buckets already
+// visited survive, so the control plane stops the inserts (removes the
+// backend from the Maglev table) before it asks for the drop.
+func (t *Table) Drop(sel Selector, from, budget int) (next int, done bool) {
+	return t.scan(from, budget, func(s int, e *Entry) {
+		if sel.matches(e) {
+			t.free(s)
+			t.c.Dropped++
+		}
+	})
+}
+
+// Scan calls fn for every occupied entry (expired ones included: see
+// Expired) of up to budget buckets starting at bucket from, and returns the
+// bucket to continue from; done is true when the last bucket was visited.
+// It must run on the owning lcore, like every method; fn must not insert or
+// remove entries. Counting flows per backend for the control plane is a
+// series of Scans between bursts.
+func (t *Table) Scan(from, budget int, fn func(e *Entry)) (next int, done bool) {
+	return t.scan(from, budget, func(_ int, e *Entry) { fn(e) })
+}
+
+// ForEach calls fn for every occupied entry of the table in one go. It
+// stalls the lcore for the whole table (tens of milliseconds at millions of
+// entries): tests and tools use it, the dataplane uses Scan.
+func (t *Table) ForEach(fn func(e *Entry)) {
+	t.Scan(0, t.Buckets(), fn)
+}
+
+func (t *Table) scan(from, budget int, fn func(slot int, e *Entry)) (next int, done bool) {
+	nb := t.Buckets()
+	if from < 0 || from >= nb {
+		return nb, true
+	}
+	end := from + max(budget, 0)
+	if end >= nb {
+		end = nb
+	}
+	for b := from; b < end; b++ {
+		first := b * bucketSlots
+		for m := t.occupied(uint64(b)); m != 0; m &= m - 1 {
+			s := first + lane(m)
+			fn(s, &t.entries[s])
+		}
+	}
+	return end, end == nb
+}

@@ -1,0 +1,159 @@
+package dataplane
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/packet"
+)
+
+// DropReason is a drop decided by the dataplane itself (parse failures and
+// encapsulation results have their own counters). docs/drop-reasons.md
+// lists them all.
+type DropReason uint8
+
+const (
+	DropNoService   DropReason = iota // to a VIP address, but no VIP serves that port/protocol
+	DropNoBackend                     // the VIP's table named no usable backend
+	DropNoNextHop                     // the next hop's MAC is not resolved yet
+	DropVIPICMP                       // ICMP to a VIP that is not an error (echo etc.)
+	DropICMPNotOurs                   // an ICMP error whose quote is not from this VIP
+	DropBadBuffer                     // the buffer's offsets are inconsistent (a driver bug)
+	DropMultiSeg                      // a multi-segment mbuf (jumbo frames are not supported yet)
+	DropNoException                   // non-VIP traffic with the exception path disabled
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{
+	DropNoService:   "no-service",
+	DropNoBackend:   "no-backend",
+	DropNoNextHop:   "no-next-hop",
+	DropVIPICMP:     "vip-icmp-not-error",
+	DropICMPNotOurs: "icmp-error-not-ours",
+	DropBadBuffer:   "bad-buffer",
+	DropMultiSeg:    "multi-segment",
+	DropNoException: "no-exception-path",
+}
+
+// String is the reason's metric label.
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "unknown"
+}
+
+// PacketBytes counts packets and bytes.
+type PacketBytes struct{ Packets, Bytes uint64 }
+
+// Counters are one worker's counters. The worker writes them with plain
+// stores; the control plane reads a consistent copy through Snapshot.
+type Counters struct {
+	RxPackets, RxBytes uint64
+	TxPackets, TxBytes uint64 // counted by the I/O loop after tx
+	TxFull             uint64 // decided to send (forward, reply, punt), but the port's tx queue refused it
+	Punted             uint64 // handed to the kernel
+	FromKernel         uint64 // sent on the wire from the exception port
+	Fragments          uint64 // VIP packets that were IP fragments
+	ICMPErrors         uint64 // ICMP errors routed to the backend owning the quoted flow
+	CTHits, CTMisses   uint64
+	Moved              uint64 // conntrack hits whose backend was removed: re-selected
+	Bursts, IdlePolls  uint64
+
+	Parse [packet.NumReasons]uint64
+	Encap [encap.NumResults]uint64 // forward and icmp-reply, and encapsulation drops
+	Drops [NumDropReasons]uint64
+
+	VIPs     []PacketBytes // by VIP id (forwarded)
+	Backends []PacketBytes // by backend id (forwarded)
+
+	Conntrack conntrack.Counters
+	Flows     int // live conntrack entries
+}
+
+func (c *Counters) init() {
+	c.VIPs = make([]PacketBytes, MaxVIPs)
+	c.Backends = make([]PacketBytes, MaxBackends)
+}
+
+// Dropped is the total of every drop counter.
+func (c *Counters) Dropped() uint64 {
+	var n uint64
+	for _, v := range c.Parse[1:] {
+		n += v
+	}
+	for r, v := range c.Encap {
+		if encap.Result(r).Drop() {
+			n += v
+		}
+	}
+	for _, v := range c.Drops {
+		n += v
+	}
+	return n
+}
+
+// snapshotReq is the hand-off between a reader and the worker: the reader
+// stores a destination and raises want; the worker, between bursts, copies
+// its counters there and raises done. The atomics give the copy a
+// happens-before edge, so nothing is read while it is written, and the
+// worker pays one atomic load per burst.
+type snapshotReq struct {
+	want atomic.Bool
+	done atomic.Bool
+	dst  *Counters
+}
+
+func (w *Worker) serveSnapshot() {
+	// One atomic load per burst when nobody asks; the CAS claims the
+	// request so a reader that gives up cannot withdraw it mid-copy.
+	if !w.snap.want.Load() || !w.snap.want.CompareAndSwap(true, false) {
+		return
+	}
+	d := w.snap.dst
+	vips, backends := d.VIPs, d.Backends
+	*d = w.c
+	d.VIPs = append(vips[:0], w.c.VIPs...)
+	d.Backends = append(backends[:0], w.c.Backends...)
+	d.Conntrack = w.ct.Counters()
+	d.Flows = w.ct.Len()
+	w.snap.done.Store(true)
+}
+
+// Idle lets the I/O loop serve snapshot requests while no packets arrive.
+func (w *Worker) Idle() { w.serveSnapshot() }
+
+// Snapshot copies the worker's counters into dst, waiting up to timeout for
+// the worker to reach the end of a burst (or an idle poll). It returns
+// false if the worker did not answer in time (stopped or stuck). Only one
+// Snapshot per worker may run at a time.
+func (w *Worker) Snapshot(dst *Counters, timeout time.Duration) bool {
+	if dst.VIPs == nil {
+		dst.init()
+	}
+	w.snap.dst = dst
+	w.snap.done.Store(false)
+	w.snap.want.Store(true)
+	deadline := time.Now().Add(timeout)
+	for !w.snap.done.Load() {
+		if time.Now().After(deadline) {
+			// Withdraw the request; if the worker took it meanwhile, wait
+			// for it to finish writing.
+			if w.snap.want.CompareAndSwap(true, false) {
+				return false
+			}
+			for !w.snap.done.Load() {
+				time.Sleep(10 * time.Microsecond)
+			}
+			return true
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return true
+}
+
+// Local gives the I/O loop (same lcore) direct access to the counters it
+// maintains itself: tx, idle polls, drops after tx.
+func (w *Worker) Local() *Counters { return &w.c }

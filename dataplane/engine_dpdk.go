@@ -1,0 +1,369 @@
+//go:build dpdk
+
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/dpdk"
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
+)
+
+// EALArgs turns the [eal] section into DPDK's command line.
+func EALArgs(c *config.Config) []string {
+	e := &c.EAL
+	lcores := strconv.Itoa(e.MainLcore)
+	for _, w := range e.WorkerLcores {
+		lcores += "," + strconv.Itoa(w)
+	}
+	args := []string{"-l", lcores, "--main-lcore", strconv.Itoa(e.MainLcore), "--file-prefix", e.FilePrefix, "-m", strconv.Itoa(e.MemoryMB)}
+	if !e.Hugepages {
+		args = append(args, "--no-huge")
+	}
+	if len(e.PCI) == 0 {
+		args = append(args, "--no-pci")
+	}
+	for _, p := range e.PCI {
+		args = append(args, "-a", p)
+	}
+	for _, v := range e.Vdevs {
+		args = append(args, "--vdev", v)
+	}
+	return append(args, e.ExtraArgs...)
+}
+
+// Engine runs the forwarding loops on the worker lcores of an initialised
+// EAL: it owns the wire port (and an optional separate egress port), the
+// exception tap port, one mempool and one Worker per lcore.
+type Engine struct {
+	cfg     *config.Config
+	shared  *Shared
+	log     *slog.Logger
+	wire    uint16
+	egress  uint16
+	tap     uint16
+	hasTap  bool
+	PortMAC [6]byte
+	workers []*Worker
+	pools   []*dpdk.Mempool
+	launch  *dpdk.Launch
+	stop    atomic.Bool
+	start   time.Time
+	ports   []uint16 // every port the engine started
+}
+
+// TapName is the DPDK device name of the exception port.
+const TapName = "net_tap_fulcrum"
+
+// NewEngine sets up ports, queues, pools and workers. The EAL must be
+// initialised (dpdk.InitEAL(EALArgs(cfg))) with one worker lcore per
+// forwarding loop.
+func NewEngine(cfg *config.Config, shared *Shared, enc *encap.Encapsulator, log *slog.Logger) (*Engine, error) {
+	d := &cfg.Dataplane
+	e := &Engine{cfg: cfg, shared: shared, log: log, start: time.Now()}
+	lcores := dpdk.WorkerLcores()
+	if len(lcores) == 0 {
+		return nil, errors.New("dataplane: the EAL has no worker lcore (set eal.worker_lcores)")
+	}
+	nq := uint16(len(lcores))
+	var err error
+	if e.wire, err = dpdk.PortByName(d.Port); err != nil {
+		return nil, fmt.Errorf("dataplane.port %q: %w (ports: %s)", d.Port, err, portNames())
+	}
+	e.egress = e.wire
+	if d.TxPort != "" && d.TxPort != d.Port {
+		if e.egress, err = dpdk.PortByName(d.TxPort); err != nil {
+			return nil, fmt.Errorf("dataplane.tx_port %q: %w (ports: %s)", d.TxPort, err, portNames())
+		}
+	}
+	mac, err := dpdk.PortMAC(e.wire)
+	if err != nil {
+		return nil, err
+	}
+	if mac == ([6]byte{}) {
+		// Virtual ports such as net_ring have no address. Use a locally
+		// administered one derived from the port name, stable across
+		// restarts, for the frames we send and for the exception tap.
+		mac = [6]byte{0x02, 0xf1}
+		h := uint32(2166136261)
+		for _, ch := range []byte(d.Port) {
+			h = (h ^ uint32(ch)) * 16777619
+		}
+		mac[2], mac[3], mac[4], mac[5] = byte(h>>24), byte(h>>16), byte(h>>8), byte(h)
+		log.Warn("wire port has no MAC address; using a locally administered one", "port", d.Port, "mac", dpdk.MAC(mac))
+	}
+	e.PortMAC = mac
+	if *d.Exception {
+		args := fmt.Sprintf("iface=%s,mac=%s", d.ExceptionIf, dpdk.MAC(mac))
+		if err := dpdk.VdevInit(TapName, args); err != nil {
+			return nil, fmt.Errorf("exception path: %w", err)
+		}
+		if e.tap, err = dpdk.PortByName(TapName); err != nil {
+			return nil, fmt.Errorf("exception path: %w", err)
+		}
+		e.hasTap = true
+	}
+	key, err := flow.ParseKey(d.HashKey)
+	if err != nil {
+		return nil, err
+	}
+	ctc := conntrack.Config{
+		Capacity:              cfg.Conntrack.Capacity,
+		TCPNewTimeout:         cfg.Conntrack.TCPSyn.Duration,
+		TCPEstablishedTimeout: cfg.Conntrack.TCPEstablished.Duration,
+		TCPClosingTimeout:     cfg.Conntrack.TCPClosing.Duration,
+		OtherTimeout:          cfg.Conntrack.UDP.Duration,
+	}
+	for i, lc := range lcores {
+		sock := dpdk.LcoreSocket(lc)
+		mp, err := dpdk.NewMempool(fmt.Sprintf("fulcrum_pool%d", i), uint32(d.MempoolSize), dpdk.DefaultPoolCache, dpdk.DefaultDataRoom, sock)
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("worker %d mempool: %w", i, err)
+		}
+		e.pools = append(e.pools, mp)
+		w, err := NewWorker(i, shared, ctc, enc, key, mac)
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
+		e.workers = append(e.workers, w)
+	}
+	setup := func(port uint16, name string, rss uint64) error {
+		if _, err := dpdk.ConfigurePort(port, dpdk.PortConf{RxQueues: nq, TxQueues: nq, RSS: rss}); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		for q := uint16(0); q < nq; q++ {
+			sock := dpdk.LcoreSocket(lcores[q])
+			if _, err := dpdk.SetupRxQueue(port, q, uint16(d.RxDesc), sock, e.pools[q]); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if _, err := dpdk.SetupTxQueue(port, q, uint16(d.TxDesc), sock); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		if err := dpdk.StartPort(port); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		e.ports = append(e.ports, port)
+		return nil
+	}
+	if err := setup(e.wire, "dataplane.port "+d.Port, dpdk.RSSDefault); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if err := dpdk.SetPromiscuous(e.wire, true); err != nil {
+		log.Warn("promiscuous mode unavailable", "port", d.Port, "err", err)
+	}
+	if e.egress != e.wire {
+		if err := setup(e.egress, "dataplane.tx_port "+d.TxPort, 0); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	if e.hasTap {
+		if err := setup(e.tap, "exception tap", 0); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	log.Info("dataplane ready", "port", d.Port, "mac", dpdk.MAC(mac), "workers", len(lcores), "queues", nq, "exception", e.hasTap)
+	return e, nil
+}
+
+func portNames() string {
+	s := ""
+	for _, p := range dpdk.Ports() {
+		n, _ := dpdk.PortName(p)
+		if s != "" {
+			s += ", "
+		}
+		s += n
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// Workers are the engine's workers, one per lcore, for counters.
+func (e *Engine) Workers() []*Worker { return e.workers }
+
+// HasTap reports whether the exception path exists.
+func (e *Engine) HasTap() bool { return e.hasTap }
+
+// Run launches the forwarding loops and returns at once.
+func (e *Engine) Run() error {
+	e.stop.Store(false)
+	idx := map[uint]int{}
+	for i, lc := range dpdk.WorkerLcores() {
+		idx[lc] = i
+	}
+	l, err := dpdk.LaunchWorkers(func(lc uint) error { return e.loop(idx[lc]) })
+	if err != nil {
+		return err
+	}
+	e.launch = l
+	return nil
+}
+
+// Stop asks the loops to finish their burst and return, and waits.
+func (e *Engine) Stop() error {
+	e.stop.Store(true)
+	if e.launch == nil {
+		return nil
+	}
+	err := e.launch.Wait()
+	e.launch = nil
+	return err
+}
+
+// Close stops the loops and the ports and frees the pools. The EAL stays
+// up (dpdk.CleanupEAL ends it).
+func (e *Engine) Close() error {
+	errs := []error{e.Stop()}
+	for _, p := range e.ports {
+		errs = append(errs, dpdk.StopPort(p))
+	}
+	if e.hasTap {
+		errs = append(errs, dpdk.VdevUninit(TapName))
+		e.hasTap = false
+	}
+	e.ports = nil
+	for _, mp := range e.pools {
+		mp.Free()
+	}
+	e.pools = nil
+	return errors.Join(errs...)
+}
+
+// PortStats are the wire port's driver counters.
+func (e *Engine) PortStats() (dpdk.Stats, error) { return dpdk.PortStats(e.wire) }
+
+// loop is worker i's polling loop. It allocates nothing per burst: every
+// buffer it uses is made before the loop starts.
+func (e *Engine) loop(i int) error {
+	d := &e.cfg.Dataplane
+	w := e.workers[i]
+	q := uint16(i)
+	burst := d.Burst
+	rx, err := dpdk.NewBurst(burst)
+	if err != nil {
+		return err
+	}
+	defer rx.Free()
+	drops, _ := dpdk.NewBurst(dpdk.MaxBurst)
+	defer drops.Free()
+	txWire, _ := dpdk.NewTxBuffer(e.egress, q, burst)
+	defer txWire.Free()
+	var txTap *dpdk.TxBuffer
+	var tapRx *dpdk.Burst
+	if e.hasTap {
+		txTap, _ = dpdk.NewTxBuffer(e.tap, q, burst)
+		defer txTap.Free()
+		tapRx, _ = dpdk.NewBurst(burst)
+		defer tapRx.Free()
+	}
+	pkts := make([]Pkt, burst)
+	mbIdx := make([]int, burst)
+	c := w.Local()
+	backoff := *d.IdleBackoff
+	maxSleep := d.IdleMaxSleep.Duration
+	idle := 0
+	sleep := time.Microsecond
+	for !e.stop.Load() {
+		now := conntrack.Time(time.Since(e.start) / conntrack.Resolution)
+		if e.hasTap {
+			// The kernel's side of the exception path: ARP/ND replies,
+			// BGP, ICMP from the host go out on the wire.
+			if m := dpdk.RxBurst(e.tap, q, tapRx); m > 0 {
+				for _, mb := range tapRx.Mbufs() {
+					txWire.Add(mb)
+				}
+				tapRx.Reset()
+				c.FromKernel += uint64(m)
+			}
+		}
+		n := dpdk.RxBurst(e.wire, q, rx)
+		if n == 0 {
+			txWire.Flush()
+			c.TxPackets = txWire.Sent
+			c.IdlePolls++
+			w.Idle()
+			w.ct.Sweep(now, 8)
+			if backoff {
+				idle++
+				if idle > 64 {
+					time.Sleep(sleep)
+					if sleep < maxSleep {
+						sleep *= 2
+					}
+				} else if idle > 16 {
+					runtime.Gosched()
+				}
+			}
+			continue
+		}
+		idle, sleep = 0, time.Microsecond
+		k := 0
+		for j, mb := range rx.Mbufs() {
+			if mb.NbSegs() != 1 {
+				c.RxPackets++
+				c.RxBytes += uint64(mb.PktLen())
+				c.Drops[DropMultiSeg]++
+				drops.Add(mb)
+				continue
+			}
+			pkts[k] = Pkt{Buf: mb.Buffer(), Off: mb.Headroom(), Len: mb.DataLen()}
+			mbIdx[k] = j
+			k++
+		}
+		w.Process(pkts[:k], now)
+		for j := 0; j < k; j++ {
+			mb := rx.At(mbIdx[j])
+			switch w.Verdicts[j] {
+			case Tx:
+				if !mb.SetFrame(pkts[j].Off, pkts[j].Len) {
+					c.Drops[DropBadBuffer]++
+					drops.Add(mb)
+					continue
+				}
+				c.TxBytes += uint64(pkts[j].Len)
+				txWire.Add(mb)
+			case Punt:
+				if txTap != nil {
+					txTap.Add(mb)
+				} else {
+					c.Punted-- // decided as a punt, but there is nowhere to punt to
+					c.Drops[DropNoException]++
+					drops.Add(mb)
+				}
+			default:
+				drops.Add(mb)
+			}
+		}
+		rx.Reset()
+		txWire.Flush()
+		if txTap != nil {
+			txTap.Flush()
+			c.TxFull = txWire.Dropped + txTap.Dropped
+		} else {
+			c.TxFull = txWire.Dropped
+		}
+		c.TxPackets = txWire.Sent
+		drops.FreeAll()
+		w.ct.Sweep(now, 1)
+		c.Bursts++
+	}
+	txWire.Flush()
+	return nil
+}

@@ -1,0 +1,476 @@
+//go:build dpdk
+
+package dataplane
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/dpdk"
+	"github.com/fulcrumlb/fulcrum/encap"
+)
+
+// The EAL starts once per test binary: no hugepages, no PCI, a per-process
+// file prefix, the main lcore for the test and one worker lcore for the
+// forwarding loop.
+var peerPool *dpdk.Mempool
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	lcores := "0,1"
+	if runtime.NumCPU() < 2 {
+		lcores = "0@0,1@0"
+	}
+	args := []string{"--lcores", lcores, "--no-huge", "-m", "512", "--no-pci", "--log-level", "warning",
+		"--file-prefix", fmt.Sprintf("fulcrum-dp-%d", os.Getpid())}
+	if err := dpdk.InitEAL(args); err != nil {
+		fmt.Fprintln(os.Stderr, "EAL:", err)
+		return 1
+	}
+	dir := dpdk.RuntimeDir()
+	defer func() {
+		dpdk.CleanupEAL()
+		os.RemoveAll(dir)
+	}()
+	var err error
+	if peerPool, err = dpdk.NewMempool("fl_peer_pool", 16383, dpdk.DefaultPoolCache, dpdk.DefaultDataRoom, -1); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer peerPool.Free()
+	return m.Run()
+}
+
+// lab is an engine on one end of a net_ring cable and the test on the
+// other end (the "peer": client, router and backends at once).
+type lab struct {
+	t      *testing.T
+	cfg    *config.Config
+	enc    *encap.Encapsulator
+	shared *Shared
+	eng    *Engine
+	ring   *dpdk.RingPair
+	peer   uint16
+	tx, rx *dpdk.Burst
+}
+
+var ringSeq int
+
+func newLab(t *testing.T, toml string) *lab {
+	t.Helper()
+	ringSeq++
+	wire, peer := fmt.Sprintf("w%d", ringSeq), fmt.Sprintf("p%d", ringSeq)
+	toml = strings.Replace(toml, `port = "net_ring0"`, fmt.Sprintf(`port = "net_ring_%s"`, wire), 1)
+	cfg, err := config.Parse([]byte(toml), "lab.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lab{t: t, cfg: cfg, shared: &Shared{}}
+	if l.enc, err = NewEncapsulator(cfg); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := BuildServices(cfg, l.enc, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.shared.Services.Store(svc)
+	l.shared.NextHop.Store(&NextHop{MAC4: cfg.Dataplane.NextHopMAC.HW, MAC6: cfg.Dataplane.NextHopMAC.HW, Has4: cfg.Dataplane.NextHopMAC.Set, Has6: cfg.Dataplane.NextHopMAC.Set})
+	if l.ring, err = dpdk.NewRingPair(wire, peer, 1, 4096); err != nil {
+		t.Fatal(err)
+	}
+	l.peer = l.ring.B
+	if _, err := dpdk.ConfigurePort(l.peer, dpdk.PortConf{RxQueues: 1, TxQueues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dpdk.SetupRxQueue(l.peer, 0, 1024, -1, peerPool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dpdk.SetupTxQueue(l.peer, 0, 1024, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := dpdk.StartPort(l.peer); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if l.eng, err = NewEngine(cfg, l.shared, l.enc, log); err != nil {
+		t.Fatal(err)
+	}
+	l.tx, _ = dpdk.NewBurst(32)
+	l.rx, _ = dpdk.NewBurst(32)
+	t.Cleanup(l.close)
+	if err := l.eng.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (l *lab) close() {
+	if err := l.eng.Close(); err != nil {
+		l.t.Error(err)
+	}
+	l.drain(50 * time.Millisecond)
+	dpdk.StopPort(l.peer)
+	if err := l.ring.Free(); err != nil {
+		l.t.Error(err)
+	}
+	l.tx.Free()
+	l.rx.Free()
+}
+
+// send transmits frames from the peer, in bursts, retrying while the ring
+// is full.
+func (l *lab) send(frames ...[]byte) {
+	l.t.Helper()
+	for len(frames) > 0 {
+		n := min(len(frames), 32)
+		l.tx.Reset()
+		for _, f := range frames[:n] {
+			m := peerPool.Alloc()
+			if m == nil {
+				l.t.Fatal("peer pool empty")
+			}
+			if !m.SetData(f) {
+				l.t.Fatalf("frame of %d bytes does not fit an mbuf", len(f))
+			}
+			l.tx.Add(m)
+		}
+		sent := 0
+		deadline := time.Now().Add(5 * time.Second)
+		for sent < n {
+			sent += dpdk.TxBurst(l.peer, 0, shift(l.tx, sent), n-sent)
+			if time.Now().After(deadline) {
+				l.t.Fatalf("peer could not send: ring full for 5s")
+			}
+		}
+		frames = frames[n:]
+	}
+}
+
+// shift returns b itself after moving mbufs [from:] to its front.
+func shift(b *dpdk.Burst, from int) *dpdk.Burst {
+	if from == 0 {
+		return b
+	}
+	ms := b.Mbufs()
+	rest := append([]*dpdk.Mbuf(nil), ms[from:]...)
+	b.Reset()
+	for _, m := range rest {
+		b.Add(m)
+	}
+	return b
+}
+
+// recv collects frames the engine sent until want have arrived or the
+// deadline passes.
+func (l *lab) recv(want int, timeout time.Duration) [][]byte {
+	var out [][]byte
+	deadline := time.Now().Add(timeout)
+	for len(out) < want && time.Now().Before(deadline) {
+		n := dpdk.RxBurst(l.peer, 0, l.rx)
+		for _, m := range l.rx.Mbufs() {
+			out = append(out, append([]byte(nil), m.Data()...))
+		}
+		if n > 0 {
+			l.rx.FreeAll()
+		} else {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	return out
+}
+
+func (l *lab) drain(d time.Duration) int { return len(l.recv(1<<30, d)) }
+
+// counters sums the workers' snapshots.
+func (l *lab) counters() Counters {
+	l.t.Helper()
+	var sum Counters
+	for _, w := range l.eng.Workers() {
+		var c Counters
+		if !w.Snapshot(&c, 5*time.Second) {
+			l.t.Fatal("worker did not answer a snapshot")
+		}
+		sum.RxPackets += c.RxPackets
+		sum.TxPackets += c.TxPackets
+		sum.Punted += c.Punted
+		sum.TxFull += c.TxFull
+		sum.CTHits += c.CTHits
+		sum.CTMisses += c.CTMisses
+		for i := range c.Parse {
+			sum.Parse[i] += c.Parse[i]
+		}
+		for i := range c.Encap {
+			sum.Encap[i] += c.Encap[i]
+		}
+		for i := range c.Drops {
+			sum.Drops[i] += c.Drops[i]
+		}
+	}
+	return sum
+}
+
+const labConfig = testConfig + `
+[eal]
+memory_mb = 512
+`
+
+func labToml(extra string) string {
+	return strings.Replace(labConfig, "[conntrack]", extra+"\n[conntrack]", 1)
+}
+
+func TestEngineForwardsToMaglevBackends(t *testing.T) {
+	l := newLab(t, labToml("exception = false"))
+	r := &rig{t: t, cfg: l.cfg}
+	r.key, _ = flowKey(l.cfg)
+	web := map[string]int{"be1": 1, "be2": 1, "be3": 1}
+	web6 := map[string]int{"six1": 1, "six2": 1}
+	var frames [][]byte
+	var want []netip.Addr
+	for i := 0; i < 1000; i++ {
+		sport := uint16(1000 + i)
+		if i%3 == 0 {
+			frames = append(frames, frame(t, "2001:db8:aaaa::1", "2001:db8:ffff::7", sport, 443, layers.IPProtocolTCP, "S", 100, false))
+			want = append(want, backendAddr(r, "web6", r.expectBackend("web6", web6, "2001:db8:aaaa::1", "2001:db8:ffff::7", sport, 443, 6)))
+		} else {
+			frames = append(frames, frame(t, "198.51.100.10", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "S", 0, true))
+			want = append(want, backendAddr(r, "web", r.expectBackend("web", web, "198.51.100.10", "203.0.113.7", sport, 80, 6)))
+		}
+	}
+	l.send(frames...)
+	out := l.recv(len(frames), 10*time.Second)
+	if len(out) != len(frames) {
+		t.Fatalf("received %d of %d; counters %+v", len(out), len(frames), l.counters())
+	}
+	// A net_ring with one queue keeps order.
+	for i, o := range out {
+		dst, inner, _ := decodeTunnelFrom(t, o, l.eng.PortMAC)
+		if dst != want[i] {
+			t.Errorf("packet %d to %v, want %v", i, dst, want[i])
+		}
+		if !bytes.Equal(inner, ipPacket(frames[i])) {
+			t.Errorf("packet %d: inner packet differs", i)
+		}
+	}
+	c := l.counters()
+	if c.RxPackets != 1000 || c.Encap[encap.Forward] != 1000 || c.TxPackets != 1000 || c.CTMisses != 1000 {
+		t.Errorf("rx %d forwarded %d tx %d misses %d", c.RxPackets, c.Encap[encap.Forward], c.TxPackets, c.CTMisses)
+	}
+	// The same flows again are conntrack hits on the same backends, also
+	// after a table change (be1 drained).
+	s, err := BuildServices(l.cfg, l.enc, l.shared.Services.Load(), map[string]int{"web/be1": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.shared.Services.Store(s)
+	l.send(frames...)
+	out = l.recv(len(frames), 10*time.Second)
+	for i, o := range out {
+		if dst, _, _ := decodeTunnelFrom(t, o, l.eng.PortMAC); dst != want[i] {
+			t.Errorf("after swap: packet %d to %v, want %v", i, dst, want[i])
+		}
+	}
+	if c := l.counters(); c.CTHits != 1000 {
+		t.Errorf("conntrack hits %d, want 1000", c.CTHits)
+	}
+}
+
+func flowKey(cfg *config.Config) (k [16]byte, err error) {
+	var fk = cfg.Dataplane.HashKey
+	var b []byte
+	if _, err = fmt.Sscanf(fk, "%x", &b); err != nil {
+		return k, err
+	}
+	copy(k[:], b)
+	return k, nil
+}
+
+func TestEngineICMPAndDrops(t *testing.T) {
+	l := newLab(t, labToml("exception = false"))
+	big := frame(t, "198.51.100.10", "203.0.113.7", 5, 80, layers.IPProtocolTCP, "A", 1480, true)
+	frames := [][]byte{
+		big,
+		frame(t, "198.51.100.10", "203.0.113.7", 5, 81, layers.IPProtocolTCP, "S", 0, true),      // no service
+		frame(t, "198.51.100.10", "192.0.2.10", 5, 179, layers.IPProtocolTCP, "S", 0, true),      // host traffic, no exception path
+		frame(t, "198.51.100.10", "203.0.113.7", 5, 80, layers.IPProtocolTCP, "S", 0, true)[:20], // truncated
+	}
+	l.send(frames...)
+	out := l.recv(1, 5*time.Second)
+	if len(out) != 1 {
+		t.Fatalf("received %d frames, want the one ICMP reply", len(out))
+	}
+	pk := gopacket.NewPacket(out[0], layers.LayerTypeEthernet, gopacket.Default)
+	ip, _ := pk.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+	ic, _ := pk.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
+	if ip == nil || ic == nil {
+		t.Fatalf("not an ICMP packet: %v", pk)
+	}
+	if ip.SrcIP.String() != "203.0.113.7" || ip.DstIP.String() != "198.51.100.10" || ic.TypeCode != layers.CreateICMPv4TypeCode(3, 4) {
+		t.Errorf("ICMP %v -> %v type %v", ip.SrcIP, ip.DstIP, ic.TypeCode)
+	}
+	// Next-hop MTU = 1500 - GRE over IPv4 overhead (24).
+	if mtu := ic.Seq; mtu != 1500-24 {
+		t.Errorf("next-hop MTU %d, want %d", mtu, 1500-24)
+	}
+	if l.drain(100*time.Millisecond) != 0 {
+		t.Error("more frames than the ICMP reply")
+	}
+	c := l.counters()
+	if c.Encap[encap.ICMPReply] != 1 || c.Drops[DropNoService] != 1 || c.Drops[DropNoException] != 1 || c.Punted != 0 || sumParse(&c) != 1 {
+		t.Errorf("counters: encap %v drops %v parse %v punted %d", c.Encap, c.Drops, c.Parse, c.Punted)
+	}
+}
+
+// TestEngineSoak pushes a million frames of mixed valid, malformed and
+// non-VIP traffic through the engine: nothing crashes, and every frame is
+// forwarded, answered, punted or dropped under a reason.
+func TestEngineSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak skipped in -short")
+	}
+	l := newLab(t, labToml("exception = false"))
+	var tmpl [][]byte
+	for i := 0; i < 997; i++ {
+		sport := uint16(i)
+		switch i % 10 {
+		case 0:
+			f := frame(t, "198.51.100.10", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "S", 0, true)
+			tmpl = append(tmpl, f[:14+i%30]) // truncated somewhere in the IP header
+		case 1:
+			tmpl = append(tmpl, frame(t, "198.51.100.10", "192.0.2.99", sport, 22, layers.IPProtocolTCP, "S", 0, true)) // not a VIP
+		case 2:
+			tmpl = append(tmpl, frame(t, "198.51.100.10", "203.0.113.7", sport, 8080, layers.IPProtocolTCP, "S", 0, true)) // no service
+		case 3:
+			tmpl = append(tmpl, frame(t, "2001:db8:aaaa::1", "2001:db8:ffff::7", sport, 443, layers.IPProtocolTCP, "A", 64, false))
+		default:
+			tmpl = append(tmpl, frame(t, fmt.Sprintf("198.51.100.%d", i%200), "203.0.113.7", sport, 80, layers.IPProtocolTCP, "SA"[i%2:i%2+1], 16, true))
+		}
+	}
+	const total = 1_000_000
+	received := 0
+	done := make(chan struct{})
+	go func() { // the receiving side of the peer runs concurrently
+		defer close(done)
+		rx, _ := dpdk.NewBurst(32)
+		defer rx.Free()
+		idle := time.Now()
+		for time.Since(idle) < 2*time.Second {
+			if n := dpdk.RxBurst(l.peer, 0, rx); n > 0 {
+				received += n
+				rx.FreeAll()
+				idle = time.Now()
+			} else {
+				runtime.Gosched()
+			}
+		}
+	}()
+	batch := make([][]byte, 0, 32)
+	for i := 0; i < total; i++ {
+		batch = append(batch, tmpl[i%len(tmpl)])
+		if len(batch) == 32 {
+			l.send(batch...)
+			batch = batch[:0]
+		}
+	}
+	l.send(batch...)
+	<-done
+	c := l.counters()
+	if c.RxPackets != total {
+		t.Fatalf("engine received %d of %d", c.RxPackets, total)
+	}
+	out := c.Encap[encap.Forward] + c.Encap[encap.ICMPReply]
+	if got := out + c.Punted + c.Dropped(); got != total {
+		t.Errorf("forwarded %d + punted %d + dropped %d = %d, want %d", out, c.Punted, c.Dropped(), got, total)
+	}
+	if uint64(received) != c.TxPackets || c.TxPackets != out-c.TxFull {
+		t.Errorf("peer received %d, engine sent %d, decided to send %d (tx-full %d)", received, c.TxPackets, out, c.TxFull)
+	}
+	t.Logf("soak: %d frames: forwarded %d, dropped %d (parse %v, dataplane %v)", total, out, c.Dropped(), c.Parse, c.Drops)
+}
+
+// TestExceptionPath: an ARP request and a ping for the LB's own address go
+// through the tap to the kernel, and the kernel's answers come back out of
+// the wire port.
+func TestExceptionPath(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the exception path needs root (tap device)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("iproute2 not installed")
+	}
+	l := newLab(t, labToml(`exception = true
+exception_iface = "fltest0"`))
+	// The kernel side lives in a namespace of the test's own, so its
+	// answers can never leave through the host's interfaces.
+	ns := fmt.Sprintf("fulcrum-dptest-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	if err := ConfigureExceptionIface(l.cfg, l.eng.PortMAC, ns); err != nil {
+		t.Fatal(err)
+	}
+	peerMAC := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x77}
+	buf := gopacket.NewSerializeBuffer()
+	_ = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true},
+		&layers.Ethernet{SrcMAC: peerMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
+		&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: layers.ARPRequest,
+			SourceHwAddress: peerMAC, SourceProtAddress: []byte{192, 0, 2, 1}, DstHwAddress: make([]byte, 6), DstProtAddress: []byte{192, 0, 2, 10}})
+	arpReq := append([]byte(nil), buf.Bytes()...)
+	var gotARP bool
+	deadline := time.Now().Add(10 * time.Second)
+	for !gotARP && time.Now().Before(deadline) {
+		l.send(arpReq)
+		for _, f := range l.recv(1<<20, 200*time.Millisecond) {
+			pk := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+			if a, ok := pk.Layer(layers.LayerTypeARP).(*layers.ARP); ok && a.Operation == layers.ARPReply &&
+				net.IP(a.SourceProtAddress).String() == "192.0.2.10" && bytes.Equal(a.SourceHwAddress, l.eng.PortMAC[:]) && bytes.Equal(a.DstHwAddress, peerMAC) {
+				gotARP = true
+			}
+		}
+	}
+	if !gotARP {
+		t.Fatalf("no ARP reply from the kernel for 192.0.2.10")
+	}
+	buf = gopacket.NewSerializeBuffer()
+	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolICMPv4, SrcIP: net.IP{192, 0, 2, 1}, DstIP: net.IP{192, 0, 2, 10}}
+	_ = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+		&layers.Ethernet{SrcMAC: peerMAC, DstMAC: l.eng.PortMAC[:], EthernetType: layers.EthernetTypeIPv4}, ip,
+		&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0), Id: 0x4242, Seq: 1}, gopacket.Payload("fulcrum"))
+	ping := append([]byte(nil), buf.Bytes()...)
+	var gotPong bool
+	deadline = time.Now().Add(10 * time.Second)
+	for !gotPong && time.Now().Before(deadline) {
+		l.send(ping)
+		for _, f := range l.recv(1<<20, 200*time.Millisecond) {
+			pk := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+			if ic, ok := pk.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4); ok && ic.TypeCode.Type() == layers.ICMPv4TypeEchoReply && ic.Id == 0x4242 {
+				gotPong = true
+			}
+		}
+	}
+	if !gotPong {
+		for _, a := range [][]string{{"-s", "link", "show", "fltest0"}, {"neigh", "show", "dev", "fltest0"}, {"addr", "show", "dev", "fltest0"}, {"route", "get", "192.0.2.1"}} {
+			out, _ := exec.Command("ip", append([]string{"-n", ns}, a...)...).CombinedOutput()
+			t.Logf("ip %v:\n%s", a, out)
+		}
+		t.Fatal("no echo reply from the kernel for 192.0.2.10")
+	}
+	c := l.counters()
+	if c.Punted < 2 {
+		t.Errorf("punted %d, want at least the ARP request and the ping", c.Punted)
+	}
+}

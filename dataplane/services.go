@@ -1,0 +1,251 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/maglev"
+)
+
+// Limits of one snapshot. Counter arrays are sized by them, so they are
+// deliberately modest; raise them together with the memory budget.
+const (
+	// MaxVIPs bounds the VIP ids (conntrack stores a VIP id in 16 bits).
+	MaxVIPs = 4096
+	// MaxBackends bounds the backend ids across all VIPs. Per-backend
+	// counters cost 16 bytes per id per worker.
+	MaxBackends = 65536
+)
+
+// Backend is one backend of one VIP as the dataplane sees it. The same
+// server behind two VIPs is two Backends (each VIP weighs it separately).
+type Backend struct {
+	ID     uint32 // index in Services.Backends; stable while the backend exists
+	Gen    uint32 // incarnation of ID: conntrack entries pinned to an older Gen are stale
+	VIP    uint16 // owning VIP's id
+	Name   string
+	Addr   netip.Addr
+	Weight int
+	Target encap.Backend // pre-resolved tunnel destination
+}
+
+// VIP is one service with its current Maglev table.
+type VIP struct {
+	ID       uint16
+	Name     string
+	Addr     netip.Addr
+	Port     uint16 // 0: every port
+	Proto    uint8
+	Encap    encap.Kind
+	Table    *maglev.Table
+	Backends []uint32 // Table's backend index -> Backend id
+}
+
+// vipKey finds a VIP by destination; Port 0 is the every-port VIP.
+type vipKey struct {
+	addr  [16]byte
+	port  uint16
+	proto uint8
+}
+
+// Services is an immutable snapshot of every VIP and backend. The control
+// plane builds a new one off to the side and publishes it with one atomic
+// pointer store; each worker loads the pointer once per burst.
+type Services struct {
+	Gen      uint64
+	VIPs     []*VIP     // by id; nil where an id is free
+	Backends []*Backend // by id; nil where an id is free
+
+	byKey   map[vipKey]*VIP
+	index   vipIndex              // byKey for the fast path
+	addrIdx vipIndex              // every VIP address, as (addr, 0, 0)
+	addrs   map[[16]byte]struct{} // every VIP address: "is this packet for a VIP at all?"
+	fragVIP map[vipKey]*VIP       // (addr, proto) -> the VIP fragments go to (see fragment policy)
+	ids     map[string]uint32     // backend identity (vip key + name) -> id, for the next build
+	gens    []uint32              // last generation of every id ever used
+	vipIDs  map[string]uint16     // vip key -> id, for the next build
+}
+
+func protoNum(s string) uint8 {
+	if s == "udp" {
+		return 17
+	}
+	return 6
+}
+
+// NumVIPIDs and NumBackendIDs are one past the highest id in use.
+func (s *Services) NumVIPIDs() int     { return len(s.VIPs) }
+func (s *Services) NumBackendIDs() int { return len(s.Backends) }
+
+// Weights overrides a backend's configured weight (drain, slow start,
+// health); keyed by Backend.ID. A nil map means the configured weights.
+type Weights map[uint32]int
+
+// BuildServices turns a validated configuration into a snapshot. Ids of
+// VIPs and backends that also exist in prev are kept (so conntrack entries
+// stay valid across a reload); a backend that is new gets a free id with a
+// new generation. weights, when not nil, overrides configured weights by
+// the backend's name within its VIP (name "<vip name>/<backend name>").
+func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, weights map[string]int) (*Services, error) {
+	s := &Services{
+		byKey:   map[vipKey]*VIP{},
+		addrs:   map[[16]byte]struct{}{},
+		fragVIP: map[vipKey]*VIP{},
+		ids:     map[string]uint32{},
+		vipIDs:  map[string]uint16{},
+	}
+	var prevIDs map[string]uint32
+	var prevVIPIDs map[string]uint16
+	if prev != nil {
+		s.Gen = prev.Gen + 1
+		prevIDs, prevVIPIDs = prev.ids, prev.vipIDs
+		s.gens = append(s.gens, prev.gens...)
+	}
+	// Keep the ids of what survives first, then hand out free ids.
+	usedB := map[uint32]bool{}
+	usedV := map[uint16]bool{}
+	type pendingB struct {
+		vip   int
+		b     int
+		ident string
+	}
+	for _, v := range cfg.VIPs {
+		vk := fmt.Sprintf("%s:%d/%s", v.Address, v.Port, v.Protocol)
+		if id, ok := prevVIPIDs[vk]; ok {
+			usedV[id] = true
+		}
+		for _, b := range v.Backends {
+			if id, ok := prevIDs[vk+"|"+b.Name]; ok {
+				usedB[id] = true
+			}
+		}
+	}
+	nextV, nextB := uint16(0), uint32(0)
+	freeV := func() (uint16, error) {
+		for ; int(nextV) < MaxVIPs; nextV++ {
+			if !usedV[nextV] {
+				usedV[nextV] = true
+				return nextV, nil
+			}
+		}
+		return 0, fmt.Errorf("more than %d VIPs", MaxVIPs)
+	}
+	freeB := func() (uint32, error) {
+		for ; nextB < MaxBackends; nextB++ {
+			if !usedB[nextB] {
+				usedB[nextB] = true
+				return nextB, nil
+			}
+		}
+		return 0, fmt.Errorf("more than %d backends in all", MaxBackends)
+	}
+	for _, cv := range cfg.VIPs {
+		vk := fmt.Sprintf("%s:%d/%s", cv.Address, cv.Port, cv.Protocol)
+		vid, ok := prevVIPIDs[vk]
+		if !ok {
+			var err error
+			if vid, err = freeV(); err != nil {
+				return nil, err
+			}
+		}
+		kind, err := encap.ParseKind(cv.Encap)
+		if err != nil {
+			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
+		}
+		v := &VIP{ID: vid, Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: protoNum(cv.Protocol), Encap: kind}
+		s.vipIDs[vk] = vid
+		var mb []maglev.Backend
+		ids := map[string]uint32{}
+		for _, cb := range cv.Backends {
+			ident := vk + "|" + cb.Name
+			id, ok := prevIDs[ident]
+			if !ok {
+				if id, err = freeB(); err != nil {
+					return nil, err
+				}
+				for int(id) >= len(s.gens) {
+					s.gens = append(s.gens, 0)
+				}
+				s.gens[id]++ // a new incarnation of a possibly reused id
+			}
+			tgt, err := enc.Backend(cb.Address.Addr)
+			if err != nil {
+				return nil, fmt.Errorf("vip %s: backend %q: %w", cv.Name, cb.Name, err)
+			}
+			w := *cb.Weight
+			if ow, ok := weights[cv.Name+"/"+cb.Name]; ok {
+				w = ow
+			}
+			b := &Backend{ID: id, Gen: s.gens[id], VIP: vid, Name: cb.Name, Addr: cb.Address.Addr, Weight: w, Target: tgt}
+			s.ids[ident] = id
+			ids[cb.Name] = id
+			setAt(&s.Backends, int(id), b)
+			mb = append(mb, maglev.Backend{Key: cb.Name, Weight: uint32(w)})
+		}
+		t, err := maglev.Build(mb, uint64(cv.TableSize))
+		if err != nil {
+			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
+		}
+		v.Table = t
+		v.Backends = make([]uint32, t.Len())
+		for i := range v.Backends {
+			v.Backends[i] = ids[t.Backend(i).Key]
+		}
+		setAt(&s.VIPs, int(vid), v)
+		a16 := v.Addr.As16()
+		s.byKey[vipKey{a16, v.Port, v.Proto}] = v
+		s.addrs[a16] = struct{}{}
+		// Fragment policy: fragments after the first carry no ports, so they
+		// go to the every-port VIP of their address and protocol if there is
+		// one, otherwise to the VIP with the lowest port.
+		fk := vipKey{addr: a16, proto: v.Proto}
+		if cur, ok := s.fragVIP[fk]; !ok || cur.Port != 0 && (v.Port == 0 || v.Port < cur.Port) {
+			s.fragVIP[fk] = v
+		}
+	}
+	s.index = newVIPIndex(s.byKey)
+	addrs := map[vipKey]*VIP{}
+	for k, v := range s.byKey {
+		addrs[vipKey{addr: k.addr}] = v
+	}
+	s.addrIdx = newVIPIndex(addrs)
+	return s, nil
+}
+
+func setAt[T any](s *[]*T, i int, v *T) {
+	for len(*s) <= i {
+		*s = append(*s, nil)
+	}
+	(*s)[i] = v
+}
+
+// lookup finds the VIP for a destination, trying the exact port first and
+// then the every-port VIP.
+func (s *Services) lookup(addr *[16]byte, port uint16, proto uint8) *VIP {
+	k := vipKey{*addr, port, proto}
+	if v := s.index.get(&k); v != nil {
+		return v
+	}
+	if port != 0 {
+		k.port = 0
+		return s.index.get(&k)
+	}
+	return nil
+}
+
+// isVIPAddr reports whether addr is any VIP's address.
+func (s *Services) isVIPAddr(addr *[16]byte) bool {
+	k := vipKey{addr: *addr}
+	return s.addrIdx.get(&k) != nil
+}
+
+// LookupVIP is lookup for the slow path (admin API, tests).
+func (s *Services) LookupVIP(addr netip.Addr, port uint16, proto uint8) *VIP {
+	a := addr.Unmap().As16()
+	if addr.Unmap().Is4() {
+		a = netip.AddrFrom16(a).As16() // already v4-mapped by As16
+	}
+	return s.lookup(&a, port, proto)
+}

@@ -1,0 +1,300 @@
+package dataplane
+
+import (
+	"sync/atomic"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/packet"
+)
+
+// MaxBurst is the largest burst Process accepts.
+const MaxBurst = 64
+
+// Pkt is one packet of a burst: a frame at Buf[Off:Off+Len] with headroom
+// in front of it (a DPDK mbuf's buffer, or a Go slice in tests). Process
+// moves Off and Len when it rewrites the frame (encapsulation, ICMP reply).
+type Pkt struct {
+	Buf []byte
+	Off int
+	Len int
+}
+
+// Verdict is what Process decided for a packet.
+type Verdict uint8
+
+const (
+	Drop Verdict = iota // free it; counted under a reason
+	Tx                  // send out of the wire port (to a backend, or an ICMP reply to the client)
+	Punt                // hand to the kernel through the exception port
+)
+
+// NextHop holds the Ethernet addresses the worker writes: the next hop's MAC
+// for each outer family and the wire port's own MAC. The control plane
+// publishes a new one when the neighbour table changes.
+type NextHop struct {
+	MAC4, MAC6 [6]byte
+	Has4, Has6 bool
+}
+
+// Shared is what every worker reads and the control plane writes: atomic
+// pointers loaded once per burst.
+type Shared struct {
+	Services atomic.Pointer[Services]
+	NextHop  atomic.Pointer[NextHop]
+}
+
+// Worker is one lcore's forwarding state. Everything in it belongs to that
+// lcore; the control plane reads its counters through Snapshot.
+type Worker struct {
+	ID      int
+	shared  *Shared
+	ct      *conntrack.Table
+	enc     *encap.Encapsulator
+	hasher  flow.Hasher
+	portMAC [6]byte
+
+	// Per-burst scratch, reused.
+	parsed   [MaxBurst]packet.Parsed
+	keys     [MaxBurst]flow.Tuple // the flow a packet belongs to (reversed quote for ICMP errors)
+	hashes   [MaxBurst]uint64
+	vips     [MaxBurst]*VIP
+	ctIdx    [MaxBurst]uint8 // packets that go through conntrack, in order
+	ctHashes [MaxBurst]uint64
+	ctKeys   [MaxBurst]*flow.Tuple
+	ctOut    [MaxBurst]*conntrack.Entry
+	Verdicts [MaxBurst]Verdict
+
+	c    Counters
+	snap snapshotReq
+}
+
+// NewWorker creates a worker with its own conntrack table.
+func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, enc *encap.Encapsulator, key flow.Key, portMAC [6]byte) (*Worker, error) {
+	ct, err := conntrack.New(ctCfg)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{ID: id, shared: shared, ct: ct, enc: enc, hasher: flow.NewHasher(key), portMAC: portMAC}
+	w.c.init()
+	return w, nil
+}
+
+// Conntrack is the worker's flow table. Only the worker's own lcore may use
+// it while the worker runs.
+func (w *Worker) Conntrack() *conntrack.Table { return w.ct }
+
+// Process decides the fate of a burst of at most MaxBurst packets received
+// at now, rewriting forwarded frames in place; Verdicts[i] says what to do
+// with pkts[i]. It allocates nothing, takes no lock and makes no syscall.
+//
+// The stages run over the whole burst one after another (parse and classify
+// all, then one batched conntrack lookup, then select and encapsulate), so
+// the conntrack bucket misses of a burst overlap instead of queueing.
+func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
+	if len(pkts) > MaxBurst {
+		pkts = pkts[:MaxBurst]
+	}
+	svc := w.shared.Services.Load()
+	nh := w.shared.NextHop.Load()
+	c := &w.c
+	m := 0
+	for i := range pkts {
+		w.vips[i] = nil
+		if v := w.classify(&pkts[i], i, svc); v != nil {
+			w.vips[i] = v
+			w.hashes[i] = w.hasher.Hash(&w.keys[i])
+			if w.parsed[i].Fragment {
+				continue // stateless: fragments carry no flow state (fragment policy)
+			}
+			w.ctIdx[m] = uint8(i)
+			w.ctHashes[m] = w.hashes[i]
+			w.ctKeys[m] = &w.keys[i]
+			m++
+		}
+	}
+	if m > 0 {
+		w.ct.LookupBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m])
+	}
+	j := 0
+	for i := range pkts {
+		v := w.vips[i]
+		if v == nil {
+			continue
+		}
+		p := &pkts[i]
+		ps := &w.parsed[i]
+		var e *conntrack.Entry
+		if j < m && int(w.ctIdx[j]) == i {
+			e = w.ctOut[j]
+			j++
+		}
+		be := w.selectBackend(svc, v, i, e, now)
+		if be == nil {
+			w.drop(i, DropNoBackend)
+			continue
+		}
+		var dst [6]byte
+		if be.Target.IsV6() {
+			if !nh.Has6 {
+				w.drop(i, DropNoNextHop)
+				continue
+			}
+			dst = nh.MAC6
+		} else {
+			if !nh.Has4 {
+				w.drop(i, DropNoNextHop)
+				continue
+			}
+			dst = nh.MAC4
+		}
+		start, length, res := w.enc.Encap(p.Buf, p.Off, p.Len, ps, w.hashes[i], v.Encap, &be.Target, dst, w.portMAC)
+		c.Encap[res]++
+		if res.Drop() {
+			w.Verdicts[i] = Drop
+			continue
+		}
+		if res == encap.Forward {
+			vc := &c.VIPs[v.ID]
+			vc.Packets++
+			vc.Bytes += uint64(p.Len)
+			bc := &c.Backends[be.ID]
+			bc.Packets++
+			bc.Bytes += uint64(p.Len)
+		}
+		p.Off, p.Len = start, length
+		w.Verdicts[i] = Tx
+	}
+	w.serveSnapshot()
+}
+
+// classify parses packet i, decides whether it is VIP traffic and fills
+// keys[i]. It returns the VIP, or nil after setting the verdict (punt or
+// drop).
+func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
+	c := &w.c
+	c.RxPackets++
+	c.RxBytes += uint64(p.Len)
+	ps := &w.parsed[i]
+	if p.Off < 0 || p.Len < 0 || p.Off > len(p.Buf) || p.Len > len(p.Buf)-p.Off {
+		w.drop(i, DropBadBuffer)
+		return nil
+	}
+	if r := packet.Parse(p.Buf[p.Off:p.Off+p.Len], ps); r != packet.OK {
+		c.Parse[r]++
+		w.Verdicts[i] = Drop
+		return nil
+	}
+	if ps.L3 == packet.L3Other || svc == nil {
+		c.Punted++
+		w.Verdicts[i] = Punt
+		return nil
+	}
+	if !ps.Fragment {
+		// The common case first: one probe finds the VIP of a TCP/UDP
+		// packet for an exact port.
+		k := vipKey{ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto}
+		if v := svc.index.get(&k); v != nil && (ps.Proto == packet.ProtoTCP || ps.Proto == packet.ProtoUDP) {
+			w.keys[i] = ps.Tuple
+			return v
+		}
+	}
+	if !svc.isVIPAddr(&ps.Tuple.Dst) {
+		// Not VIP traffic: ARP/ND, the host's own address (BGP, ping,
+		// ssh), anything else: the kernel decides.
+		c.Punted++
+		w.Verdicts[i] = Punt
+		return nil
+	}
+	w.keys[i] = ps.Tuple
+	var v *VIP
+	switch {
+	case ps.Fragment:
+		c.Fragments++
+		v = svc.fragVIP[vipKey{addr: ps.Tuple.Dst, proto: ps.Proto}]
+	case ps.IsICMPError():
+		var q flow.Tuple
+		if r := packet.ParseICMPError(p.Buf[p.Off:p.Off+p.Len], ps, &q); r != packet.OK {
+			c.Parse[r]++
+			w.Verdicts[i] = Drop
+			return nil
+		}
+		// The quote is a packet the backend sent from the VIP to the
+		// client; its reverse is the client's flow, which names the
+		// backend that must hear about the error.
+		k := q.Reverse()
+		if k.Dst != ps.Tuple.Dst || k.V6 != ps.Tuple.V6 {
+			w.drop(i, DropICMPNotOurs)
+			return nil
+		}
+		w.keys[i] = k
+		c.ICMPErrors++
+		v = svc.lookup(&k.Dst, k.DstPort, k.Proto)
+	case ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6:
+		w.drop(i, DropVIPICMP)
+		return nil
+	default:
+		v = svc.lookup(&ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto)
+	}
+	if v == nil {
+		w.drop(i, DropNoService)
+		return nil
+	}
+	return v
+}
+
+// selectBackend returns the backend for packet i of VIP v: the conntrack
+// entry's pin when it is still valid, otherwise the Maglev table's choice
+// (pinned in conntrack for a new flow).
+func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry, now conntrack.Time) *Backend {
+	c := &w.c
+	ps := &w.parsed[i]
+	icmp := ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6
+	if e != nil {
+		if !icmp {
+			w.ct.Touch(e, now, ps.TCPFlags)
+		}
+		if id := e.Backend(); int(id) < len(svc.Backends) {
+			if be := svc.Backends[id]; be != nil && be.Gen == e.Gen() && be.VIP == v.ID {
+				c.CTHits++
+				return be
+			}
+		}
+		// The pinned backend was removed: re-select and count the move.
+		be := w.fromTable(svc, v, w.hashes[i])
+		if be != nil {
+			e.Repin(be.ID, be.Gen)
+			c.Moved++
+		}
+		return be
+	}
+	be := w.fromTable(svc, v, w.hashes[i])
+	if be == nil || ps.Fragment {
+		return be
+	}
+	c.CTMisses++
+	if !icmp {
+		// An ICMP error for a flow this instance has not seen is routed by
+		// the table alone; it never creates state.
+		w.ct.Insert(w.hashes[i], &w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
+	}
+	return be
+}
+
+func (w *Worker) fromTable(svc *Services, v *VIP, hash uint64) *Backend {
+	idx := v.Table.Lookup(hash)
+	if idx < 0 || idx >= len(v.Backends) {
+		return nil
+	}
+	id := v.Backends[idx]
+	if int(id) >= len(svc.Backends) {
+		return nil
+	}
+	return svc.Backends[id]
+}
+
+func (w *Worker) drop(i int, r DropReason) {
+	w.c.Drops[r]++
+	w.Verdicts[i] = Drop
+}

@@ -1,0 +1,551 @@
+package dataplane
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/maglev"
+)
+
+const testConfig = `
+[dataplane]
+port = "net_ring0"
+lb_ipv4 = "192.0.2.10"
+lb_ipv6 = "2001:db8:100::10"
+next_hop_mac = "02:00:00:00:00:fe"
+mtu = 1500
+hash_key = "000102030405060708090a0b0c0d0e0f"
+
+[conntrack]
+capacity = 4096
+
+[[vip]]
+name = "web"
+address = "203.0.113.7"
+port = 80
+  [[vip.backend]]
+  name = "be1"
+  address = "10.0.1.1"
+  [[vip.backend]]
+  name = "be2"
+  address = "10.0.1.2"
+  [[vip.backend]]
+  name = "be3"
+  address = "2001:db8:1::3"
+
+[[vip]]
+name = "web6"
+address = "2001:db8:ffff::7"
+port = 443
+encap = "ipip"
+  [[vip.backend]]
+  name = "six1"
+  address = "2001:db8:1::1"
+  [[vip.backend]]
+  name = "six2"
+  address = "10.0.1.9"
+`
+
+var (
+	clientMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa}
+	portMAC   = [6]byte{0x02, 0, 0, 0, 0, 0x01}
+	gwMAC     = [6]byte{0x02, 0, 0, 0, 0, 0xfe}
+)
+
+type rig struct {
+	t      *testing.T
+	cfg    *config.Config
+	enc    *encap.Encapsulator
+	shared *Shared
+	w      *Worker
+	key    flow.Key
+	now    conntrack.Time
+}
+
+func newRig(t *testing.T, toml string) *rig {
+	t.Helper()
+	cfg, err := config.Parse([]byte(toml), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := encap.New(encap.Config{SrcV4: cfg.Dataplane.LBIPv4.Addr, SrcV6: cfg.Dataplane.LBIPv6.Addr, MTU: cfg.Dataplane.MTU, DF: encap.DFSet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, cfg: cfg, enc: enc, shared: &Shared{}}
+	r.key, _ = flow.ParseKey(cfg.Dataplane.HashKey)
+	r.publish(nil)
+	r.shared.NextHop.Store(&NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true})
+	ctc := conntrack.DefaultConfig()
+	ctc.Capacity = cfg.Conntrack.Capacity
+	r.w, err = NewWorker(0, r.shared, ctc, enc, r.key, portMAC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.now = 1000
+	return r
+}
+
+func (r *rig) publish(weights map[string]int) *Services {
+	r.t.Helper()
+	s, err := BuildServices(r.cfg, r.enc, r.shared.Services.Load(), weights)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.shared.Services.Store(s)
+	return s
+}
+
+// frame builds a client packet with gopacket.
+func frame(t *testing.T, src, dst string, sport, dport uint16, proto layers.IPProtocol, flags string, payload int, df bool) []byte {
+	t.Helper()
+	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+	var ls []gopacket.SerializableLayer
+	var nl gopacket.NetworkLayer
+	if s.Is4() {
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 60, Protocol: proto, SrcIP: s.AsSlice(), DstIP: d.AsSlice()}
+		if df {
+			ip.Flags = layers.IPv4DontFragment
+		}
+		ls = append(ls, &layers.Ethernet{SrcMAC: clientMAC, DstMAC: portMAC[:], EthernetType: layers.EthernetTypeIPv4}, ip)
+		nl = ip
+	} else {
+		ip := &layers.IPv6{Version: 6, HopLimit: 60, NextHeader: proto, SrcIP: s.AsSlice(), DstIP: d.AsSlice()}
+		ls = append(ls, &layers.Ethernet{SrcMAC: clientMAC, DstMAC: portMAC[:], EthernetType: layers.EthernetTypeIPv6}, ip)
+		nl = ip
+	}
+	switch proto {
+	case layers.IPProtocolTCP:
+		tc := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), SYN: strings.Contains(flags, "S"), ACK: strings.Contains(flags, "A"), FIN: strings.Contains(flags, "F"), Window: 100}
+		_ = tc.SetNetworkLayerForChecksum(nl)
+		ls = append(ls, tc)
+	case layers.IPProtocolUDP:
+		u := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
+		_ = u.SetNetworkLayerForChecksum(nl)
+		ls = append(ls, u)
+	}
+	ls = append(ls, gopacket.Payload(bytes.Repeat([]byte{0xab}, payload)))
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), buf.Bytes()...)
+}
+
+const headroom = 128
+
+// run pushes frames through one Process call and returns the output frames
+// and verdicts.
+func (r *rig) run(frames ...[]byte) ([][]byte, []Verdict) {
+	pkts := make([]Pkt, len(frames))
+	for i, f := range frames {
+		b := make([]byte, headroom+len(f)+64)
+		copy(b[headroom:], f)
+		pkts[i] = Pkt{Buf: b, Off: headroom, Len: len(f)}
+	}
+	r.now += 10
+	r.w.Process(pkts, r.now)
+	out := make([][]byte, len(frames))
+	v := make([]Verdict, len(frames))
+	for i := range pkts {
+		out[i] = pkts[i].Buf[pkts[i].Off : pkts[i].Off+pkts[i].Len]
+		v[i] = r.w.Verdicts[i]
+	}
+	return out, v
+}
+
+// expectBackend is the spec: the VIP's Maglev table (built independently
+// here from the config's backend set) at hash % M.
+func (r *rig) expectBackend(vipName string, names map[string]int, src, dst string, sport, dport uint16, proto uint8) string {
+	r.t.Helper()
+	var mb []maglev.Backend
+	for n, w := range names {
+		mb = append(mb, maglev.Backend{Key: n, Weight: uint32(w)})
+	}
+	tb, err := maglev.Build(mb, maglev.DefaultSize)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	tp, _ := flow.TupleFrom(netip.MustParseAddr(src), netip.MustParseAddr(dst), sport, dport, proto)
+	h := flow.NewHasher(r.key).Hash(&tp)
+	return tb.Backend(tb.Lookup(h)).Key
+}
+
+// decodeTunnel decodes an encapsulated frame with gopacket and returns the
+// outer destination and the inner IP packet.
+func decodeTunnel(t *testing.T, b []byte) (outerDst netip.Addr, inner []byte, kind string) {
+	t.Helper()
+	return decodeTunnelFrom(t, b, portMAC)
+}
+
+func decodeTunnelFrom(t *testing.T, b []byte, portMAC [6]byte) (outerDst netip.Addr, inner []byte, kind string) {
+	t.Helper()
+	pk := gopacket.NewPacket(b, layers.LayerTypeEthernet, gopacket.Default)
+	if el := pk.ErrorLayer(); el != nil {
+		t.Fatalf("gopacket: %v", el.Error())
+	}
+	eth := pk.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+	if !bytes.Equal(eth.DstMAC, gwMAC[:]) || !bytes.Equal(eth.SrcMAC, portMAC[:]) {
+		t.Errorf("ethernet %v -> %v, want %v -> %v", eth.SrcMAC, eth.DstMAC, net.HardwareAddr(portMAC[:]), net.HardwareAddr(gwMAC[:]))
+	}
+	switch ip := pk.Layers()[1].(type) {
+	case *layers.IPv4:
+		outerDst, _ = netip.AddrFromSlice(ip.DstIP.To4())
+		if ip.SrcIP.String() != "192.0.2.10" {
+			t.Errorf("outer source %v", ip.SrcIP)
+		}
+		inner = ip.Payload
+		kind = ip.Protocol.String()
+	case *layers.IPv6:
+		outerDst, _ = netip.AddrFromSlice(ip.DstIP)
+		if ip.SrcIP.String() != "2001:db8:100::10" {
+			t.Errorf("outer source %v", ip.SrcIP)
+		}
+		inner = ip.Payload
+		kind = ip.NextHeader.String()
+	default:
+		t.Fatalf("no outer IP: %v", pk)
+	}
+	if kind == "GRE" {
+		inner = inner[4:]
+	}
+	return outerDst, inner, kind
+}
+
+// ipPacket is the IP packet inside a client frame, without Ethernet
+// padding, by the IP header's own length field.
+func ipPacket(f []byte) []byte {
+	if f[14]>>4 == 4 {
+		return f[14 : 14+(int(f[16])<<8|int(f[17]))]
+	}
+	return f[14 : 14+40+(int(f[18])<<8|int(f[19]))]
+}
+
+func backendAddr(r *rig, vip, name string) netip.Addr {
+	for _, v := range r.cfg.VIPs {
+		if v.Name == vip {
+			for _, b := range v.Backends {
+				if b.Name == name {
+					return b.Address.Addr
+				}
+			}
+		}
+	}
+	r.t.Fatalf("no backend %s/%s", vip, name)
+	return netip.Addr{}
+}
+
+func TestForwardToMaglevBackend(t *testing.T) {
+	r := newRig(t, testConfig)
+	web := map[string]int{"be1": 1, "be2": 1, "be3": 1}
+	web6 := map[string]int{"six1": 1, "six2": 1}
+	seen := map[string]int{}
+	for i := 0; i < 200; i++ {
+		sport := uint16(10000 + i)
+		var f []byte
+		var want netip.Addr
+		if i%2 == 0 {
+			f = frame(t, "198.51.100.10", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "S", 0, true)
+			name := r.expectBackend("web", web, "198.51.100.10", "203.0.113.7", sport, 80, 6)
+			want = backendAddr(r, "web", name)
+			seen[name]++
+		} else {
+			f = frame(t, "2001:db8:aaaa::1", "2001:db8:ffff::7", sport, 443, layers.IPProtocolTCP, "S", 10, false)
+			name := r.expectBackend("web6", web6, "2001:db8:aaaa::1", "2001:db8:ffff::7", sport, 443, 6)
+			want = backendAddr(r, "web6", name)
+			seen[name]++
+		}
+		out, v := r.run(f)
+		if v[0] != Tx {
+			t.Fatalf("packet %d verdict %v; counters %+v", i, v[0], r.w.c.Drops)
+		}
+		dst, inner, _ := decodeTunnel(t, out[0])
+		if dst != want {
+			t.Errorf("packet %d to %v, want %v", i, dst, want)
+		}
+		if !bytes.Equal(inner, ipPacket(f)) {
+			t.Errorf("packet %d: inner packet differs from the original IP packet", i)
+		}
+	}
+	if len(seen) != 5 {
+		t.Errorf("backends used: %v", seen)
+	}
+	if r.w.c.CTMisses != 200 || r.w.c.Encap[encap.Forward] != 200 {
+		t.Errorf("misses %d forwards %d", r.w.c.CTMisses, r.w.c.Encap[encap.Forward])
+	}
+}
+
+func TestStickinessAcrossTableSwap(t *testing.T) {
+	r := newRig(t, testConfig)
+	const n = 300
+	first := make([]netip.Addr, n)
+	for i := 0; i < n; i++ {
+		out, v := r.run(frame(t, "198.51.100.20", "203.0.113.7", uint16(20000+i), 80, layers.IPProtocolTCP, "S", 0, true))
+		if v[0] != Tx {
+			t.Fatal("not forwarded")
+		}
+		first[i], _, _ = decodeTunnel(t, out[0])
+	}
+	// Drain be1 (weight 0): the table changes, pinned flows do not move,
+	// and be1 keeps its established flows.
+	r.publish(map[string]int{"web/be1": 0})
+	moved := 0
+	for i := 0; i < n; i++ {
+		out, _ := r.run(frame(t, "198.51.100.20", "203.0.113.7", uint16(20000+i), 80, layers.IPProtocolTCP, "A", 5, true))
+		d, _, _ := decodeTunnel(t, out[0])
+		if d != first[i] {
+			moved++
+		}
+	}
+	if moved != 0 {
+		t.Errorf("%d of %d pinned flows moved across a table swap", moved, n)
+	}
+	// New flows never go to the drained backend.
+	be1 := backendAddr(r, "web", "be1")
+	for i := 0; i < n; i++ {
+		out, _ := r.run(frame(t, "198.51.100.21", "203.0.113.7", uint16(30000+i), 80, layers.IPProtocolTCP, "S", 0, true))
+		if d, _, _ := decodeTunnel(t, out[0]); d == be1 {
+			t.Fatalf("new flow %d went to drained be1", i)
+		}
+	}
+	// Remove be2 outright: its flows are re-selected (and counted), the
+	// others stay.
+	cfg2 := *r.cfg
+	cfg2.VIPs = append([]config.VIP(nil), r.cfg.VIPs...)
+	var kept []config.Backend
+	for _, b := range cfg2.VIPs[0].Backends {
+		if b.Name != "be2" {
+			kept = append(kept, b)
+		}
+	}
+	cfg2.VIPs[0].Backends = kept
+	r.cfg = &cfg2
+	r.publish(map[string]int{"web/be1": 0})
+	onBe2, moved := 0, 0
+	for i := 0; i < n; i++ {
+		out, _ := r.run(frame(t, "198.51.100.20", "203.0.113.7", uint16(20000+i), 80, layers.IPProtocolTCP, "A", 5, true))
+		d, _, _ := decodeTunnel(t, out[0])
+		if first[i] == netip.MustParseAddr("10.0.1.2") {
+			onBe2++
+			if d == first[i] {
+				t.Errorf("flow %d still goes to removed be2", i)
+			}
+		} else if d != first[i] {
+			moved++
+		}
+	}
+	if moved != 0 {
+		t.Errorf("%d flows on surviving backends moved", moved)
+	}
+	if r.w.c.Moved != uint64(onBe2) || onBe2 == 0 {
+		t.Errorf("Moved counter %d, flows that were on be2 %d", r.w.c.Moved, onBe2)
+	}
+}
+
+func TestVerdictsAndCounters(t *testing.T) {
+	r := newRig(t, testConfig)
+	arp := func() []byte {
+		buf := gopacket.NewSerializeBuffer()
+		_ = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true},
+			&layers.Ethernet{SrcMAC: clientMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
+			&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: 1,
+				SourceHwAddress: clientMAC, SourceProtAddress: []byte{192, 0, 2, 1}, DstHwAddress: make([]byte, 6), DstProtAddress: []byte{192, 0, 2, 10}})
+		return buf.Bytes()
+	}()
+	frames := [][]byte{
+		frame(t, "198.51.100.10", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "S", 0, true), // tx
+		frame(t, "198.51.100.10", "192.0.2.10", 1, 179, layers.IPProtocolTCP, "S", 0, true), // punt: the host (BGP)
+		arp, // punt
+		frame(t, "198.51.100.10", "203.0.113.7", 1, 81, layers.IPProtocolTCP, "S", 0, true),      // drop: no service
+		frame(t, "198.51.100.10", "203.0.113.7", 1, 80, layers.IPProtocolUDP, "", 0, true),       // drop: no service (udp)
+		frame(t, "198.51.100.10", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "S", 0, true)[:30], // drop: parse
+		frame(t, "198.51.100.10", "203.0.113.7", 2, 80, layers.IPProtocolTCP, "A", 1480, true),   // icmp reply: too big
+		frame(t, "198.51.100.10", "203.0.113.7", 3, 80, layers.IPProtocolTCP, "A", 1480, false),  // drop: too big, no DF
+	}
+	_, v := r.run(frames...)
+	want := []Verdict{Tx, Punt, Punt, Drop, Drop, Drop, Tx, Drop}
+	for i := range want {
+		if v[i] != want[i] {
+			t.Errorf("packet %d: verdict %v, want %v", i, v[i], want[i])
+		}
+	}
+	c := &r.w.c
+	if c.Drops[DropNoService] != 2 || c.Parse[5] == 0 && sumParse(c) != 1 || c.Encap[encap.ICMPReply] != 1 || c.Encap[encap.DropTooBigNoDF] != 1 || c.Punted != 2 {
+		t.Errorf("counters: drops %v parse %v encap %v punted %d", c.Drops, c.Parse, c.Encap, c.Punted)
+	}
+	// Every packet is accounted for exactly once.
+	if got := c.Encap[encap.Forward] + c.Encap[encap.ICMPReply] + c.Punted + c.Dropped(); got != c.RxPackets {
+		t.Errorf("forwarded+replied+punted+dropped = %d, received %d", got, c.RxPackets)
+	}
+}
+
+func sumParse(c *Counters) uint64 {
+	var n uint64
+	for _, v := range c.Parse {
+		n += v
+	}
+	return n
+}
+
+func TestNoNextHopDrops(t *testing.T) {
+	r := newRig(t, testConfig)
+	r.shared.NextHop.Store(&NextHop{MAC6: gwMAC, Has6: true})
+	var v4, v6 int
+	for i := 0; i < 50; i++ {
+		_, v := r.run(frame(t, "198.51.100.10", "203.0.113.7", uint16(i), 80, layers.IPProtocolTCP, "S", 0, true))
+		if v[0] == Tx {
+			v6++
+		} else {
+			v4++
+		}
+	}
+	if uint64(v4) != r.w.c.Drops[DropNoNextHop] || v4 == 0 || v6 == 0 {
+		t.Errorf("dropped %d (counter %d), sent %d (to the IPv6 backend)", v4, r.w.c.Drops[DropNoNextHop], v6)
+	}
+}
+
+func TestFragmentsFollowOneBackend(t *testing.T) {
+	r := newRig(t, testConfig)
+	mk := func(off uint16, more bool) []byte {
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 60, Protocol: layers.IPProtocolUDP, SrcIP: net.IP{198, 51, 100, 10}, DstIP: net.IP{203, 0, 113, 7}, FragOffset: off, Id: 77}
+		if more {
+			ip.Flags = layers.IPv4MoreFragments
+		}
+		buf := gopacket.NewSerializeBuffer()
+		_ = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+			&layers.Ethernet{SrcMAC: clientMAC, DstMAC: portMAC[:], EthernetType: layers.EthernetTypeIPv4}, ip, gopacket.Payload(make([]byte, 64)))
+		return append([]byte(nil), buf.Bytes()...)
+	}
+	// The VIP is TCP: rewrite the protocol of the gopacket-built fragments.
+	mkTCP := func(off uint16, more bool) []byte {
+		f := mk(off, more)
+		f[14+9] = 6
+		if off == 0 {
+			f[34+12] = 0x50 // a 20-byte TCP header starts the first fragment
+		}
+		return fixIPv4Checksum(f)
+	}
+	out, v := r.run(mkTCP(0, true), mkTCP(8, true), mkTCP(16, false))
+	var dsts []netip.Addr
+	for i := range v {
+		if v[i] != Tx {
+			t.Fatalf("fragment %d verdict %v (drops %v parse %v)", i, v[i], r.w.c.Drops, r.w.c.Parse)
+		}
+		d, _, _ := decodeTunnel(t, out[i])
+		dsts = append(dsts, d)
+	}
+	if dsts[0] != dsts[1] || dsts[1] != dsts[2] {
+		t.Errorf("fragments went to %v", dsts)
+	}
+	if r.w.c.Fragments != 3 || r.w.ct.Len() != 0 {
+		t.Errorf("fragments %d, conntrack entries %d (fragments are stateless)", r.w.c.Fragments, r.w.ct.Len())
+	}
+}
+
+func fixIPv4Checksum(f []byte) []byte {
+	h := f[14:34]
+	h[10], h[11] = 0, 0
+	var s uint32
+	for i := 0; i < 20; i += 2 {
+		s += uint32(h[i])<<8 | uint32(h[i+1])
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	cs := ^uint16(s)
+	h[10], h[11] = byte(cs>>8), byte(cs)
+	return f
+}
+
+func TestICMPErrorGoesToFlowOwner(t *testing.T) {
+	r := newRig(t, testConfig)
+	for i := 0; i < 40; i++ {
+		sport := uint16(40000 + i)
+		out, _ := r.run(frame(t, "198.51.100.10", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "S", 0, true))
+		owner, _, _ := decodeTunnel(t, out[0])
+		// The backend's reply (DSR, from the VIP) hit a small MTU on the
+		// way to the client; a router sends frag-needed to the VIP.
+		reply := frame(t, "203.0.113.7", "198.51.100.10", 80, sport, layers.IPProtocolTCP, "SA", 0, true)[14:]
+		buf := gopacket.NewSerializeBuffer()
+		_ = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+			&layers.Ethernet{SrcMAC: clientMAC, DstMAC: portMAC[:], EthernetType: layers.EthernetTypeIPv4},
+			&layers.IPv4{Version: 4, IHL: 5, TTL: 60, Protocol: layers.IPProtocolICMPv4, SrcIP: net.IP{192, 0, 2, 99}, DstIP: net.IP{203, 0, 113, 7}},
+			&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(3, 4), Seq: 1400}, gopacket.Payload(reply[:28]))
+		out, v := r.run(buf.Bytes())
+		if v[0] != Tx {
+			t.Fatalf("icmp error verdict %v drops %v parse %v", v[0], r.w.c.Drops, r.w.c.Parse)
+		}
+		got, _, _ := decodeTunnel(t, out[0])
+		if got != owner {
+			t.Errorf("flow %d: ICMP error went to %v, the flow is on %v", i, got, owner)
+		}
+	}
+	if r.w.c.ICMPErrors != 40 {
+		t.Errorf("ICMPErrors %d", r.w.c.ICMPErrors)
+	}
+}
+
+func TestProcessAllocatesNothing(t *testing.T) {
+	r := newRig(t, testConfig)
+	var frames [][]byte
+	for i := 0; i < 32; i++ {
+		frames = append(frames, frame(t, "198.51.100.10", "203.0.113.7", uint16(i), 80, layers.IPProtocolTCP, "S", 0, true))
+	}
+	pkts := make([]Pkt, len(frames))
+	bufs := make([][]byte, len(frames))
+	for i, f := range frames {
+		bufs[i] = make([]byte, headroom+len(f))
+	}
+	reset := func() {
+		for i, f := range frames {
+			copy(bufs[i][headroom:], f)
+			pkts[i] = Pkt{Buf: bufs[i], Off: headroom, Len: len(f)}
+		}
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		reset()
+		r.now++
+		r.w.Process(pkts, r.now)
+	})
+	if allocs != 0 {
+		t.Fatalf("Process allocates %v times per burst", allocs)
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	r := newRig(t, testConfig)
+	r.run(frame(t, "198.51.100.10", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "S", 0, true))
+	done := make(chan bool)
+	var snap Counters
+	go func() { done <- r.w.Snapshot(&snap, 5*time.Second) }()
+	// The worker serves the request at its next burst or idle poll.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.w.Idle()
+		select {
+		case ok := <-done:
+			if !ok {
+				t.Fatal("snapshot timed out")
+			}
+			if snap.RxPackets != 1 || snap.Flows != 1 || snap.Backends[0].Packets+snap.Backends[1].Packets+snap.Backends[2].Packets != 1 {
+				t.Errorf("snapshot rx %d flows %d", snap.RxPackets, snap.Flows)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no snapshot")
+		}
+	}
+}
