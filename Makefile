@@ -6,7 +6,7 @@ TAGS    := $(shell pkg-config --exists libdpdk 2>/dev/null && echo dpdk)
 GOFLAGS_TAGS := $(if $(TAGS),-tags $(TAGS))
 BIN     := bin
 
-.PHONY: all setup build test vet unit fuzz bench demo clean
+.PHONY: all setup build test vet unit fuzz bench demo example clean
 
 all: build
 
@@ -27,12 +27,17 @@ test: setup vet
 
 # Micro-benchmarks of the per-packet stages (ns/op, allocs/op).
 bench: setup
-	$(GO) test $(GOFLAGS_TAGS) -run '^$$' -bench . -benchmem -benchtime=$${BENCHTIME:-1s} ./flow ./packet ./maglev ./conntrack ./encap
+	$(GO) test $(GOFLAGS_TAGS) -run '^$$' -bench . -benchmem -benchtime=$${BENCHTIME:-1s} ./flow ./packet ./maglev ./conntrack ./encap ./dataplane
 
 # The demo: for now, the chapter's hashing comparison and a Maglev table.
 demo: build
 	$(BIN)/fulcrum-sim hashing
 	$(BIN)/fulcrum-sim table --backends be1,be2,be3:2,be4 --summary
+
+# Forward the example capture through the daemon (needs DPDK and root):
+# examples/in.pcap in, /tmp/fulcrum-out.pcap out.
+example: build
+	$(BIN)/fulcrum run -c examples/pcap.toml --exit-when-idle 1s --stats-interval 0
 
 clean:
 	rm -rf $(BIN)

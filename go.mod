@@ -8,6 +8,8 @@ require (
 	golang.org/x/crypto v0.59.0
 )
 
+require golang.org/x/net v0.62.0 // indirect
+
 require (
 	github.com/BurntSushi/toml v1.6.0
 	golang.org/x/sys v0.50.0 // indirect

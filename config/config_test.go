@@ -22,8 +22,8 @@ func TestExampleLoads(t *testing.T) {
 	if w := *c.VIPs[0].Backends[0].Weight; w != 1 {
 		t.Errorf("default weight %d, want 1", w)
 	}
-	if c.VIPs[1].Backends[0].Name != "10.0.2.1" {
-		t.Errorf("default backend name %q, want its address", c.VIPs[1].Backends[0].Name)
+	if c.VIPs[1].Backends[1].Name != "10.0.2.2" {
+		t.Errorf("default backend name %q, want its address", c.VIPs[1].Backends[1].Name)
 	}
 	if c.VIPs[0].TableSize != DefaultTableSize || c.VIPs[1].Encap != "gue" || c.VIPs[0].Encap != "gre" {
 		t.Errorf("defaults: table %d encaps %s %s", c.VIPs[0].TableSize, c.VIPs[0].Encap, c.VIPs[1].Encap)

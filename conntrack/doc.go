@@ -25,9 +25,15 @@
 // word, compares all 8 signatures at once with SWAR arithmetic, and reads an
 // entry line only for a matching signature: a miss reads an entry line with
 // probability at most 8/255 (3%), a hit reads one entry line (plus the same
-// 3% of false candidates). Entries hold no pointers, so the garbage collector
-// never scans them. The per-packet methods (Lookup, LookupBurst, Insert,
-// Touch, Remove, Delete, Sweep, Drop) allocate nothing.
+// 3% of false candidates). An insert into a full bucket reads all 8 entry
+// lines of the bucket (time and state live in the entries, so that a hit
+// writes only its own line); that is the cost of a SYN flood on a big table.
+//
+// On Linux, New asks for transparent huge pages for both arrays and faults
+// every page in, so the fast path takes no page faults and fewer TLB misses.
+// Entries hold no pointers, so the garbage collector never scans them. The
+// per-packet methods (Lookup, LookupBurst, Insert, Touch, Remove, Delete,
+// Sweep, Drop) allocate nothing.
 //
 // The caller passes the flow hash (flow.Hasher, computed once per packet and
 // shared with Maglev); the table never hashes. The low bits of the hash pick

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -157,3 +158,32 @@ func (w *Worker) Snapshot(dst *Counters, timeout time.Duration) bool {
 // Local gives the I/O loop (same lcore) direct access to the counters it
 // maintains itself: tx, idle polls, drops after tx.
 func (w *Worker) Local() *Counters { return &w.c }
+
+// DropSummary names every non-zero drop counter, for logs:
+// "no-service=3 truncated-tcp=1".
+func DropSummary(c *Counters) string {
+	var b []byte
+	add := func(name string, v uint64) {
+		if v == 0 {
+			return
+		}
+		if len(b) > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, name...)
+		b = append(b, '=')
+		b = strconv.AppendUint(b, v, 10)
+	}
+	for r := 1; r < len(c.Parse); r++ {
+		add(packet.Reason(r).String(), c.Parse[r])
+	}
+	for r, v := range c.Encap {
+		if encap.Result(r).Drop() {
+			add(encap.Result(r).String(), v)
+		}
+	}
+	for r, v := range c.Drops {
+		add(DropReason(r).String(), v)
+	}
+	return string(b)
+}

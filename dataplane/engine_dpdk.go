@@ -56,6 +56,7 @@ type Engine struct {
 	workers []*Worker
 	pools   []*dpdk.Mempool
 	launch  *dpdk.Launch
+	done    chan error // receives the loops' result if they end before Stop
 	stop    atomic.Bool
 	start   time.Time
 	ports   []uint16 // every port the engine started
@@ -213,8 +214,22 @@ func (e *Engine) Run() error {
 		return err
 	}
 	e.launch = l
+	e.done = make(chan error, 1)
+	go func() {
+		err := l.Wait()
+		if !e.stop.Load() {
+			if err == nil {
+				err = errors.New("forwarding loops returned without being asked to")
+			}
+			e.done <- err
+		}
+	}()
 	return nil
 }
+
+// Failed delivers an error if a forwarding loop dies (a panic on an lcore
+// is a bug: the daemon must not carry on without forwarding).
+func (e *Engine) Failed() <-chan error { return e.done }
 
 // Stop asks the loops to finish their burst and return, and waits.
 func (e *Engine) Stop() error {

@@ -120,8 +120,7 @@ func poke(ifc string, ip netip.Addr) {
 // (no-next-hop), never flooded.
 func ResolveNextHops(ctx context.Context, cfg *config.Config, shared *Shared, interval time.Duration, log *slog.Logger) {
 	d := &cfg.Dataplane
-	if d.NextHopMAC.Set {
-		shared.NextHop.Store(&NextHop{MAC4: d.NextHopMAC.HW, MAC6: d.NextHopMAC.HW, Has4: true, Has6: true})
+	if PublishStaticNextHop(cfg, shared) {
 		return
 	}
 	cur := &NextHop{}
@@ -156,6 +155,17 @@ func ResolveNextHops(ctx context.Context, cfg *config.Config, shared *Shared, in
 		case <-t.C:
 		}
 	}
+}
+
+// PublishStaticNextHop publishes the configured next_hop_mac, if any, and
+// reports whether there was one.
+func PublishStaticNextHop(cfg *config.Config, shared *Shared) bool {
+	d := &cfg.Dataplane
+	if !d.NextHopMAC.Set {
+		return false
+	}
+	shared.NextHop.Store(&NextHop{MAC4: d.NextHopMAC.HW, MAC6: d.NextHopMAC.HW, Has4: true, Has6: true})
+	return true
 }
 
 func macStr(m [6]byte, ok bool) string {

@@ -9,6 +9,9 @@ import (
 	"github.com/fulcrumlb/fulcrum/packet"
 )
 
+// noNextHop stands in until the control plane publishes a NextHop.
+var noNextHop NextHop
+
 // MaxBurst is the largest burst Process accepts.
 const MaxBurst = 64
 
@@ -98,6 +101,9 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 	}
 	svc := w.shared.Services.Load()
 	nh := w.shared.NextHop.Load()
+	if nh == nil {
+		nh = &noNextHop
+	}
 	c := &w.c
 	m := 0
 	for i := range pkts {

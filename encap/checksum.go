@@ -3,6 +3,8 @@ package encap
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/fulcrumlb/fulcrum/internal/inetsum"
 )
 
 // Internet checksum (RFC 1071) helpers. Partial sums are carried unfolded in
@@ -10,14 +12,9 @@ import (
 // carry happens once, at the end. Sums of a few hundred terms cannot
 // overflow 64 bits.
 
-// fold reduces an unfolded sum to 16 bits with end-around carry.
-func fold(s uint64) uint16 {
-	s = s>>32 + s&0xffffffff
-	s = s>>32 + s&0xffffffff
-	s = s>>16 + s&0xffff
-	s = s>>16 + s&0xffff
-	return uint16(s)
-}
+// fold reduces an unfolded sum to 16 bits (one implementation for the
+// project, in internal/inetsum).
+func fold(s uint64) uint16 { return inetsum.Fold(s) }
 
 // sumWords is the sum of b's big-endian 16-bit words; len(b) must be even.
 // It is for addresses and headers of a few words.

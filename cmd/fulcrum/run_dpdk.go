@@ -88,6 +88,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	// A static next hop is in place before the first packet; a gateway's
+	// MAC follows as soon as the kernel has resolved it.
+	dataplane.PublishStaticNextHop(cfg, shared)
 	go dataplane.ResolveNextHops(ctx, cfg, shared, time.Second, log)
 	if err := eng.Run(); err != nil {
 		log.Error("launching forwarding loops", "err", err)
@@ -121,6 +124,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			log.Info("stopping", "signal", s.String())
 			logStats(log, eng, "final counters")
 			return 0
+		case err := <-eng.Failed():
+			log.Error("forwarding stopped", "err", err)
+			return 1
 		case <-stats:
 			logStats(log, eng, "counters")
 		case <-idleTick:
@@ -173,7 +179,8 @@ func logStats(log *slog.Logger, eng *dataplane.Engine, msg string) {
 	for i, c := range snapshot(eng) {
 		log.Info(msg, "worker", i, "rx", c.RxPackets, "tx", c.TxPackets, "forwarded", c.Encap[encap.Forward],
 			"icmp_replies", c.Encap[encap.ICMPReply], "punted", c.Punted, "from_kernel", c.FromKernel, "dropped", c.Dropped(),
-			"ct_hits", c.CTHits, "ct_misses", c.CTMisses, "flows", c.Flows, "moved", c.Moved)
+			"ct_hits", c.CTHits, "ct_misses", c.CTMisses, "flows", c.Flows, "moved", c.Moved, "tx_full", c.TxFull,
+			"drops_by_reason", dataplane.DropSummary(&c))
 	}
 	if st, err := eng.PortStats(); err == nil {
 		log.Info(msg+" (port)", "ipackets", st.IPackets, "opackets", st.OPackets, "imissed", st.IMissed, "rx_nombuf", st.RxNoMbuf, "ierrors", st.IErrors, "oerrors", st.OErrors)
