@@ -469,6 +469,15 @@ exception_iface = "fltest0"`))
 		}
 		t.Fatal("no echo reply from the kernel for 192.0.2.10")
 	}
+	// The kernel learnt the peer from its ARP request: the next-hop
+	// resolver reads the MAC from the neighbour table.
+	mac, ok := LookupNeighbor(ns, "fltest0", netip.MustParseAddr("192.0.2.1"))
+	if !ok || !bytes.Equal(mac[:], peerMAC) {
+		t.Errorf("neighbour 192.0.2.1: %v %v, want %v", net.HardwareAddr(mac[:]), ok, peerMAC)
+	}
+	if _, ok := LookupNeighbor(ns, "fltest0", netip.MustParseAddr("192.0.2.99")); ok {
+		t.Error("an unknown neighbour resolved")
+	}
 	c := l.counters()
 	if c.Punted < 2 {
 		t.Errorf("punted %d, want at least the ARP request and the ping", c.Punted)

@@ -63,11 +63,16 @@ type neighbor struct {
 	State  []string `json:"state"`
 }
 
-// LookupNeighbor asks the kernel's neighbour table for ip's MAC on ifc.
-// Entries that are FAILED or INCOMPLETE do not count.
-func LookupNeighbor(ifc string, ip netip.Addr) ([6]byte, bool) {
+// LookupNeighbor asks the kernel's neighbour table (of network namespace
+// netns, "" for the current one) for ip's MAC on ifc. Entries that are
+// FAILED or INCOMPLETE do not count.
+func LookupNeighbor(netns, ifc string, ip netip.Addr) ([6]byte, bool) {
 	var mac [6]byte
-	out, err := exec.Command("ip", "-j", "neigh", "show", "to", ip.String(), "dev", ifc).Output()
+	args := []string{"-j", "neigh", "show", "to", ip.String(), "dev", ifc}
+	if netns != "" {
+		args = append([]string{"-n", netns}, args...)
+	}
+	out, err := exec.Command("ip", args...).Output()
 	if err != nil {
 		return mac, false
 	}
@@ -137,7 +142,7 @@ func ResolveNextHops(ctx context.Context, cfg *config.Config, shared *Shared, in
 			if !g.ip.IsValid() {
 				continue
 			}
-			if m, ok := LookupNeighbor(d.ExceptionIf, g.ip); ok {
+			if m, ok := LookupNeighbor("", d.ExceptionIf, g.ip); ok {
 				*g.mac, *g.has = m, true
 			} else {
 				poke(d.ExceptionIf, g.ip)

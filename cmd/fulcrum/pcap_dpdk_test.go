@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -242,4 +244,71 @@ func TestRunEALFailure(t *testing.T) {
 	if !strings.Contains(string(out), "EAL initialisation failed") || strings.Contains(string(out), "panic") {
 		t.Errorf("output does not carry the EAL error cleanly:\n%s", out)
 	}
+}
+
+// TestRunStopsOnSIGTERM: the daemon stops its loops on SIGTERM, exits 0 and
+// leaves no DPDK runtime directory behind.
+func TestRunStopsOnSIGTERM(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("DPDK needs root here")
+	}
+	bin := buildFulcrum(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.pcap")
+	g, err := gen.New(gen.Config{VIPs: []netip.AddrPort{netip.MustParseAddrPort("203.0.113.7:80")}, Flows: 10, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Create(in)
+	g.WritePcap(f, 10)
+	f.Close()
+	p := exampleConfig(t, dir, in, filepath.Join(dir, "out.pcap"))
+	cmd := exec.Command(bin, "run", "-c", p, "--stats-interval", "0")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until it forwards (the log says so), then signal.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "msg=forwarding") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("daemon did not start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("no exit after SIGTERM\n%s", stderr.String())
+	}
+	if _, err := os.Stat(fmt.Sprintf("/var/run/dpdk/fulcrum-pcaptest-%d", os.Getpid())); !os.IsNotExist(err) {
+		t.Errorf("runtime directory left behind (stat: %v)", err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe to read while the command writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
