@@ -123,8 +123,13 @@ func (w *Worker) serveSnapshot() {
 	w.snap.done.Store(true)
 }
 
-// Idle lets the I/O loop serve snapshot requests while no packets arrive.
-func (w *Worker) Idle() { w.serveSnapshot() }
+// Idle lets the I/O loop serve snapshot requests and operations while no
+// packets arrive; now is the current time.
+func (w *Worker) Idle(now conntrack.Time) {
+	w.now = now
+	w.serveSnapshot()
+	w.serveOp(now)
+}
 
 // Snapshot copies the worker's counters into dst, waiting up to timeout for
 // the worker to reach the end of a burst (or an idle poll). It returns

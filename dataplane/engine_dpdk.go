@@ -313,7 +313,7 @@ func (e *Engine) loop(i int) error {
 			txWire.Flush()
 			c.TxPackets = txWire.Sent
 			c.IdlePolls++
-			w.Idle()
+			w.Idle(now)
 			w.ct.Sweep(now, 8)
 			if backoff {
 				idle++

@@ -271,7 +271,7 @@ func TestEngineForwardsToMaglevBackends(t *testing.T) {
 	}
 	// The same flows again are conntrack hits on the same backends, also
 	// after a table change (be1 drained).
-	s, err := BuildServices(l.cfg, l.enc, l.shared.Services.Load(), map[string]int{"web/be1": 0})
+	s, err := BuildServices(l.cfg, l.enc, l.shared.Services.Load(), Overrides{"web/be1": {Weight: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}

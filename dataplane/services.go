@@ -27,7 +27,9 @@ type Backend struct {
 	VIP    uint16 // owning VIP's id
 	Name   string
 	Addr   netip.Addr
-	Weight int
+	Weight int  // effective weight in the VIP's table (0: no new flows)
+	Config int  // configured weight
+	Down   bool // established flows must leave it too (health down, drain timed out)
 	Target encap.Backend // pre-resolved tunnel destination
 }
 
@@ -39,8 +41,9 @@ type VIP struct {
 	Port     uint16 // 0: every port
 	Proto    uint8
 	Encap    encap.Kind
-	Table    *maglev.Table
-	Backends []uint32 // Table's backend index -> Backend id
+	Table    *maglev.Table // nil when no backend may take new flows
+	Backends []uint32      // Table's backend index -> Backend id
+	Members  []uint32      // every backend id of the VIP, in config order
 }
 
 // vipKey finds a VIP by destination; Port 0 is the every-port VIP.
@@ -79,16 +82,27 @@ func protoNum(s string) uint8 {
 func (s *Services) NumVIPIDs() int     { return len(s.VIPs) }
 func (s *Services) NumBackendIDs() int { return len(s.Backends) }
 
-// Weights overrides a backend's configured weight (drain, slow start,
-// health); keyed by Backend.ID. A nil map means the configured weights.
-type Weights map[uint32]int
+// Effective is what the control plane decided for one backend: its weight
+// in the table and whether its established flows must move.
+type Effective struct {
+	Weight int
+	Down   bool
+}
+
+// Overrides maps "<vip name>/<backend name>" to the backend's effective
+// state; backends not in it take their configured weight and are up.
+type Overrides map[string]Effective
+
+// BackendKey is the Overrides key of a backend.
+func BackendKey(vip, backend string) string { return vip + "/" + backend }
 
 // BuildServices turns a validated configuration into a snapshot. Ids of
 // VIPs and backends that also exist in prev are kept (so conntrack entries
 // stay valid across a reload); a backend that is new gets a free id with a
-// new generation. weights, when not nil, overrides configured weights by
-// the backend's name within its VIP (name "<vip name>/<backend name>").
-func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, weights map[string]int) (*Services, error) {
+// new generation. A VIP whose backends all have effective weight 0 gets no
+// table: its new flows are dropped (no-backend) while established flows
+// keep their backends.
+func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, over Overrides) (*Services, error) {
 	s := &Services{
 		byKey:   map[vipKey]*VIP{},
 		addrs:   map[[16]byte]struct{}{},
@@ -175,23 +189,29 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 				return nil, fmt.Errorf("vip %s: backend %q: %w", cv.Name, cb.Name, err)
 			}
 			w := *cb.Weight
-			if ow, ok := weights[cv.Name+"/"+cb.Name]; ok {
-				w = ow
+			eff, ok := over[BackendKey(cv.Name, cb.Name)]
+			if !ok {
+				eff = Effective{Weight: w}
 			}
-			b := &Backend{ID: id, Gen: s.gens[id], VIP: vid, Name: cb.Name, Addr: cb.Address.Addr, Weight: w, Target: tgt}
+			b := &Backend{ID: id, Gen: s.gens[id], VIP: vid, Name: cb.Name, Addr: cb.Address.Addr, Weight: eff.Weight, Config: w, Down: eff.Down, Target: tgt}
 			s.ids[ident] = id
 			ids[cb.Name] = id
 			setAt(&s.Backends, int(id), b)
-			mb = append(mb, maglev.Backend{Key: cb.Name, Weight: uint32(w)})
+			v.Members = append(v.Members, id)
+			if eff.Weight > 0 {
+				mb = append(mb, maglev.Backend{Key: cb.Name, Weight: uint32(eff.Weight)})
+			}
 		}
-		t, err := maglev.Build(mb, uint64(cv.TableSize))
-		if err != nil {
-			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
-		}
-		v.Table = t
-		v.Backends = make([]uint32, t.Len())
-		for i := range v.Backends {
-			v.Backends[i] = ids[t.Backend(i).Key]
+		if len(mb) > 0 {
+			t, err := maglev.Build(mb, uint64(cv.TableSize))
+			if err != nil {
+				return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
+			}
+			v.Table = t
+			v.Backends = make([]uint32, t.Len())
+			for i := range v.Backends {
+				v.Backends[i] = ids[t.Backend(i).Key]
+			}
 		}
 		setAt(&s.VIPs, int(vid), v)
 		a16 := v.Addr.As16()

@@ -71,6 +71,8 @@ type Worker struct {
 
 	c    Counters
 	snap snapshotReq
+	op   atomic.Pointer[Op]
+	now  conntrack.Time // of the last burst, for Idle
 }
 
 // NewWorker creates a worker with its own conntrack table.
@@ -172,7 +174,9 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 		p.Off, p.Len = start, length
 		w.Verdicts[i] = Tx
 	}
+	w.now = now
 	w.serveSnapshot()
+	w.serveOp(now)
 }
 
 // classify parses packet i, decides whether it is VIP traffic and fills
@@ -262,12 +266,13 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 			w.ct.Touch(e, now, ps.TCPFlags)
 		}
 		if id := e.Backend(); int(id) < len(svc.Backends) {
-			if be := svc.Backends[id]; be != nil && be.Gen == e.Gen() && be.VIP == v.ID {
+			if be := svc.Backends[id]; be != nil && be.Gen == e.Gen() && be.VIP == v.ID && !be.Down {
 				c.CTHits++
 				return be
 			}
 		}
-		// The pinned backend was removed: re-select and count the move.
+		// The pinned backend was removed or is down: re-select and count
+		// the move.
 		be := w.fromTable(svc, v, w.hashes[i])
 		if be != nil {
 			e.Repin(be.ID, be.Gen)
@@ -289,6 +294,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 }
 
 func (w *Worker) fromTable(svc *Services, v *VIP, hash uint64) *Backend {
+	if v.Table == nil {
+		return nil
+	}
 	idx := v.Table.Lookup(hash)
 	if idx < 0 || idx >= len(v.Backends) {
 		return nil

@@ -97,9 +97,9 @@ func newRig(t *testing.T, toml string) *rig {
 	return r
 }
 
-func (r *rig) publish(weights map[string]int) *Services {
+func (r *rig) publish(over Overrides) *Services {
 	r.t.Helper()
-	s, err := BuildServices(r.cfg, r.enc, r.shared.Services.Load(), weights)
+	s, err := BuildServices(r.cfg, r.enc, r.shared.Services.Load(), over)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestStickinessAcrossTableSwap(t *testing.T) {
 	}
 	// Drain be1 (weight 0): the table changes, pinned flows do not move,
 	// and be1 keeps its established flows.
-	r.publish(map[string]int{"web/be1": 0})
+	r.publish(Overrides{"web/be1": {Weight: 0}})
 	moved := 0
 	for i := 0; i < n; i++ {
 		out, _ := r.run(frame(t, "198.51.100.20", "203.0.113.7", uint16(20000+i), 80, layers.IPProtocolTCP, "A", 5, true))
@@ -331,7 +331,7 @@ func TestStickinessAcrossTableSwap(t *testing.T) {
 	}
 	cfg2.VIPs[0].Backends = kept
 	r.cfg = &cfg2
-	r.publish(map[string]int{"web/be1": 0})
+	r.publish(Overrides{"web/be1": {Weight: 0}})
 	onBe2, moved := 0, 0
 	for i := 0; i < n; i++ {
 		out, _ := r.run(frame(t, "198.51.100.20", "203.0.113.7", uint16(20000+i), 80, layers.IPProtocolTCP, "A", 5, true))
@@ -532,7 +532,7 @@ func TestSnapshot(t *testing.T) {
 	// The worker serves the request at its next burst or idle poll.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r.w.Idle()
+		r.w.Idle(r.now)
 		select {
 		case ok := <-done:
 			if !ok {
@@ -547,5 +547,111 @@ func TestSnapshot(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no snapshot")
 		}
+	}
+}
+
+func TestDownBackendFlowsMoveOthersStay(t *testing.T) {
+	r := newRig(t, testConfig)
+	const n = 300
+	first := make([]netip.Addr, n)
+	for i := 0; i < n; i++ {
+		out, _ := r.run(frame(t, "198.51.100.30", "203.0.113.7", uint16(5000+i), 80, layers.IPProtocolTCP, "S", 0, true))
+		first[i], _, _ = decodeTunnel(t, out[0])
+	}
+	// be2 fails its health checks: weight 0 and down.
+	r.publish(Overrides{"web/be2": {Weight: 0, Down: true}})
+	be2 := backendAddr(r, "web", "be2")
+	onBe2, stayed := 0, 0
+	for i := 0; i < n; i++ {
+		out, _ := r.run(frame(t, "198.51.100.30", "203.0.113.7", uint16(5000+i), 80, layers.IPProtocolTCP, "A", 0, true))
+		d, _, _ := decodeTunnel(t, out[0])
+		if d == be2 {
+			t.Fatalf("flow %d still sent to the down backend", i)
+		}
+		if first[i] == be2 {
+			onBe2++
+		} else if d == first[i] {
+			stayed++
+		}
+	}
+	if stayed != n-onBe2 || r.w.c.Moved != uint64(onBe2) || onBe2 == 0 {
+		t.Errorf("stayed %d of %d, moved counter %d, flows that were on be2 %d", stayed, n-onBe2, r.w.c.Moved, onBe2)
+	}
+}
+
+func TestNoUsableBackend(t *testing.T) {
+	r := newRig(t, testConfig)
+	out, _ := r.run(frame(t, "198.51.100.31", "203.0.113.7", 7000, 80, layers.IPProtocolTCP, "S", 0, true))
+	was, _, _ := decodeTunnel(t, out[0])
+	// Every backend drained: no table, new flows dropped, the
+	// established one keeps its backend.
+	s := r.publish(Overrides{"web/be1": {}, "web/be2": {}, "web/be3": {}})
+	if v := s.LookupVIP(netip.MustParseAddr("203.0.113.7"), 80, 6); v == nil || v.Table != nil {
+		t.Fatalf("vip %+v: want a VIP without table", v)
+	}
+	_, v := r.run(frame(t, "198.51.100.31", "203.0.113.7", 7001, 80, layers.IPProtocolTCP, "S", 0, true))
+	if v[0] != Drop || r.w.c.Drops[DropNoBackend] != 1 {
+		t.Errorf("new flow: verdict %v, no-backend drops %d", v[0], r.w.c.Drops[DropNoBackend])
+	}
+	out, v = r.run(frame(t, "198.51.100.31", "203.0.113.7", 7000, 80, layers.IPProtocolTCP, "A", 0, true))
+	if d, _, _ := decodeTunnel(t, out[0]); v[0] != Tx || d != was {
+		t.Errorf("established flow: verdict %v to %v, want Tx to %v", v[0], d, was)
+	}
+}
+
+// serve runs the worker's idle loop until op is done (the test is the lcore).
+func serve(t *testing.T, r *rig, op *Op) {
+	t.Helper()
+	if err := r.w.Post(op); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !op.done.Load(); i++ {
+		if i > 1_000_000 {
+			t.Fatal("op did not finish")
+		}
+		r.w.Idle(r.now)
+	}
+}
+
+func TestOps(t *testing.T) {
+	r := newRig(t, testConfig)
+	for i := 0; i < 100; i++ {
+		r.run(frame(t, "198.51.100.40", "203.0.113.7", uint16(i+1), 80, layers.IPProtocolTCP, "S", 0, true))
+		r.run(frame(t, "2001:db8:aaaa::1", "2001:db8:ffff::7", uint16(i+1), 443, layers.IPProtocolTCP, "S", 0, true))
+	}
+	svc := r.shared.Services.Load()
+	count := CountFlowsOp()
+	serve(t, r, count)
+	web := svc.LookupVIP(netip.MustParseAddr("203.0.113.7"), 80, 6)
+	web6 := svc.LookupVIP(netip.MustParseAddr("2001:db8:ffff::7"), 443, 6)
+	sum := func(v *VIP) (n uint32) {
+		for _, id := range v.Members {
+			n += count.Flows[id]
+		}
+		return n
+	}
+	if sum(web) != 100 || sum(web6) != 100 {
+		t.Fatalf("flows: web %d web6 %d, want 100 each", sum(web), sum(web6))
+	}
+	// Lookup names the pinned backend.
+	tp, _ := flow.TupleFrom(netip.MustParseAddr("198.51.100.40"), netip.MustParseAddr("203.0.113.7"), 1, 80, 6)
+	lk := LookupOp(tp, flow.NewHasher(r.key).Hash(&tp))
+	serve(t, r, lk)
+	if !lk.Found || svc.Backends[lk.Backend].VIP != web.ID {
+		t.Errorf("lookup: found %v backend %d", lk.Found, lk.Backend)
+	}
+	// Drop the web VIP's entries: web6's stay.
+	drop := DropOp(conntrack.ByVIP(web.ID))
+	serve(t, r, drop)
+	count = CountFlowsOp()
+	serve(t, r, count)
+	if sum(web) != 0 || sum(web6) != 100 {
+		t.Errorf("after drop: web %d web6 %d", sum(web), sum(web6))
+	}
+	if err := r.w.Post(CountFlowsOp()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.w.Post(CountFlowsOp()); err != ErrBusy {
+		t.Errorf("second post: %v, want ErrBusy", err)
 	}
 }

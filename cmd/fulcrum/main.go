@@ -102,6 +102,10 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		if v == nil {
 			continue
 		}
+		if v.Table == nil {
+			fmt.Fprintf(stdout, "#   vip %q %s: no backend takes new flows\n", v.Name, v.Addr)
+			continue
+		}
 		fmt.Fprintf(stdout, "#   vip %q %s port %d proto %d encap %s: M=%d\n", v.Name, v.Addr, v.Port, v.Proto, v.Encap, v.Table.Size())
 		type share struct {
 			name  string

@@ -1,0 +1,136 @@
+package dataplane
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/flow"
+)
+
+// Operations the control plane asks a worker to run on its own lcore,
+// because only the owning lcore may touch its conntrack table. The control
+// plane posts one Op at a time; the worker checks for it once per burst (one
+// atomic load) and does a bounded amount of work each time, so a scan of a
+// million-entry table never stalls forwarding.
+
+// opBudget is the conntrack buckets an Op may visit per burst or idle poll:
+// 256 buckets (2048 slots) cost a few microseconds.
+const opBudget = 256
+
+type opKind uint8
+
+const (
+	opDrop       opKind = iota // remove every entry a selector matches
+	opCountFlows               // count live entries by backend id
+	opLookup                   // find one flow's entry
+)
+
+// Op is a request to a worker. Fields after the request part are results,
+// valid once Wait returned true.
+type Op struct {
+	kind  opKind
+	sel   conntrack.Selector
+	tuple flow.Tuple
+	hash  uint64
+
+	cursor int
+	done   atomic.Bool
+
+	// Results.
+	Flows    []uint32 // opCountFlows: live entries by backend id
+	Found    bool     // opLookup: the flow has an entry
+	Backend  uint32   // opLookup: its backend id and generation
+	Gen      uint32
+	VIP      uint16
+	State    conntrack.State
+	IdleMs   uint32 // opLookup: milliseconds since its last packet
+	Finished time.Time
+}
+
+// ErrBusy is returned when a worker still runs an earlier Op.
+var ErrBusy = errors.New("worker busy with another operation")
+
+// ErrTimeout is returned when a worker did not finish an Op in time (it
+// is not polling: stopped or stuck).
+var ErrTimeout = errors.New("worker did not answer in time")
+
+// DropOp removes a VIP's or a backend's conntrack entries.
+func DropOp(sel conntrack.Selector) *Op { return &Op{kind: opDrop, sel: sel} }
+
+// CountFlowsOp counts live conntrack entries per backend id.
+func CountFlowsOp() *Op { return &Op{kind: opCountFlows, Flows: make([]uint32, MaxBackends)} }
+
+// LookupOp finds the conntrack entry of a flow (hash from the fleet hasher).
+func LookupOp(t flow.Tuple, hash uint64) *Op { return &Op{kind: opLookup, tuple: t, hash: hash} }
+
+// Post hands op to the worker. Only one Op runs at a time per worker.
+func (w *Worker) Post(op *Op) error {
+	if !w.op.CompareAndSwap(nil, op) {
+		return ErrBusy
+	}
+	return nil
+}
+
+// Wait polls until op is finished or the timeout passes.
+func (op *Op) Wait(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !op.done.Load() {
+		if time.Now().After(deadline) {
+			return ErrTimeout
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return nil
+}
+
+// Run posts op to w and waits for it. On a timeout the op stays posted and
+// the worker finishes it later; the caller must not reuse it.
+func (w *Worker) Run(op *Op, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := w.Post(op)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	return op.Wait(time.Until(deadline))
+}
+
+// serveOp runs a bounded step of the posted Op, if any. Called by the
+// worker between bursts and when idle.
+func (w *Worker) serveOp(now conntrack.Time) {
+	op := w.op.Load()
+	if op == nil {
+		return
+	}
+	finished := false
+	switch op.kind {
+	case opDrop:
+		op.cursor, finished = w.ct.Drop(op.sel, op.cursor, opBudget)
+	case opCountFlows:
+		op.cursor, finished = w.ct.Scan(op.cursor, opBudget, func(e *conntrack.Entry) {
+			if !w.ct.Expired(e, now) && int(e.Backend()) < len(op.Flows) {
+				op.Flows[e.Backend()]++
+			}
+		})
+	case opLookup:
+		if e := w.ct.Lookup(op.hash, &op.tuple, now); e != nil {
+			op.Found, op.Backend, op.Gen, op.VIP, op.State = true, e.Backend(), e.Gen(), e.VIP(), e.State()
+			op.IdleMs = uint32(now - e.LastSeen())
+		}
+		finished = true
+	default:
+		finished = true
+	}
+	if finished {
+		op.Finished = time.Now()
+		w.op.Store(nil)
+		op.done.Store(true)
+	}
+}
