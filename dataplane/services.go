@@ -27,9 +27,9 @@ type Backend struct {
 	VIP    uint16 // owning VIP's id
 	Name   string
 	Addr   netip.Addr
-	Weight int  // effective weight in the VIP's table (0: no new flows)
-	Config int  // configured weight
-	Down   bool // established flows must leave it too (health down, drain timed out)
+	Weight int           // effective weight in the VIP's table (0: no new flows)
+	Config int           // configured weight
+	Down   bool          // established flows must leave it too (health down, drain timed out)
 	Target encap.Backend // pre-resolved tunnel destination
 }
 

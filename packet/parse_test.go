@@ -285,7 +285,7 @@ func TestParseMalformed(t *testing.T) {
 		{"udp cut", mod(good6[:58], func(b []byte) { binary.BigEndian.PutUint16(b[18:], 4) }), TruncatedUDP},
 		{"udp len 7", mod(good6, func(b []byte) { binary.BigEndian.PutUint16(b[54+4:], 7) }), BadUDPLen},
 		{"udp len beyond ip", mod(good6, func(b []byte) { binary.BigEndian.PutUint16(b[54+4:], 9) }), BadUDPLen},
-		{"ext header cut", mod(good6, func(b []byte) { b[20] = 0 /* hop-by-hop */; b[55] = 5 /* 48 bytes */ }), TruncatedExtHeader},
+		{"ext header cut", mod(good6, func(b []byte) { b[20] = 0; /* hop-by-hop */ b[55] = 5 /* 48 bytes */ }), TruncatedExtHeader},
 		{"too many ext headers", manyExt, TooManyExtHeaders},
 	}
 	for _, tc := range cases {

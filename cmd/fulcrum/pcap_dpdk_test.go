@@ -94,7 +94,7 @@ func TestRunPcap(t *testing.T) {
 		IPv6:      0.5,
 		Flows:     3000,
 		Malformed: 0.02, NonVIP: 0.02, ARP: 0.01,
-		Seed:      42,
+		Seed: 42,
 	})
 	if err != nil {
 		t.Fatal(err)
