@@ -54,6 +54,9 @@ type Config struct {
 	EAL       EAL       `toml:"eal"`
 	Dataplane Dataplane `toml:"dataplane"`
 	Conntrack Conntrack `toml:"conntrack"`
+	Control   Control   `toml:"control"`
+	Health    Health    `toml:"health"` // defaults for every VIP's [vip.health]
+	Admin     Admin     `toml:"admin"`
 	VIPs      []VIP     `toml:"vip"`
 
 	// File is the path the config was read from (not a TOML key).
@@ -108,6 +111,50 @@ type Conntrack struct {
 	UDP            Duration `toml:"udp"`
 }
 
+// Control sets how the control plane turns health and operator actions
+// into tables.
+type Control struct {
+	// PanicThreshold: when fewer than this share of a VIP's (undrained)
+	// backends are healthy, all of them are used as if healthy (fail open,
+	// seed chapter 5.4). 0 disables panic mode.
+	PanicThreshold float64 `toml:"panic_threshold"`
+	// SlowStart ramps a backend that was added, undrained or came back up
+	// from SlowStartMin of its weight to all of it over this time (0: off).
+	SlowStart    Duration `toml:"slow_start"`
+	SlowStartMin float64  `toml:"slow_start_min"`
+	// DrainTimeout: a drained backend's established flows are moved away
+	// after this long (0: they stay until they end).
+	DrainTimeout Duration `toml:"drain_timeout"`
+}
+
+// Health is an active health check. In [health] it sets the defaults; in
+// [vip.health] it overrides them per VIP. Kind "none" turns checks off.
+type Health struct {
+	Kind       string   `toml:"kind"`   // none (default), tcp, http, https
+	Port       int      `toml:"port"`   // 0: the VIP's port
+	Path       string   `toml:"path"`   // http(s): default "/"
+	Host       string   `toml:"host"`   // http(s): Host header
+	Expect     string   `toml:"expect"` // http(s): status codes, e.g. "200-399"
+	Interval   Duration `toml:"interval"`
+	Timeout    Duration `toml:"timeout"`
+	Rise       int      `toml:"rise"`
+	Fall       int      `toml:"fall"`
+	Jitter     float64  `toml:"jitter"`
+	Backoff    Duration `toml:"flap_backoff"`
+	BackoffMax Duration `toml:"flap_backoff_max"`
+}
+
+// Admin is the HTTP admin API (JSON, Prometheus /metrics).
+type Admin struct {
+	// Listen is "host:port" or "unix:/path". Default 127.0.0.1:9180.
+	// "" keeps the default; "off" disables the API.
+	Listen string `toml:"listen"`
+	// Token is required (Authorization: Bearer ...) for mutating calls when
+	// Listen is not loopback or a unix socket; the config is rejected
+	// without one then.
+	Token string `toml:"token"`
+}
+
 // VIP is one virtual service: an address, a port (0: every port) and a
 // protocol, with its backends.
 type VIP struct {
@@ -117,6 +164,7 @@ type VIP struct {
 	Protocol  string    `toml:"protocol"` // tcp or udp
 	Encap     string    `toml:"encap"`    // default: dataplane.encap
 	TableSize int       `toml:"table_size"`
+	Health    Health    `toml:"health"`
 	Backends  []Backend `toml:"backend"`
 }
 
@@ -124,7 +172,8 @@ type VIP struct {
 type Backend struct {
 	Name    string `toml:"name"` // stable identity in the Maglev table; default: the address
 	Address Addr   `toml:"address"`
-	Weight  *int   `toml:"weight"` // default 1; 0 = drained (no new flows)
+	Weight  *int   `toml:"weight"` // default 1; 0 = no new flows
+	Drain   bool   `toml:"drain"`  // drained: no new flows, established flows stay
 }
 
 // Addr is a netip.Addr that decodes from a TOML string.

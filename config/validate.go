@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/fulcrumlb/fulcrum/flow"
 )
@@ -185,6 +187,9 @@ func (c *Config) finish() error {
 		}
 	}
 
+	if err := c.finishControl(); err != nil {
+		return err
+	}
 	if len(c.VIPs) == 0 {
 		return errAt("vip", "no [[vip]] is configured")
 	}
@@ -256,6 +261,9 @@ func (c *Config) finishVIP(i int, seen map[string]int) error {
 	if v.TableSize < 3 || !isPrime(uint64(v.TableSize)) {
 		return errAt(at+".table_size", "%d is not a prime: Maglev's permutation needs a prime table size (e.g. 65537, 655373)", v.TableSize)
 	}
+	if err := finishHealth(at+".health", &v.Health, &c.Health, v.Port); err != nil {
+		return err
+	}
 	if len(v.Backends) == 0 {
 		return errAt(at, "has no [[vip.backend]]")
 	}
@@ -316,4 +324,153 @@ func isPrime(n uint64) bool {
 		}
 	}
 	return true
+}
+
+// Control-plane defaults.
+const (
+	DefaultPanicThreshold = 0.5 // the chapter's section 5.4 and Envoy's healthy_panic_threshold
+	DefaultSlowStartMin   = 0.1 // a ramping backend starts at 10% of its weight
+	DefaultAdminListen    = "127.0.0.1:9180"
+)
+
+// Health-check defaults (HAProxy's inter 2s, rise 2, fall 3).
+const (
+	DefaultHealthInterval   = 2 * time.Second
+	DefaultHealthTimeout    = time.Second
+	DefaultHealthRise       = 2
+	DefaultHealthFall       = 3
+	DefaultHealthJitter     = 0.1
+	DefaultHealthBackoff    = 10 * time.Second
+	DefaultHealthBackoffMax = 5 * time.Minute
+)
+
+func (c *Config) finishControl() error {
+	ct := &c.Control
+	if ct.PanicThreshold == 0 {
+		ct.PanicThreshold = DefaultPanicThreshold
+	}
+	if ct.PanicThreshold < 0 || ct.PanicThreshold > 1 {
+		return errAt("control.panic_threshold", "%v is outside 0..1", ct.PanicThreshold)
+	}
+	if ct.SlowStart.Duration < 0 || ct.SlowStart.Hours() > 1 {
+		return errAt("control.slow_start", "%v is outside 0..1h", ct.SlowStart.Duration)
+	}
+	if ct.SlowStartMin == 0 {
+		ct.SlowStartMin = DefaultSlowStartMin
+	}
+	if ct.SlowStartMin <= 0 || ct.SlowStartMin > 1 {
+		return errAt("control.slow_start_min", "%v is outside (0, 1]", ct.SlowStartMin)
+	}
+	if ct.DrainTimeout.Duration < 0 {
+		return errAt("control.drain_timeout", "%v is negative", ct.DrainTimeout.Duration)
+	}
+	a := &c.Admin
+	if a.Listen == "" {
+		a.Listen = DefaultAdminListen
+	}
+	if a.Listen != "off" && !strings.HasPrefix(a.Listen, "unix:") {
+		host, _, err := net.SplitHostPort(a.Listen)
+		if err != nil {
+			return errAt("admin.listen", "%q is not host:port, unix:/path or off", a.Listen)
+		}
+		ip, err := netip.ParseAddr(host)
+		loopback := host == "localhost" || (err == nil && ip.IsLoopback())
+		if !loopback && a.Token == "" {
+			return errAt("admin.token", "is required when admin.listen (%s) is not loopback: mutating calls must be authenticated", a.Listen)
+		}
+	}
+	return finishHealth("health", &c.Health, nil, 0)
+}
+
+// finishHealth fills h from def (the [health] defaults) and the built-in
+// defaults, and validates it.
+func finishHealth(at string, h, def *Health, vipPort int) error {
+	if def != nil {
+		if h.Kind == "" {
+			h.Kind = def.Kind
+		}
+		if h.Port == 0 {
+			h.Port = def.Port
+		}
+		if h.Path == "" {
+			h.Path = def.Path
+		}
+		if h.Host == "" {
+			h.Host = def.Host
+		}
+		if h.Expect == "" {
+			h.Expect = def.Expect
+		}
+		for _, f := range []struct{ v, d *Duration }{{&h.Interval, &def.Interval}, {&h.Timeout, &def.Timeout}, {&h.Backoff, &def.Backoff}, {&h.BackoffMax, &def.BackoffMax}} {
+			if f.v.Duration == 0 {
+				*f.v = *f.d
+			}
+		}
+		if h.Rise == 0 {
+			h.Rise = def.Rise
+		}
+		if h.Fall == 0 {
+			h.Fall = def.Fall
+		}
+		if h.Jitter == 0 {
+			h.Jitter = def.Jitter
+		}
+	}
+	if h.Kind == "" {
+		h.Kind = "none"
+	}
+	switch h.Kind {
+	case "none", "tcp", "http", "https":
+	default:
+		return errAt(at+".kind", "%q is not one of none, tcp, http, https", h.Kind)
+	}
+	if h.Path == "" {
+		h.Path = "/"
+	}
+	if !strings.HasPrefix(h.Path, "/") {
+		return errAt(at+".path", "%q must start with /", h.Path)
+	}
+	if h.Expect == "" {
+		h.Expect = "200-399"
+	}
+	if h.Interval.Duration == 0 {
+		h.Interval.Duration = DefaultHealthInterval
+	}
+	if h.Timeout.Duration == 0 {
+		h.Timeout.Duration = DefaultHealthTimeout
+	}
+	if h.Rise == 0 {
+		h.Rise = DefaultHealthRise
+	}
+	if h.Fall == 0 {
+		h.Fall = DefaultHealthFall
+	}
+	if h.Jitter == 0 {
+		h.Jitter = DefaultHealthJitter
+	}
+	if h.Backoff.Duration == 0 {
+		h.Backoff.Duration = DefaultHealthBackoff
+	}
+	if h.BackoffMax.Duration == 0 {
+		h.BackoffMax.Duration = DefaultHealthBackoffMax
+	}
+	switch {
+	case h.Port < 0 || h.Port > 65535:
+		return errAt(at+".port", "%d is not a port", h.Port)
+	case h.Kind != "none" && h.Port == 0 && vipPort == 0 && at != "health":
+		return errAt(at+".port", "is required: the VIP serves every port, so the check needs one")
+	case h.Interval.Duration < 10*time.Millisecond:
+		return errAt(at+".interval", "%v is below 10ms", h.Interval.Duration)
+	case h.Timeout.Duration <= 0 || h.Timeout.Duration >= h.Interval.Duration:
+		return errAt(at+".timeout", "%v must be positive and shorter than the interval (%v)", h.Timeout.Duration, h.Interval.Duration)
+	case h.Rise < 1 || h.Rise > 100:
+		return errAt(at+".rise", "%d is outside 1..100", h.Rise)
+	case h.Fall < 1 || h.Fall > 100:
+		return errAt(at+".fall", "%d is outside 1..100", h.Fall)
+	case h.Jitter < 0 || h.Jitter > 0.5:
+		return errAt(at+".jitter", "%v is outside 0..0.5", h.Jitter)
+	case h.BackoffMax.Duration < h.Backoff.Duration:
+		return errAt(at+".flap_backoff_max", "%v is below flap_backoff %v", h.BackoffMax.Duration, h.Backoff.Duration)
+	}
+	return nil
 }

@@ -46,8 +46,9 @@ func (r DropReason) String() string {
 	return "unknown"
 }
 
-// PacketBytes counts packets and bytes.
-type PacketBytes struct{ Packets, Bytes uint64 }
+// PacketBytes counts forwarded packets and bytes, and new flows (conntrack
+// misses that chose this VIP or backend).
+type PacketBytes struct{ Packets, Bytes, NewFlows uint64 }
 
 // Counters are one worker's counters. The worker writes them with plain
 // stores; the control plane reads a consistent copy through Snapshot.

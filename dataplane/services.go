@@ -36,6 +36,7 @@ type Backend struct {
 // VIP is one service with its current Maglev table.
 type VIP struct {
 	ID       uint16
+	Key      string // "address:port/protocol": what identifies the VIP across reloads
 	Name     string
 	Addr     netip.Addr
 	Port     uint16 // 0: every port
@@ -118,8 +119,23 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 		s.gens = append(s.gens, prev.gens...)
 	}
 	// Keep the ids of what survives first, then hand out free ids.
+	// Ids in use by the previous snapshot are not handed to anything new
+	// in this one, so entries of a removed VIP or backend can be told
+	// apart (and cleared) even under the same number.
 	usedB := map[uint32]bool{}
 	usedV := map[uint16]bool{}
+	if prev != nil {
+		for id, v := range prev.VIPs {
+			if v != nil {
+				usedV[uint16(id)] = true
+			}
+		}
+		for id, b := range prev.Backends {
+			if b != nil {
+				usedB[uint32(id)] = true
+			}
+		}
+	}
 	type pendingB struct {
 		vip   int
 		b     int
@@ -168,7 +184,7 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 		if err != nil {
 			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
 		}
-		v := &VIP{ID: vid, Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: protoNum(cv.Protocol), Encap: kind}
+		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: protoNum(cv.Protocol), Encap: kind}
 		s.vipIDs[vk] = vid
 		var mb []maglev.Backend
 		ids := map[string]uint32{}

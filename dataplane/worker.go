@@ -285,6 +285,8 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		return be
 	}
 	c.CTMisses++
+	c.Backends[be.ID].NewFlows++
+	c.VIPs[v.ID].NewFlows++
 	if !icmp {
 		// An ICMP error for a flow this instance has not seen is routed by
 		// the table alone; it never creates state.

@@ -1,0 +1,489 @@
+package control
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/flow"
+)
+
+const baseConfig = `
+[dataplane]
+port = "net_ring0"
+lb_ipv4 = "192.0.2.10"
+next_hop_mac = "02:00:00:00:00:fe"
+hash_key = "000102030405060708090a0b0c0d0e0f"
+
+[conntrack]
+capacity = 65536
+
+[control]
+slow_start = "10s"
+drain_timeout = "0s"
+
+[[vip]]
+name = "web"
+address = "203.0.113.7"
+port = 80
+  [[vip.backend]]
+  name = "be1"
+  address = "10.0.1.1"
+  [[vip.backend]]
+  name = "be2"
+  address = "10.0.1.2"
+  [[vip.backend]]
+  name = "be3"
+  address = "10.0.1.3"
+  [[vip.backend]]
+  name = "be4"
+  address = "10.0.1.4"
+`
+
+// lcore is a worker driven by its own goroutine, as on a real lcore: it
+// forwards the frames it is given and otherwise polls for operations.
+type lcore struct {
+	w     *dataplane.Worker
+	in    chan []byte
+	out   chan result
+	stop  chan struct{}
+	done  chan struct{}
+	start time.Time
+}
+
+type result struct {
+	verdict dataplane.Verdict
+	dst     netip.Addr
+}
+
+func newLcore(t *testing.T, shared *dataplane.Shared, cfg *config.Config) *lcore {
+	enc, err := dataplane.NewEncapsulator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := flow.ParseKey(cfg.Dataplane.HashKey)
+	ctc := conntrack.DefaultConfig()
+	ctc.Capacity = cfg.Conntrack.Capacity
+	w, err := dataplane.NewWorker(0, shared, ctc, enc, key, [6]byte{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lcore{w: w, in: make(chan []byte), out: make(chan result), stop: make(chan struct{}), done: make(chan struct{}), start: time.Now()}
+	go l.loop()
+	t.Cleanup(func() { close(l.stop); <-l.done })
+	return l
+}
+
+func (l *lcore) loop() {
+	defer close(l.done)
+	buf := make([]byte, 2048)
+	pkts := make([]dataplane.Pkt, 1)
+	for {
+		now := conntrack.Time(time.Since(l.start) / time.Millisecond)
+		select {
+		case <-l.stop:
+			return
+		case f := <-l.in:
+			copy(buf[128:], f)
+			pkts[0] = dataplane.Pkt{Buf: buf, Off: 128, Len: len(f)}
+			l.w.Process(pkts, now)
+			r := result{verdict: l.w.Verdicts[0]}
+			if r.verdict == dataplane.Tx {
+				fr := buf[pkts[0].Off : pkts[0].Off+pkts[0].Len]
+				r.dst, _ = netip.AddrFromSlice(fr[30:34]) // outer IPv4 destination
+			}
+			l.out <- r
+		default:
+			l.w.Idle(now)
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+func (l *lcore) send(f []byte) result {
+	l.in <- f
+	return <-l.out
+}
+
+func syn(t *testing.T, sport uint16, flags string) []byte {
+	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 60, Protocol: layers.IPProtocolTCP, SrcIP: net.IP{198, 51, 100, 10}, DstIP: net.IP{203, 0, 113, 7}, Flags: layers.IPv4DontFragment}
+	tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: 80, SYN: strings.Contains(flags, "S"), ACK: strings.Contains(flags, "A"), Window: 100}
+	_ = tcp.SetNetworkLayerForChecksum(ip)
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+		&layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 0xaa}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, EthernetType: layers.EthernetTypeIPv4}, ip, tcp); err != nil {
+		t.Fatal(err)
+	}
+	return append([]byte(nil), buf.Bytes()...)
+}
+
+type fixture struct {
+	t      *testing.T
+	cfg    *config.Config
+	shared *dataplane.Shared
+	plane  *Plane
+	lc     *lcore
+	clock  atomic.Int64 // unix nanos
+}
+
+func newFixture(t *testing.T, toml string) *fixture {
+	t.Helper()
+	cfg, err := config.Parse([]byte(toml), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, cfg: cfg, shared: &dataplane.Shared{}}
+	f.shared.NextHop.Store(&dataplane.NextHop{MAC4: cfg.Dataplane.NextHopMAC.HW, Has4: true})
+	f.clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	f.lc = newLcore(t, f.shared, cfg)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1}))
+	f.plane, err = newPlane(cfg, f.shared, []*dataplane.Worker{f.lc.w}, log, func() time.Time { return time.Unix(0, f.clock.Load()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) advance(d time.Duration) { f.clock.Add(int64(d)) }
+
+func (f *fixture) addr(name string) netip.Addr {
+	for _, b := range f.plane.Config().VIPs[0].Backends {
+		if b.Name == name {
+			return b.Address.Addr
+		}
+	}
+	f.t.Fatalf("no backend %s", name)
+	return netip.Addr{}
+}
+
+func (f *fixture) backend(name string) BackendStatus {
+	for _, b := range f.plane.Status(true).VIPs[0].Backends {
+		if b.Name == name {
+			return b
+		}
+	}
+	f.t.Fatalf("no backend %s", name)
+	return BackendStatus{}
+}
+
+func TestDrainKeepsEstablishedFlows(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	const n = 400
+	first := make([]netip.Addr, n)
+	for i := range first {
+		first[i] = f.lc.send(syn(t, uint16(1000+i), "S")).dst
+	}
+	be1 := f.addr("be1")
+	var onBe1 int
+	for _, d := range first {
+		if d == be1 {
+			onBe1++
+		}
+	}
+	if err := f.plane.Drain("web", "be1"); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.backend("be1"); !st.Drained || st.Slots != 0 || st.Flows != uint64(onBe1) {
+		t.Errorf("be1 after drain: %+v; want drained, 0 slots, %d flows", st, onBe1)
+	}
+	for i := range first {
+		if d := f.lc.send(syn(t, uint16(1000+i), "A")).dst; d != first[i] {
+			t.Fatalf("established flow %d moved from %v to %v", i, first[i], d)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if d := f.lc.send(syn(t, uint16(20000+i), "S")).dst; d == be1 {
+			t.Fatalf("new flow %d went to the drained backend", i)
+		}
+	}
+	if err := f.plane.Drain("web", "nope"); err == nil {
+		t.Error("draining an unknown backend succeeded")
+	}
+	// Undrain: it takes new flows again, ramping (slow start).
+	if err := f.plane.Undrain("web", "be1"); err != nil {
+		t.Fatal(err)
+	}
+	st := f.backend("be1")
+	if st.Drained || !st.SlowStart || st.Effective != 100*1*1/10 {
+		t.Errorf("be1 after undrain: %+v; want slow start at 10%% (effective 10)", st)
+	}
+	f.advance(5 * time.Second)
+	f.plane.Kick()
+	f.plane.mu.Lock()
+	f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	if st := f.backend("be1"); st.Effective != 50 {
+		t.Errorf("halfway through slow start: effective %d, want 50", st.Effective)
+	}
+	f.advance(6 * time.Second)
+	f.plane.mu.Lock()
+	f.plane.rebuildLocked()
+	ramping := f.plane.ramping
+	f.plane.mu.Unlock()
+	if st := f.backend("be1"); st.Effective != 100 || st.SlowStart || ramping {
+		t.Errorf("after slow start: %+v ramping %v", st, ramping)
+	}
+}
+
+func TestHealthDownMovesFlowsAndPanicMode(t *testing.T) {
+	toml := strings.Replace(baseConfig, "[[vip]]", "[health]\nkind = \"tcp\"\n\n[[vip]]", 1)
+	f := newFixture(t, toml)
+	// Checked backends start down until their checks pass: before that the
+	// VIP is in panic mode (0 of 4 healthy) and uses all of them.
+	if v := f.plane.Status(false).VIPs[0]; !v.Panic || !v.Serving {
+		t.Fatalf("initial: panic %v serving %v", v.Panic, v.Serving)
+	}
+	for _, b := range []string{"be1", "be2", "be3", "be4"} {
+		f.plane.SetHealth("web", b, true, "tcp connect ok")
+	}
+	f.plane.mu.Lock()
+	f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	if v := f.plane.Status(false).VIPs[0]; v.Panic {
+		t.Fatal("panic mode with every backend up")
+	}
+	const n = 400
+	first := make([]netip.Addr, n)
+	for i := range first {
+		first[i] = f.lc.send(syn(t, uint16(3000+i), "S")).dst
+	}
+	f.plane.SetHealth("web", "be2", false, "tcp connect: connection refused")
+	f.plane.mu.Lock()
+	f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	be2 := f.addr("be2")
+	for i := range first {
+		d := f.lc.send(syn(t, uint16(3000+i), "A")).dst
+		if d == be2 {
+			t.Fatalf("flow %d still on the down backend", i)
+		}
+		if first[i] != be2 && d != first[i] {
+			t.Fatalf("flow %d on a healthy backend moved", i)
+		}
+	}
+	st := f.backend("be2")
+	if st.Health != "down" || !st.Down || st.Effective != 0 || st.Reason == "" {
+		t.Errorf("be2: %+v", st)
+	}
+	// Two of four down is exactly the threshold (0.5): not panic. Three
+	// down is below it: panic, all four used again.
+	f.plane.SetHealth("web", "be3", false, "refused")
+	f.plane.mu.Lock()
+	f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	if f.plane.Status(false).VIPs[0].Panic {
+		t.Error("panic at 2 of 4 healthy (threshold 0.5)")
+	}
+	f.plane.SetHealth("web", "be4", false, "refused")
+	f.plane.mu.Lock()
+	f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	v := f.plane.Status(false).VIPs[0]
+	if !v.Panic {
+		t.Fatal("no panic mode at 1 of 4 healthy")
+	}
+	for _, b := range v.Backends {
+		if b.Slots == 0 || b.Down {
+			t.Errorf("panic mode: %s has %d slots, down %v", b.Name, b.Slots, b.Down)
+		}
+	}
+}
+
+func TestReloadRejectsBadConfigKeepsTables(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	before := f.shared.Services.Load()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte(strings.Replace(baseConfig, `address = "10.0.1.4"`, `address = "10.0.1.999"`, 1)), 0o644)
+	if err := f.plane.Reload(bad); err == nil {
+		t.Fatal("bad config accepted")
+	}
+	restart := filepath.Join(dir, "restart.toml")
+	os.WriteFile(restart, []byte(strings.Replace(baseConfig, "000102030405060708090a0b0c0d0e0f", "ffffffffffffffffffffffffffffffff", 1)), 0o644)
+	if err := f.plane.Reload(restart); err == nil || !strings.Contains(err.Error(), "hash_key") {
+		t.Fatalf("hash key change: %v", err)
+	}
+	if f.shared.Services.Load() != before {
+		t.Fatal("a rejected reload replaced the tables")
+	}
+	// A good reload: be4 removed, be5 added; the others keep their ids.
+	good := filepath.Join(dir, "good.toml")
+	os.WriteFile(good, []byte(strings.Replace(baseConfig, `name = "be4"
+  address = "10.0.1.4"`, `name = "be5"
+  address = "10.0.1.5"`, 1)), 0o644)
+	if err := f.plane.Reload(good); err != nil {
+		t.Fatal(err)
+	}
+	after := f.shared.Services.Load()
+	if after == before || after.Gen != before.Gen+1 {
+		t.Fatalf("generation %d -> %d", before.Gen, after.Gen)
+	}
+	names := map[string]uint32{}
+	for _, b := range after.Backends {
+		if b != nil {
+			names[b.Name] = b.ID
+		}
+	}
+	if _, ok := names["be4"]; ok {
+		t.Error("be4 still present")
+	}
+	for _, b := range before.Backends {
+		if b != nil && b.Name != "be4" && names[b.Name] != b.ID {
+			t.Errorf("%s changed id %d -> %d", b.Name, b.ID, names[b.Name])
+		}
+	}
+}
+
+func TestReloadRemovingVIPClearsItsConntrack(t *testing.T) {
+	two := baseConfig + `
+[[vip]]
+name = "other"
+address = "203.0.113.8"
+port = 80
+  [[vip.backend]]
+  address = "10.0.2.1"
+`
+	// SYN entries live 10 s by default: make them outlive the test, so only
+	// the clearing can empty the table.
+	two = strings.Replace(two, "capacity = 65536", "capacity = 65536\ntcp_syn = \"5m\"", 1)
+	f := newFixture(t, two)
+	for i := 0; i < 50; i++ {
+		f.lc.send(syn(t, uint16(100+i), "S"))
+	}
+	count := func() uint32 {
+		op := dataplane.CountFlowsOp()
+		if err := f.lc.w.Run(op, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		var n uint32
+		for _, c := range op.Flows {
+			n += c
+		}
+		return n
+	}
+	if n := count(); n != 50 {
+		t.Fatalf("%d flows, want 50", n)
+	}
+	cfg, err := config.Parse([]byte(strings.Replace(two, `address = "203.0.113.7"`, `address = "203.0.113.9"`, 1)), "reload.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "web" now has another address: the same name, a new VIP key. Its
+	// old VIP id's flows must go.
+	if err := f.plane.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("conntrack of the removed VIP still holds %d flows", count())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRebuildsUnderTrafficLoseNothing forwards continuously while the
+// control plane rebuilds the table two hundred times: every packet is
+// forwarded, none dropped.
+func TestRebuildsUnderTrafficLoseNothing(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 200; i++ {
+			f.plane.SetWeight("web", "be3", 1+i%3)
+		}
+		close(stop)
+	}()
+	sent := 0
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			wg.Wait()
+			c := f.plane.Status(false).Workers[0]
+			if c.Dropped() != 0 || c.Encap[0] != uint64(sent) {
+				t.Fatalf("sent %d, forwarded %d, dropped %d (%s)", sent, c.Encap[0], c.Dropped(), dataplane.DropSummary(&c))
+			}
+			if st := f.plane.Status(false); st.Rebuilds < 200 {
+				t.Errorf("%d rebuilds", st.Rebuilds)
+			}
+			return
+		default:
+		}
+		flags := "S"
+		if i%2 == 1 {
+			flags = "A"
+		}
+		if r := f.lc.send(syn(t, uint16(i%5000), flags)); r.verdict != dataplane.Tx {
+			t.Fatalf("packet %d: verdict %v", i, r.verdict)
+		}
+		sent++
+	}
+}
+
+func TestKicksCoalesce(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	before := f.plane.Status(false).Rebuilds
+	for i := 0; i < 100; i++ {
+		f.plane.Kick()
+	}
+	done := make(chan struct{})
+	go f.plane.Run(done)
+	deadline := time.Now().Add(5 * time.Second)
+	for f.plane.Status(false).Rebuilds == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no rebuild")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(done)
+	if got := f.plane.Status(false).Rebuilds - before; got != 1 {
+		t.Errorf("100 kicks made %d rebuilds, want 1", got)
+	}
+}
+
+func TestLookupExplainsTheChoice(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	client, vip := netip.MustParseAddr("198.51.100.10"), netip.MustParseAddr("203.0.113.7")
+	// A flow nobody has seen: the table decides.
+	res, err := f.plane.Lookup(client, vip, 4242, 80, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reason != "table" || res.Slot < 0 || res.VIP != "web" {
+		t.Fatalf("unseen flow: %+v", res)
+	}
+	// The packet goes where the lookup said, and is then pinned.
+	if got := f.lc.send(syn(t, 4242, "S")).dst.String(); got != res.Address {
+		t.Fatalf("packet went to %s, lookup said %s", got, res.Address)
+	}
+	res2, err := f.plane.Lookup(client, vip, 4242, 80, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res2.Reason != "conntrack" || res2.Address != res.Address || res2.State != "new" {
+		t.Errorf("seen flow: %+v", res2)
+	}
+	if res3, _ := f.plane.Lookup(client, netip.MustParseAddr("192.0.2.77"), 1, 80, 6); res3.Reason != "not-a-vip" {
+		t.Errorf("non-VIP: %+v", res3)
+	}
+	tb, err := f.plane.Table("web")
+	if err != nil || len(tb) != 65537 || tb[res.Slot] != res.Backend {
+		t.Errorf("table dump: %d slots, err %v, slot %d = %q (lookup said %q)", len(tb), err, res.Slot, tb[res.Slot], res.Backend)
+	}
+}
