@@ -130,3 +130,20 @@ func TestBaseIsValid(t *testing.T) {
 		t.Errorf("defaults: workers %v df %q prefix %d", c.EAL.WorkerLcores, c.Dataplane.DF, c.Dataplane.LBPrefix4)
 	}
 }
+
+// examples/fulcrum.toml documents every option with its default: loading
+// it must give the same values as leaving them out.
+func TestFullExampleStatesTheDefaults(t *testing.T) {
+	full, err := Load("../examples/fulcrum.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Dataplane.Burst != DefaultBurst || full.Conntrack.Capacity != DefaultCTCapacity || full.Control.PanicThreshold != DefaultPanicThreshold ||
+		full.Health.Interval.Duration != DefaultHealthInterval || full.Health.Rise != DefaultHealthRise || full.Admin.Listen != DefaultAdminListen ||
+		full.VIPs[0].TableSize != DefaultTableSize || full.Dataplane.IdleMaxSleep.Duration != DefaultIdleMaxSleep {
+		t.Errorf("examples/fulcrum.toml disagrees with the defaults: %+v", full)
+	}
+	if h := full.VIPs[0].Health; h.Kind != "http" || h.Path != "/healthz" || h.Fall != DefaultHealthFall {
+		t.Errorf("vip health override: %+v", h)
+	}
+}

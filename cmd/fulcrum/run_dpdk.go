@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dpdk"
 	"github.com/fulcrumlb/fulcrum/encap"
@@ -46,12 +46,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	shared := &dataplane.Shared{}
-	svc, err := dataplane.BuildServices(cfg, enc, nil, nil)
-	if err != nil {
+	// Validate every table before touching DPDK: a bad config exits 2.
+	if _, err := dataplane.BuildServices(cfg, enc, nil, nil); err != nil {
 		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
 		return 2
 	}
-	shared.Services.Store(svc)
 
 	ealArgs := dataplane.EALArgs(cfg)
 	log.Info("starting EAL", "args", ealArgs)
@@ -80,8 +79,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			log.Warn("dataplane close", "err", err)
 		}
 	}()
+	// The control plane publishes the first snapshot before any loop runs.
+	plane, err := control.New(cfg, shared, eng.Workers(), log)
+	if err != nil {
+		log.Error("control plane", "err", err)
+		return 1
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go plane.Run(ctx.Done())
 	if eng.HasTap() {
 		if err := dataplane.ConfigureExceptionIface(cfg, eng.PortMAC, ""); err != nil {
 			log.Error("exception path", "err", err)
@@ -118,7 +124,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				cfg, enc = reload(log, *path, cfg, enc, shared)
+				if err := plane.Reload(*path); err != nil {
+					log.Error("reload rejected; the running configuration stays in force", "file", *path, "err", err)
+				}
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
@@ -140,23 +148,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-}
-
-// reload validates the file completely and publishes the new services only
-// if everything builds; otherwise the running configuration stays.
-func reload(log *slog.Logger, path string, old *config.Config, enc *encap.Encapsulator, shared *dataplane.Shared) (*config.Config, *encap.Encapsulator) {
-	cfg, err := config.Load(path)
-	if err == nil {
-		var svc *dataplane.Services
-		svc, err = dataplane.BuildServices(cfg, enc, shared.Services.Load(), nil)
-		if err == nil {
-			shared.Services.Store(svc)
-			log.Info("configuration reloaded", "file", path, "vips", len(cfg.VIPs), "generation", svc.Gen)
-			return cfg, enc
-		}
-	}
-	log.Error("reload rejected; the running configuration stays in force", "file", path, "err", err)
-	return old, enc
 }
 
 func snapshot(eng *dataplane.Engine) []dataplane.Counters {
