@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 
@@ -47,11 +48,19 @@ type VIP struct {
 	Members  []uint32      // every backend id of the VIP, in config order
 }
 
-// vipKey finds a VIP by destination; Port 0 is the every-port VIP.
+// vipKey finds a VIP by destination; port 0 is the every-port VIP. The
+// address is held as two words so the fast path compares three words.
 type vipKey struct {
-	addr  [16]byte
-	port  uint16
-	proto uint8
+	a, b uint64 // the 16-byte (IPv4-mapped) address, little-endian words
+	pp   uint64 // port<<8 | protocol
+}
+
+func makeVIPKey(addr *[16]byte, port uint16, proto uint8) vipKey {
+	return vipKey{
+		a:  binary.LittleEndian.Uint64(addr[0:8]),
+		b:  binary.LittleEndian.Uint64(addr[8:16]),
+		pp: uint64(port)<<8 | uint64(proto),
+	}
 }
 
 // Services is an immutable snapshot of every VIP and backend. The control
@@ -231,12 +240,12 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 		}
 		setAt(&s.VIPs, int(vid), v)
 		a16 := v.Addr.As16()
-		s.byKey[vipKey{a16, v.Port, v.Proto}] = v
+		s.byKey[makeVIPKey(&a16, v.Port, v.Proto)] = v
 		s.addrs[a16] = struct{}{}
 		// Fragment policy: fragments after the first carry no ports, so they
 		// go to the every-port VIP of their address and protocol if there is
 		// one, otherwise to the VIP with the lowest port.
-		fk := vipKey{addr: a16, proto: v.Proto}
+		fk := makeVIPKey(&a16, 0, v.Proto)
 		if cur, ok := s.fragVIP[fk]; !ok || cur.Port != 0 && (v.Port == 0 || v.Port < cur.Port) {
 			s.fragVIP[fk] = v
 		}
@@ -244,7 +253,7 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 	s.index = newVIPIndex(s.byKey)
 	addrs := map[vipKey]*VIP{}
 	for k, v := range s.byKey {
-		addrs[vipKey{addr: k.addr}] = v
+		addrs[vipKey{a: k.a, b: k.b}] = v
 	}
 	s.addrIdx = newVIPIndex(addrs)
 	return s, nil
@@ -260,12 +269,12 @@ func setAt[T any](s *[]*T, i int, v *T) {
 // lookup finds the VIP for a destination, trying the exact port first and
 // then the every-port VIP.
 func (s *Services) lookup(addr *[16]byte, port uint16, proto uint8) *VIP {
-	k := vipKey{*addr, port, proto}
+	k := makeVIPKey(addr, port, proto)
 	if v := s.index.get(&k); v != nil {
 		return v
 	}
 	if port != 0 {
-		k.port = 0
+		k.pp = uint64(proto)
 		return s.index.get(&k)
 	}
 	return nil
@@ -273,7 +282,7 @@ func (s *Services) lookup(addr *[16]byte, port uint16, proto uint8) *VIP {
 
 // isVIPAddr reports whether addr is any VIP's address.
 func (s *Services) isVIPAddr(addr *[16]byte) bool {
-	k := vipKey{addr: *addr}
+	k := makeVIPKey(addr, 0, 0)
 	return s.addrIdx.get(&k) != nil
 }
 

@@ -1,9 +1,6 @@
 package dataplane
 
-import (
-	"encoding/binary"
-	"math/bits"
-)
+import "math/bits"
 
 // vipIndex finds a VIP by destination (address, port, protocol) in one
 // probe of a small open-addressed table. Go maps hash their key with AES
@@ -22,10 +19,7 @@ type vipSlot struct {
 }
 
 func (k *vipKey) hash() uint64 {
-	a := binary.LittleEndian.Uint64(k.addr[0:8])
-	b := binary.LittleEndian.Uint64(k.addr[8:16])
-	x := a ^ bits.RotateLeft64(b, 29) ^ uint64(k.port)<<16 ^ uint64(k.proto)
-	x *= 0x9e3779b97f4a7c15
+	x := (k.a ^ bits.RotateLeft64(k.b, 29) ^ k.pp<<40) * 0x9e3779b97f4a7c15
 	return x ^ x>>29
 }
 
@@ -46,7 +40,7 @@ func newVIPIndex(m map[vipKey]*VIP) vipIndex {
 }
 
 func (ix *vipIndex) start(k *vipKey) int {
-	return int((k.hash() * 0xff51afd7ed558ccd) >> ix.shift)
+	return int(k.hash() >> ix.shift)
 }
 
 func (ix *vipIndex) get(k *vipKey) *VIP {
@@ -59,7 +53,7 @@ func (ix *vipIndex) get(k *vipKey) *VIP {
 		if s.vip == nil {
 			return nil
 		}
-		if s.key == *k {
+		if s.key.a == k.a && s.key.b == k.b && s.key.pp == k.pp {
 			return s.vip
 		}
 	}

@@ -204,7 +204,7 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
 	if !ps.Fragment {
 		// The common case first: one probe finds the VIP of a TCP/UDP
 		// packet for an exact port.
-		k := vipKey{ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto}
+		k := makeVIPKey(&ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto)
 		if v := svc.index.get(&k); v != nil && (ps.Proto == packet.ProtoTCP || ps.Proto == packet.ProtoUDP) {
 			w.keys[i] = ps.Tuple
 			return v
@@ -222,7 +222,7 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
 	switch {
 	case ps.Fragment:
 		c.Fragments++
-		v = svc.fragVIP[vipKey{addr: ps.Tuple.Dst, proto: ps.Proto}]
+		v = svc.fragVIP[makeVIPKey(&ps.Tuple.Dst, 0, ps.Proto)]
 	case ps.IsICMPError():
 		var q flow.Tuple
 		if r := packet.ParseICMPError(p.Buf[p.Off:p.Off+p.Len], ps, &q); r != packet.OK {
