@@ -39,6 +39,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/health"
 )
 
 // weightScale multiplies every weight so slow start can ramp in fine steps
@@ -94,7 +95,8 @@ type Plane struct {
 	lastErr  error
 	ramping  bool
 
-	kick chan struct{}
+	kick   chan struct{}
+	checks *health.Manager // nil until StartHealth
 }
 
 // New makes a control plane for cfg whose snapshots go to shared and whose
@@ -450,8 +452,12 @@ func (p *Plane) Apply(cfg *config.Config) error {
 	if err := reloadable(p.cfg, cfg); err != nil {
 		return err
 	}
-	// Dry run: every table must build before anything changes.
+	// Dry run: every table and health check must build before anything
+	// changes.
 	if _, err := dataplane.BuildServices(cfg, enc, p.shared.Services.Load(), nil); err != nil {
+		return fmt.Errorf("%s: %w", cfg.File, err)
+	}
+	if _, err := healthTargets(cfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	old, oldEnc := p.cfg, p.enc
@@ -461,6 +467,9 @@ func (p *Plane) Apply(cfg *config.Config) error {
 		p.cfg, p.enc = old, oldEnc
 		p.syncBackends(old, false)
 		return err
+	}
+	if err := p.syncHealthLocked(); err != nil {
+		p.log.Error("health checks not updated", "err", err)
 	}
 	p.log.Info("configuration applied", "file", cfg.File, "vips", len(cfg.VIPs))
 	return nil

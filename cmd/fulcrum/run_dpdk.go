@@ -17,6 +17,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dpdk"
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/health"
 )
 
 const dpdkSupport = "22.11+ built in"
@@ -88,6 +89,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go plane.Run(ctx.Done())
+	if err := plane.StartHealth(ctx, health.ManagerOptions{}); err != nil {
+		log.Error("health checks", "err", err)
+		return 1
+	}
 	if eng.HasTap() {
 		if err := dataplane.ConfigureExceptionIface(cfg, eng.PortMAC, ""); err != nil {
 			log.Error("exception path", "err", err)

@@ -1,0 +1,119 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/health"
+)
+
+// healthConfig maps a VIP's [vip.health] onto the checker's config.
+func healthConfig(h *config.Health) health.Config {
+	c := health.DefaultConfig()
+	c.Kind = h.Kind
+	c.Port = h.Port
+	c.Path = h.Path
+	c.Host = h.Host
+	c.ExpectStatus = h.Expect
+	c.Interval = h.Interval.Duration
+	c.Timeout = h.Timeout.Duration
+	c.Rise = h.Rise
+	c.Fall = h.Fall
+	c.Jitter = h.Jitter
+	c.BackoffBase = h.Backoff.Duration
+	c.BackoffMax = h.BackoffMax.Duration
+	return c
+}
+
+// healthTargets lists a check target per checked backend, keyed like the
+// backend states (dataplane.BackendKey). The check goes to the backend's
+// address on the check port, or the VIP's port.
+func healthTargets(cfg *config.Config) (map[string]health.Target, error) {
+	out := map[string]health.Target{}
+	for _, v := range cfg.VIPs {
+		if !healthEnabled(cfg, &v) {
+			continue
+		}
+		hc := healthConfig(&v.Health)
+		port := v.Port
+		if hc.Port != 0 {
+			port = hc.Port
+		}
+		for _, b := range v.Backends {
+			t := health.Target{Addr: netip.AddrPortFrom(b.Address.Addr, uint16(port)), Config: hc}
+			if err := t.Validate(); err != nil {
+				return nil, fmt.Errorf("vip %q backend %q health check: %w", v.Name, b.Name, err)
+			}
+			out[dataplane.BackendKey(v.Name, b.Name)] = t
+		}
+	}
+	return out, nil
+}
+
+// StartHealth runs the active health checks of every VIP that has them and
+// feeds their verdicts into the tables until ctx ends. opts may supply the
+// probers (a tunnel prober later; tests dial their own servers); the zero
+// value checks the backends directly.
+func (p *Plane) StartHealth(ctx context.Context, opts health.ManagerOptions) error {
+	m := health.NewManager(opts)
+	p.mu.Lock()
+	targets, err := healthTargets(p.cfg)
+	if err == nil {
+		err = m.Set(targets)
+	}
+	if err != nil {
+		p.mu.Unlock()
+		m.Close()
+		return err
+	}
+	p.checks = m
+	p.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		p.mu.Lock()
+		p.checks = nil
+		p.mu.Unlock()
+		m.Close()
+	}()
+	go func() {
+		for ev := range m.Events() {
+			p.mu.Lock()
+			st := p.backends[ev.Key]
+			p.mu.Unlock()
+			if st == nil {
+				continue // removed by a reload meanwhile
+			}
+			p.SetHealth(st.vip, st.name, ev.New == health.Up, ev.Reason)
+		}
+	}()
+	return nil
+}
+
+// syncHealthLocked points the checkers at the configuration in force (after
+// a reload). Unchanged backends keep their checker and state.
+func (p *Plane) syncHealthLocked() error {
+	if p.checks == nil {
+		return nil
+	}
+	targets, err := healthTargets(p.cfg)
+	if err != nil {
+		return err
+	}
+	return p.checks.Set(targets)
+}
+
+// HealthStatus is the checker's view of a backend (checks, failures, last
+// error, round-trip times), for the admin API; ok is false for a backend
+// without checks.
+func (p *Plane) HealthStatus(vip, backend string) (health.Status, bool) {
+	p.mu.Lock()
+	m := p.checks
+	p.mu.Unlock()
+	if m == nil {
+		return health.Status{}, false
+	}
+	return m.Status(dataplane.BackendKey(vip, backend))
+}

@@ -1,0 +1,299 @@
+package health
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kinds of check.
+const (
+	KindTCP   = "tcp"   // TCP connect, then close
+	KindHTTP  = "http"  // HTTP/1.1 GET, status code checked
+	KindHTTPS = "https" // the same over TLS
+)
+
+// Defaults. Where a number comes from is said beside it.
+const (
+	DefaultKind         = KindTCP
+	DefaultPath         = "/"
+	DefaultExpectStatus = "200-399"        // HAProxy's httpchk: 2xx and 3xx pass
+	DefaultInterval     = 2 * time.Second  // HAProxy's "inter" default
+	DefaultTimeout      = 1 * time.Second  // half the interval: a check ends before the next starts
+	DefaultRise         = 2                // HAProxy's "rise" default
+	DefaultFall         = 3                // HAProxy's "fall" default
+	DefaultJitter       = 0.1              // ±10% per delay: enough to spread a fleet's checks
+	DefaultBackoffBase  = 10 * time.Second // first flapping ejection
+	DefaultBackoffMax   = 5 * time.Minute  // Envoy's max_ejection_time default (300 s)
+)
+
+// Limits. Values outside them are typos, not plans.
+const (
+	MinInterval = 10 * time.Millisecond
+	MaxInterval = time.Hour
+	MaxRiseFall = 100
+	MaxJitter   = 0.5 // beyond, two checks could start almost together
+)
+
+// Config says how to check one backend. Start from DefaultConfig and
+// overwrite what the operator set; Validate rejects every zero duration and
+// count, so a zero value is never silently used. The TOML key suggested for
+// each field is in brackets.
+type Config struct {
+	// Kind is the check: "tcp", "http" or "https". [kind]
+	Kind string
+	// Port is the port checked; 0 means the backend's service port (the
+	// port of Target.Addr). [port]
+	Port int
+	// Path is the request target of http and https checks; it starts with
+	// "/" and may carry a query. [path]
+	Path string
+	// Host is the Host header (and TLS server name) of http and https
+	// checks; empty means the backend's address. [host]
+	Host string
+	// ExpectStatus lists the status codes that pass, as ranges and single
+	// codes: "200-299,301". [expect_status]
+	ExpectStatus string
+	// Interval is the time from the start of one check to the start of the
+	// next, before jitter. [interval]
+	Interval time.Duration
+	// Timeout bounds one check (connect, TLS, request and response
+	// headers); it must be shorter than Interval. [timeout]
+	Timeout time.Duration
+	// Rise is the number of consecutive passing checks that take a
+	// backend Up. [rise]
+	Rise int
+	// Fall is the number of consecutive failing checks that take a
+	// backend Down. [fall]
+	Fall int
+	// Jitter randomises each delay between checks by ±Jitter×Interval
+	// (0 disables; at most 0.5). [jitter]
+	Jitter float64
+	// TLSVerify makes https checks verify the backend's certificate
+	// against the system roots and Host (or the backend's IP). The
+	// default, false, skips verification: backends are addressed by IP,
+	// rarely hold certificates for their IPs, and the check asks whether
+	// the server answers, not who it is. [tls_verify; a "tls_skip_verify"
+	// key, default true, is its negation]
+	TLSVerify bool
+	// StartUp makes a new backend start Up instead of Unknown (HAProxy's
+	// "init-state up"); its first failing check takes it Down. [start_up]
+	StartUp bool
+	// FlapWindow is the shortest Up period that is not a flap, and the Up
+	// time after which the backoff resets; 0 means 2×(Rise+Fall)×Interval.
+	// [flap_window]
+	FlapWindow time.Duration
+	// BackoffBase is the first flapping ejection; each further one doubles
+	// it. [backoff_base]
+	BackoffBase time.Duration
+	// BackoffMax caps the ejection time. [backoff_max]
+	BackoffMax time.Duration
+}
+
+// DefaultConfig returns a TCP check with every default filled in.
+func DefaultConfig() Config {
+	return Config{
+		Kind:         DefaultKind,
+		Path:         DefaultPath,
+		ExpectStatus: DefaultExpectStatus,
+		Interval:     DefaultInterval,
+		Timeout:      DefaultTimeout,
+		Rise:         DefaultRise,
+		Fall:         DefaultFall,
+		Jitter:       DefaultJitter,
+		BackoffBase:  DefaultBackoffBase,
+		BackoffMax:   DefaultBackoffMax,
+	}
+}
+
+// ErrConfig is wrapped by every validation error.
+var ErrConfig = errors.New("invalid health check configuration")
+
+// ConfigError is a validation error of one Config field. Field is the
+// suggested TOML key ("interval", "expect_status", ...), so that the config
+// loader can point at the line.
+type ConfigError struct {
+	Field string
+	Msg   string
+}
+
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Msg }
+
+// Unwrap makes errors.Is(err, ErrConfig) hold.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+func fieldErr(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks every field and returns the first problem, as a
+// *ConfigError that wraps ErrConfig. Path, Host and ExpectStatus are checked
+// only for http and https checks, which use them.
+func (c Config) Validate() error {
+	switch c.Kind {
+	case KindTCP, KindHTTP, KindHTTPS:
+	default:
+		return fieldErr("kind", "%q is not one of tcp, http, https", c.Kind)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fieldErr("port", "%d is outside 0..65535 (0: the backend's port)", c.Port)
+	}
+	if c.Kind != KindTCP {
+		if err := checkPath(c.Path); err != nil {
+			return fieldErr("path", "%q %v", c.Path, err)
+		}
+		if err := checkHost(c.Host); err != nil {
+			return fieldErr("host", "%q %v", c.Host, err)
+		}
+		if _, err := ParseStatusCodes(c.ExpectStatus); err != nil {
+			return fieldErr("expect_status", "%v", err)
+		}
+	}
+	if c.Interval < MinInterval || c.Interval > MaxInterval {
+		return fieldErr("interval", "%v is outside %v..%v", c.Interval, MinInterval, MaxInterval)
+	}
+	if c.Timeout <= 0 || c.Timeout >= c.Interval {
+		return fieldErr("timeout", "%v must be positive and shorter than the interval (%v)", c.Timeout, c.Interval)
+	}
+	if c.Rise < 1 || c.Rise > MaxRiseFall {
+		return fieldErr("rise", "%d is outside 1..%d", c.Rise, MaxRiseFall)
+	}
+	if c.Fall < 1 || c.Fall > MaxRiseFall {
+		return fieldErr("fall", "%d is outside 1..%d", c.Fall, MaxRiseFall)
+	}
+	if !(c.Jitter >= 0 && c.Jitter <= MaxJitter) { // also rejects NaN
+		return fieldErr("jitter", "%v is outside 0..%v", c.Jitter, MaxJitter)
+	}
+	if c.FlapWindow < 0 {
+		return fieldErr("flap_window", "%v is negative (0: 2×(rise+fall)×interval)", c.FlapWindow)
+	}
+	if c.BackoffBase <= 0 {
+		return fieldErr("backoff_base", "%v must be positive", c.BackoffBase)
+	}
+	if c.BackoffMax < c.BackoffBase {
+		return fieldErr("backoff_max", "%v is shorter than backoff_base (%v)", c.BackoffMax, c.BackoffBase)
+	}
+	return nil
+}
+
+// EffectiveFlapWindow is FlapWindow, or 2×(Rise+Fall)×Interval when it is 0:
+// twice the shortest cycle from Down to Up and back.
+func (c Config) EffectiveFlapWindow() time.Duration {
+	if c.FlapWindow > 0 {
+		return c.FlapWindow
+	}
+	return 2 * time.Duration(c.Rise+c.Fall) * c.Interval
+}
+
+func checkPath(p string) error {
+	if !strings.HasPrefix(p, "/") {
+		return errors.New("must start with /")
+	}
+	if strings.ContainsFunc(p, isSpaceOrControl) {
+		return errors.New("must not contain spaces or control characters")
+	}
+	if _, err := url.ParseRequestURI(p); err != nil {
+		return errors.New("is not a request path")
+	}
+	return nil
+}
+
+func checkHost(h string) error {
+	if h == "" {
+		return nil
+	}
+	if strings.ContainsFunc(h, isSpaceOrControl) || strings.ContainsAny(h, "/?#@") {
+		return errors.New("is not a host name (no spaces, '/', '?', '#' or '@')")
+	}
+	if _, err := url.Parse("http://" + h + "/"); err != nil {
+		return errors.New("is not a host[:port]")
+	}
+	return nil
+}
+
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+// serverName is the TLS server name for a Host header value: the host
+// without its port.
+func serverName(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		return strings.Trim(h, "[]")
+	}
+	return strings.Trim(host, "[]")
+}
+
+// StatusRange is an inclusive range of HTTP status codes.
+type StatusRange struct{ Lo, Hi int }
+
+// StatusCodes is a set of HTTP status codes, as ranges.
+type StatusCodes []StatusRange
+
+// ParseStatusCodes parses "200-299,301": comma-separated codes and
+// inclusive ranges, each within 100..599.
+func ParseStatusCodes(s string) (StatusCodes, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("no status codes (e.g. \"200-399\")")
+	}
+	var sc StatusCodes
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+		b, err2 := a, error(nil)
+		if isRange {
+			b, err2 = strconv.Atoi(strings.TrimSpace(hi))
+		}
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%q is not a status code or range (e.g. \"200-299\")", part)
+		}
+		if a < 100 || b > 599 || a > b {
+			return nil, fmt.Errorf("%q is not an ascending range within 100..599", part)
+		}
+		sc = append(sc, StatusRange{a, b})
+	}
+	return sc, nil
+}
+
+// Contains reports whether code is in the set.
+func (sc StatusCodes) Contains(code int) bool {
+	for _, r := range sc {
+		if code >= r.Lo && code <= r.Hi {
+			return true
+		}
+	}
+	return false
+}
+
+// String formats the set as ParseStatusCodes reads it.
+func (sc StatusCodes) String() string {
+	var b strings.Builder
+	for i, r := range sc {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(r.Lo))
+		if r.Hi != r.Lo {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(r.Hi))
+		}
+	}
+	return b.String()
+}
+
+// jitterDelay is the delay from one check's start to the next: interval
+// scaled by 1 + jitter×(2r−1), so with r uniform in [0,1) it is uniform in
+// [interval×(1−jitter), interval×(1+jitter)).
+func jitterDelay(interval time.Duration, jitter, r float64) time.Duration {
+	return interval + time.Duration(float64(interval)*jitter*(2*r-1))
+}
+
+// firstDelay is the delay before a new checker's first check: uniform in
+// [0, jitter×interval), so a config load does not fire every check at once,
+// and a new backend is still checked almost at once.
+func firstDelay(interval time.Duration, jitter, r float64) time.Duration {
+	return time.Duration(float64(interval) * jitter * r)
+}

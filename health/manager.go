@@ -1,0 +1,303 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// DefaultEventBuffer is the capacity of the Manager's event channel; beyond
+// it, events are coalesced per backend (see the package doc).
+const DefaultEventBuffer = 64
+
+// ErrClosed is returned by Set after Close.
+var ErrClosed = errors.New("health manager closed")
+
+// ManagerOptions tune a Manager; the zero value is ready to use.
+type ManagerOptions struct {
+	// EventBuffer is the capacity of the Events channel; 0 means
+	// DefaultEventBuffer.
+	EventBuffer int
+	// NewProber builds the prober of a target; nil means NewProber of
+	// the target's config. This is where a tunnel prober plugs in.
+	NewProber func(key string, t Target) (Prober, error)
+}
+
+// Manager runs one Checker per backend key and follows config changes.
+type Manager struct {
+	newProber func(string, Target) (Prober, error)
+	events    *coalescer
+
+	mu       sync.Mutex // serialises Set and Close; guards checkers
+	ctx      context.Context
+	cancel   context.CancelFunc
+	checkers map[string]*running
+	closed   bool
+}
+
+type running struct {
+	target Target
+	c      *Checker
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewManager returns a Manager with no targets.
+func NewManager(opts ManagerOptions) *Manager {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{
+		newProber: opts.NewProber,
+		events:    newCoalescer(orDefault(opts.EventBuffer, DefaultEventBuffer)),
+		ctx:       ctx,
+		cancel:    cancel,
+		checkers:  map[string]*running{},
+	}
+	if m.newProber == nil {
+		m.newProber = func(_ string, t Target) (Prober, error) { return NewProber(t.Config) }
+	}
+	go m.events.run()
+	return m
+}
+
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// Set makes targets the complete set of checked backends. Every target is
+// validated first; if one is bad, Set changes nothing and returns an error
+// that names its key and wraps ErrConfig. A target equal to the running
+// one keeps its checker and state; one whose config changed at the same
+// address is restarted with the old state; one whose address changed, and
+// every new one, starts afresh (Unknown, or Up with StartUp); removed ones
+// are stopped, and Set returns once their goroutines have ended. New
+// checkers' initial states are in States when Set returns; events report
+// changes from there.
+func (m *Manager) Set(targets map[string]Target) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	type plan struct {
+		key  string
+		c    *Checker
+		prev *running // changed config at the same address: inherit
+	}
+	var starts []plan
+	var stops []*running
+	for _, key := range sortedKeys(targets) {
+		t := targets[key]
+		old, ok := m.checkers[key]
+		if ok && old.target == t {
+			continue
+		}
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("health check of %q: %w", key, err)
+		}
+		p, err := m.newProber(key, t)
+		if err != nil {
+			return fmt.Errorf("health check of %q: %w", key, err)
+		}
+		c, err := NewChecker(key, t, p, m.events.push)
+		if err != nil {
+			return err
+		}
+		pl := plan{key: key, c: c}
+		if ok {
+			stops = append(stops, old)
+			if old.target.Addr == t.Addr {
+				pl.prev = old
+			}
+		}
+		starts = append(starts, pl)
+	}
+	for key, r := range m.checkers {
+		if _, ok := targets[key]; !ok {
+			stops = append(stops, r)
+			delete(m.checkers, key)
+		}
+	}
+	// Stop first, so a replaced checker's final state is what its
+	// successor inherits. Cancelling aborts a check in flight.
+	for _, r := range stops {
+		r.cancel()
+	}
+	for _, r := range stops {
+		<-r.done
+		if _, kept := targets[r.c.key]; !kept || r.target.Addr != targets[r.c.key].Addr {
+			m.events.drop(r.c.key) // nobody wants a gone backend's pending change
+		}
+	}
+	for _, pl := range starts {
+		if pl.prev != nil {
+			pl.c.inherit(pl.prev.c)
+		}
+		m.checkers[pl.key] = m.start(pl.c)
+	}
+	return nil
+}
+
+func (m *Manager) start(c *Checker) *running {
+	ctx, cancel := context.WithCancel(m.ctx)
+	r := &running{target: c.target, c: c, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		c.Run(ctx)
+	}()
+	return r
+}
+
+func sortedKeys(m map[string]Target) []string { return slices.Sorted(maps.Keys(m)) }
+
+// States returns a snapshot of every backend's status, by key.
+func (m *Manager) States() map[string]Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Status, len(m.checkers))
+	for k, r := range m.checkers {
+		out[k] = r.c.Status()
+	}
+	return out
+}
+
+// Status returns one backend's status.
+func (m *Manager) Status(key string) (Status, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.checkers[key]
+	if !ok {
+		return Status{}, false
+	}
+	return r.c.Status(), true
+}
+
+// Events returns the channel of state changes. It is closed by Close. An
+// event may still arrive for a backend that Set has just removed (it was
+// already in the channel): consumers ignore keys they do not know.
+func (m *Manager) Events() <-chan Event { return m.events.out }
+
+// Close stops every checker, waits for their goroutines and closes the
+// Events channel; pending events are dropped. It is safe to call twice.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	m.cancel()
+	for k, r := range m.checkers {
+		<-r.done
+		delete(m.checkers, k)
+	}
+	m.events.close()
+}
+
+// coalescer moves events from checkers to a buffered channel without ever
+// blocking a checker. One event per key waits beside the channel; a newer
+// change of the same key is merged into it.
+type coalescer struct {
+	out  chan Event
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
+	pending map[string]*Event
+	order   []string // keys of pending, oldest first
+}
+
+func newCoalescer(buffer int) *coalescer {
+	return &coalescer{
+		out:     make(chan Event, buffer),
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		pending: map[string]*Event{},
+	}
+}
+
+// push queues e; it never blocks.
+func (q *coalescer) push(e Event) {
+	q.mu.Lock()
+	if p, ok := q.pending[e.Key]; ok {
+		merged := e
+		merged.Old = p.Old
+		merged.Coalesced = p.Coalesced + e.Coalesced
+		*p = merged
+	} else {
+		q.pending[e.Key] = &e
+		q.order = append(q.order, e.Key)
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drop forgets the pending event of key.
+func (q *coalescer) drop(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.pending[key]; !ok {
+		return
+	}
+	delete(q.pending, key)
+	for i, k := range q.order {
+		if k == key {
+			q.order = append(q.order[:i], q.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// next takes the oldest pending event.
+func (q *coalescer) next() (Event, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.order) == 0 {
+		return Event{}, false
+	}
+	k := q.order[0]
+	q.order = q.order[1:]
+	e := *q.pending[k]
+	delete(q.pending, k)
+	return e, true
+}
+
+// run forwards pending events to out until close; it is the only sender.
+func (q *coalescer) run() {
+	defer close(q.done)
+	for {
+		select {
+		case <-q.wake:
+		case <-q.stop:
+			return
+		}
+		for {
+			e, ok := q.next()
+			if !ok {
+				break
+			}
+			select {
+			case q.out <- e:
+			case <-q.stop:
+				return
+			}
+		}
+	}
+}
+
+// close stops the forwarder and closes out.
+func (q *coalescer) close() {
+	close(q.stop)
+	<-q.done
+	close(q.out)
+}

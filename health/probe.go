@@ -1,0 +1,188 @@
+package health
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"syscall"
+	"time"
+)
+
+// Prober runs one check against target and returns its round-trip time.
+// It must return when ctx ends (the Checker gives it a context with the
+// check's timeout). Implementations must be safe for use by one goroutine
+// at a time; a Checker never calls Probe concurrently.
+type Prober interface {
+	Probe(ctx context.Context, target netip.AddrPort) (rtt time.Duration, err error)
+}
+
+// Kinds of check failure. Probers return *CheckError values that wrap one
+// of them, so callers can tell failures apart with errors.Is.
+var (
+	ErrConnect = errors.New("tcp connect failed")
+	ErrTimeout = errors.New("check timed out")
+	ErrStatus  = errors.New("unexpected http status")
+	ErrRequest = errors.New("request failed") // TLS handshake, reset, malformed response, ...
+)
+
+// CheckError is a failed check: Kind is ErrConnect, ErrTimeout, ErrStatus
+// or ErrRequest, Msg the operator-facing text used as the event reason, Err
+// the underlying error (may be nil).
+type CheckError struct {
+	Kind error
+	Msg  string
+	Err  error
+}
+
+func (e *CheckError) Error() string { return e.Msg }
+
+// Unwrap returns Kind and Err, so errors.Is matches both.
+func (e *CheckError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{e.Kind}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// timeoutError is the failure of a check that ran out of time.
+func timeoutError(d time.Duration) error {
+	return &CheckError{Kind: ErrTimeout, Msg: fmt.Sprintf("timeout after %v", d), Err: context.DeadlineExceeded}
+}
+
+// connectError names a failed connect by its cause alone ("connection
+// refused"), without the dial's addresses the operator already knows.
+func connectError(err error) error {
+	msg := err.Error()
+	var errno syscall.Errno
+	var op *net.OpError
+	switch {
+	case errors.As(err, &errno):
+		msg = errno.Error()
+	case errors.As(err, &op) && op.Err != nil:
+		msg = op.Err.Error()
+	}
+	return &CheckError{Kind: ErrConnect, Msg: "tcp connect: " + msg, Err: err}
+}
+
+// NewProber builds the prober that cfg describes.
+func NewProber(cfg Config) (Prober, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Kind == KindTCP {
+		return &TCPProber{}, nil
+	}
+	return NewHTTPProber(cfg)
+}
+
+// TCPProber checks that the backend accepts a TCP connection; the round
+// trip is the connect time (one SYN, SYN-ACK exchange).
+type TCPProber struct {
+	Dialer net.Dialer
+}
+
+// Probe connects to target and closes the connection.
+func (p *TCPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Duration, error) {
+	start := time.Now()
+	c, err := p.Dialer.DialContext(ctx, "tcp", target.String())
+	if err != nil {
+		return 0, connectError(err)
+	}
+	rtt := time.Since(start)
+	c.Close()
+	return rtt, nil
+}
+
+// UserAgent is sent by HTTP checks, so backends can tell them from traffic.
+const UserAgent = "fulcrum-health/1"
+
+// maxBody bounds what a check reads of a response body: enough for a
+// health page, and a broken backend cannot make the check read forever.
+const maxBody = 64 << 10
+
+// HTTPProber sends GET Path to the backend over HTTP/1.1 (TLS for https),
+// one connection per check (no keep-alive: each check exercises the connect
+// path as a new flow does), and passes if the status is expected.
+// Redirects are not followed: a 3xx is judged by its own code. The round
+// trip is the time from the start of the connect to the response headers.
+type HTTPProber struct {
+	scheme, path, host string
+	codes              StatusCodes
+	client             *http.Client
+}
+
+// NewHTTPProber builds an http or https prober from cfg.
+func NewHTTPProber(cfg Config) (*HTTPProber, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Kind != KindHTTP && cfg.Kind != KindHTTPS {
+		return nil, fieldErr("kind", "%q is not an http check", cfg.Kind)
+	}
+	codes, _ := ParseStatusCodes(cfg.ExpectStatus) // Validate parsed it
+	tr := &http.Transport{
+		Proxy:                  nil, // never through HTTP_PROXY: the backend itself is the question
+		DialContext:            (&net.Dialer{}).DialContext,
+		DisableKeepAlives:      true,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxBody,
+		TLSClientConfig: &tls.Config{
+			InsecureSkipVerify: !cfg.TLSVerify, // see Config.TLSVerify
+			ServerName:         serverName(cfg.Host),
+			MinVersion:         tls.VersionTLS12,
+		},
+	}
+	return &HTTPProber{
+		scheme: cfg.Kind,
+		path:   cfg.Path,
+		host:   cfg.Host,
+		codes:  codes,
+		client: &http.Client{
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}, nil
+}
+
+// Probe sends one request to target.
+func (p *HTTPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.scheme+"://"+target.String()+p.path, nil)
+	if err != nil {
+		return 0, &CheckError{Kind: ErrRequest, Msg: p.scheme + ": " + err.Error(), Err: err}
+	}
+	if p.host != "" {
+		req.Host = p.host
+	}
+	req.Header.Set("User-Agent", UserAgent)
+	start := time.Now()
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return 0, p.requestError(err)
+	}
+	rtt := time.Since(start)
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	resp.Body.Close()
+	if !p.codes.Contains(resp.StatusCode) {
+		return rtt, &CheckError{Kind: ErrStatus, Msg: fmt.Sprintf("http status %d not in %v", resp.StatusCode, p.codes)}
+	}
+	return rtt, nil
+}
+
+func (p *HTTPProber) requestError(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return connectError(err)
+	}
+	inner := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		inner = ue.Err // drop `Get "https://10.0.0.5:443/":`, the operator knows
+	}
+	return &CheckError{Kind: ErrRequest, Msg: p.scheme + ": " + inner.Error(), Err: err}
+}

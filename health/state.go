@@ -1,0 +1,220 @@
+package health
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// State is a backend's health as the balancer uses it.
+type State uint8
+
+const (
+	// Unknown: not yet checked enough to say; routes like Down.
+	Unknown State = iota
+	// Up: passed rise consecutive checks (or started Up with StartUp).
+	Up
+	// Down: failed fall consecutive checks, or ejected for flapping.
+	Down
+)
+
+func (s State) String() string {
+	switch s {
+	case Unknown:
+		return "unknown"
+	case Up:
+		return "up"
+	case Down:
+		return "down"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// MarshalText makes states read as words in JSON.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// RTTEWMAWeight is the weight of the newest round trip in Status.RTTEWMA:
+// 0.25 makes the average follow a change within a few checks while one
+// slow check moves it by a quarter of the difference.
+const RTTEWMAWeight = 0.25
+
+// Status is a snapshot of one backend's health and check counters.
+type Status struct {
+	Key   string         // the backend key given to NewChecker or Manager.Set
+	Addr  netip.AddrPort // the address checked (service port or Config.Port)
+	State State
+	Since time.Time // when State was entered (the checker's start for the initial state)
+	// Reason says why the backend entered State: the failing check
+	// ("tcp connect: connection refused", "http status 503 not in
+	// 200-399", "timeout after 1s"), "2 consecutive checks passed", or
+	// "flapping: ejected for 40s (...)".
+	Reason string
+
+	Checks          uint64 // checks completed
+	Failures        uint64 // of which failed
+	ConsecutiveOK   int    // passing checks in a row (0 after a failure)
+	ConsecutiveFail int    // failing checks in a row (0 after a pass)
+	LastCheck       time.Time
+	LastErr         error  `json:"-"` // the last check's error; nil if it passed
+	LastError       string // LastErr's text, for JSON ("" if it passed)
+
+	LastRTT time.Duration // round trip of the last passing check
+	RTTEWMA time.Duration // moving average of passing checks' round trips
+
+	Ejections    int           // flapping ejections so far
+	Backoff      time.Duration // length of the current or last ejection; 0 once reset
+	EjectedUntil time.Time     // end of the current ejection; zero when not ejected
+}
+
+// Routable reports whether the backend should receive new flows.
+func (s Status) Routable() bool { return s.State == Up }
+
+// Ejected reports whether the backend is held Down for flapping at now.
+func (s Status) Ejected(now time.Time) bool { return now.Before(s.EjectedUntil) }
+
+// Event is one state change of one backend.
+type Event struct {
+	Key      string
+	Addr     netip.AddrPort
+	Old, New State
+	Time     time.Time
+	// Reason is Status.Reason after the change.
+	Reason string
+	// Err is the failing check that caused a change to Down (nil for Up).
+	Err error
+	// Ejected is true when the change to Down is a flapping ejection;
+	// Status.Backoff and Status.EjectedUntil say for how long.
+	Ejected bool
+	// Coalesced is the number of changes this event stands for: 1, or
+	// more when the Manager merged changes a slow consumer had not yet
+	// received (Old is then the first change's, everything else the
+	// last's).
+	Coalesced int
+	// Status is the backend's status right after the change.
+	Status Status
+}
+
+// machine is the state machine of one backend. It is a pure function of
+// the check results and the times given to it, so its tests need no clock.
+type machine struct {
+	rise, fall int
+	window     time.Duration
+	base, max  time.Duration
+
+	st          Status
+	upSince     time.Time // start of the current proven Up period
+	provisional bool      // Up by StartUp, not yet confirmed by a check
+}
+
+func newMachine(key string, addr netip.AddrPort, cfg Config, now time.Time) *machine {
+	m := &machine{st: Status{Key: key, Addr: addr, State: Unknown, Since: now, Reason: "not checked yet"}}
+	m.configure(cfg)
+	if cfg.StartUp {
+		m.st.State = Up
+		m.st.Reason = "start_up: assumed up until the first check"
+		m.provisional = true
+	}
+	return m
+}
+
+// configure takes the counts and times from cfg; the state is kept, so a
+// checker whose config changed can inherit its predecessor's machine.
+func (m *machine) configure(cfg Config) {
+	m.rise, m.fall = cfg.Rise, cfg.Fall
+	m.window = cfg.EffectiveFlapWindow()
+	m.base, m.max = cfg.BackoffBase, cfg.BackoffMax
+}
+
+// observe records one check that ended at now and returns the event of the
+// state change it caused, if any.
+func (m *machine) observe(now time.Time, rtt time.Duration, err error) (Event, bool) {
+	s := &m.st
+	s.Checks++
+	s.LastCheck = now
+	s.LastErr = err
+	if err != nil {
+		s.Failures++
+		s.ConsecutiveFail++
+		s.ConsecutiveOK = 0
+		s.LastError = err.Error()
+	} else {
+		s.ConsecutiveOK++
+		s.ConsecutiveFail = 0
+		s.LastError = ""
+		s.LastRTT = rtt
+		if s.RTTEWMA == 0 {
+			s.RTTEWMA = rtt
+		} else {
+			s.RTTEWMA += time.Duration(RTTEWMAWeight * float64(rtt-s.RTTEWMA))
+		}
+	}
+
+	old := s.State
+	switch s.State {
+	case Up:
+		if err != nil {
+			if m.provisional || s.ConsecutiveFail >= m.fall {
+				return m.down(now, old, err), true
+			}
+			return Event{}, false
+		}
+		m.provisional = false
+		if m.upSince.IsZero() {
+			m.upSince = now // a StartUp backend's first pass starts its proven Up time
+		}
+		if s.Backoff > 0 && now.Sub(m.upSince) >= m.window {
+			s.Backoff = 0 // stable for a whole window: forgive past flaps
+		}
+		return Event{}, false
+	default: // Unknown, Down
+		if !s.EjectedUntil.IsZero() {
+			if now.Before(s.EjectedUntil) {
+				return Event{}, false // passes are counted, but cannot bring it Up yet
+			}
+			s.EjectedUntil = time.Time{}
+		}
+		if err == nil && s.ConsecutiveOK >= m.rise {
+			s.State, s.Since = Up, now
+			s.Reason = fmt.Sprintf("%d consecutive checks passed", s.ConsecutiveOK)
+			m.upSince = now
+			return m.event(now, old, nil, false), true
+		}
+		if err != nil && old == Unknown && s.ConsecutiveFail >= m.fall {
+			return m.down(now, old, err), true
+		}
+		return Event{}, false
+	}
+}
+
+// down moves the backend Down because of err and decides whether the Up
+// period that ends was a flap.
+func (m *machine) down(now time.Time, old State, err error) Event {
+	s := &m.st
+	flapped := old == Up && !m.upSince.IsZero() && now.Sub(m.upSince) < m.window
+	s.State, s.Since = Down, now
+	m.upSince = time.Time{}
+	m.provisional = false
+	if !flapped {
+		s.Backoff = 0
+		s.Reason = err.Error()
+		return m.event(now, old, err, false)
+	}
+	if s.Backoff == 0 {
+		s.Backoff = m.base
+	} else {
+		s.Backoff = min(2*s.Backoff, m.max)
+	}
+	s.Ejections++
+	s.EjectedUntil = now.Add(s.Backoff)
+	s.Reason = fmt.Sprintf("flapping: ejected for %v (%v)", s.Backoff, err)
+	return m.event(now, old, err, true)
+}
+
+func (m *machine) event(now time.Time, old State, err error, ejected bool) Event {
+	return Event{
+		Key: m.st.Key, Addr: m.st.Addr,
+		Old: old, New: m.st.State, Time: now,
+		Reason: m.st.Reason, Err: err, Ejected: ejected,
+		Coalesced: 1, Status: m.st,
+	}
+}

@@ -1,0 +1,177 @@
+package health
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	t0      = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	errFail = &CheckError{Kind: ErrConnect, Msg: "tcp connect: connection refused"}
+	addr    = netip.MustParseAddrPort("10.0.0.5:80")
+)
+
+// drive feeds results ('+' pass, '-' fail), one per step, and returns the
+// transitions as "i:old>new", with "!" for an ejection.
+func drive(m *machine, seq string, start time.Time, step time.Duration) []string {
+	var out []string
+	for i, r := range seq {
+		var err error
+		if r == '-' {
+			err = errFail
+		}
+		if ev, ok := m.observe(start.Add(time.Duration(i)*step), time.Millisecond, err); ok {
+			s := fmt.Sprintf("%d:%v>%v", i, ev.Old, ev.New)
+			if ev.Ejected {
+				s += "!"
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestMachineRiseFall(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		rise, fall int
+		startUp    bool
+		seq        string
+		want       string
+	}{
+		{"unknown up after rise", 2, 3, false, "++", "1:unknown>up"},
+		{"unknown stays below rise", 3, 3, false, "++-++", ""},
+		{"unknown down after fall", 2, 3, false, "---", "2:unknown>down"},
+		{"up tolerates fall-1", 2, 3, false, "++--+--+---", "1:unknown>up 10:up>down"},
+		{"down needs rise in a row", 2, 2, false, "--+-++", "1:unknown>down 5:down>up"},
+		{"rise 1 fall 1", 1, 1, false, "+-+-", "0:unknown>up 1:up>down 2:down>up 3:up>down"},
+		{"start_up first failure", 2, 3, true, "-", "0:up>down"},
+		{"start_up confirmed needs fall", 2, 3, true, "+--+---", "6:up>down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Rise, cfg.Fall, cfg.StartUp = tc.rise, tc.fall, tc.startUp
+			cfg.FlapWindow = time.Nanosecond // no flap damping here
+			m := newMachine("b", addr, cfg, t0)
+			got := strings.Join(drive(m, tc.seq, t0, time.Second), " ")
+			if got != tc.want {
+				t.Fatalf("transitions %q, want %q", got, tc.want)
+			}
+			st := m.st
+			if st.Checks != uint64(len(tc.seq)) || st.Failures != uint64(strings.Count(tc.seq, "-")) {
+				t.Fatalf("checks %d failures %d, want %d and %d", st.Checks, st.Failures, len(tc.seq), strings.Count(tc.seq, "-"))
+			}
+		})
+	}
+}
+
+func TestMachineEventAndCounters(t *testing.T) {
+	cfg := DefaultConfig() // rise 2, fall 3
+	m := newMachine("web/a", addr, cfg, t0)
+	if m.st.State != Unknown || m.st.Routable() {
+		t.Fatalf("initial state %v, want unknown and not routable", m.st.State)
+	}
+	m.observe(t0, 3*time.Millisecond, nil)
+	ev, ok := m.observe(t0.Add(2*time.Second), 5*time.Millisecond, nil)
+	if !ok || ev.Old != Unknown || ev.New != Up || ev.Err != nil || ev.Key != "web/a" || ev.Coalesced != 1 {
+		t.Fatalf("event %+v, want unknown>up for web/a", ev)
+	}
+	if s := ev.Status; s.ConsecutiveOK != 2 || s.Checks != 2 || s.LastRTT != 5*time.Millisecond || !s.Since.Equal(ev.Time) {
+		t.Fatalf("status %+v", s)
+	}
+	// EWMA: 3ms, then 3 + 0.25×(5−3) = 3.5ms.
+	if got := ev.Status.RTTEWMA; got != 3500*time.Microsecond {
+		t.Fatalf("RTTEWMA = %v, want 3.5ms", got)
+	}
+	// Failures leave the RTT alone (a fast refusal must not look fast).
+	for i := range 3 {
+		ev, ok = m.observe(t0.Add(time.Duration(3+i)*time.Minute), 0, errFail)
+	}
+	if !ok || ev.New != Down || !errors.Is(ev.Err, ErrConnect) || ev.Status.ConsecutiveFail != 3 {
+		t.Fatalf("event %+v, want up>down after 3 failures", ev)
+	}
+	if ev.Status.RTTEWMA != 3500*time.Microsecond || ev.Status.LastError != errFail.Msg || ev.Reason != errFail.Msg {
+		t.Fatalf("status %+v", ev.Status)
+	}
+	if ev.Ejected || ev.Status.Ejections != 0 {
+		t.Fatalf("an up period of minutes (window 20s) was taken for a flap: %+v", ev)
+	}
+}
+
+// A backend that cannot stay up is ejected; each flap doubles the ejection
+// up to the max; passes during an ejection are counted but do not bring it
+// up; the backoff resets after a whole window up.
+func TestMachineFlapBackoff(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Rise, cfg.Fall = 2, 1
+	cfg.FlapWindow = time.Minute
+	cfg.BackoffBase, cfg.BackoffMax = 10*time.Second, 25*time.Second
+	m := newMachine("b", addr, cfg, t0)
+	now := t0
+	step := func(d time.Duration, pass bool) (Event, bool) {
+		now = now.Add(d)
+		var err error
+		if !pass {
+			err = errFail
+		}
+		return m.observe(now, time.Millisecond, err)
+	}
+	up := func() {
+		t.Helper()
+		for range 1000 {
+			if ev, ok := step(time.Second, true); ok {
+				if ev.New != Up {
+					t.Fatalf("event %+v, want up", ev)
+				}
+				return
+			}
+		}
+		t.Fatal("never came up")
+	}
+	up()
+	for i, want := range []time.Duration{10 * time.Second, 20 * time.Second, 25 * time.Second, 25 * time.Second} {
+		ev, ok := step(time.Second, false)
+		if !ok || ev.New != Down || !ev.Ejected || ev.Status.Backoff != want || ev.Status.Ejections != i+1 {
+			t.Fatalf("flap %d: event %+v ok=%v, want an ejection for %v", i, ev, ok, want)
+		}
+		downAt := now
+		if !ev.Status.EjectedUntil.Equal(downAt.Add(want)) || !ev.Status.Ejected(now) {
+			t.Fatalf("flap %d: ejected until %v, want %v", i, ev.Status.EjectedUntil, downAt.Add(want))
+		}
+		if !strings.HasPrefix(ev.Reason, "flapping: ejected for") || !errors.Is(ev.Err, ErrConnect) {
+			t.Fatalf("flap %d: reason %q err %v", i, ev.Reason, ev.Err)
+		}
+		// Passing checks all through the ejection: no Up before it ends.
+		for now.Add(time.Second).Before(ev.Status.EjectedUntil) {
+			if ev2, ok := step(time.Second, true); ok {
+				t.Fatalf("flap %d: %v>%v during the ejection", i, ev2.Old, ev2.New)
+			}
+		}
+		if m.st.ConsecutiveOK < cfg.Rise {
+			t.Fatalf("flap %d: passes were not counted during the ejection", i)
+		}
+		ev, ok = step(time.Second, true)
+		if !ok || ev.New != Up || ev.Time.Before(downAt.Add(want)) {
+			t.Fatalf("flap %d: event %+v, want up right after the ejection", i, ev)
+		}
+	}
+	// Up for a whole window: the backoff is forgiven, and a later fall is
+	// not a flap.
+	for range 60 {
+		step(time.Second, true)
+	}
+	if m.st.Backoff != 0 || m.st.State != Up {
+		t.Fatalf("after a stable window: backoff %v state %v, want 0 and up", m.st.Backoff, m.st.State)
+	}
+	if ev, ok := step(time.Second, false); !ok || ev.Ejected {
+		t.Fatalf("fall after a stable window: %+v, want down without ejection", ev)
+	}
+	up()
+	if ev, ok := step(time.Second, false); !ok || !ev.Ejected || ev.Status.Backoff != cfg.BackoffBase || ev.Status.Ejections != 5 {
+		t.Fatalf("first flap after the reset: %+v, want an ejection for the base %v", ev, cfg.BackoffBase)
+	}
+}
