@@ -1,0 +1,214 @@
+// Command fulcrum-conncheck holds N long-lived TCP connections to a VIP and
+// exchanges an HTTP/1.1 keep-alive request on each every interval,
+// recording which backend answered (X-Backend) and every connection that
+// breaks. It is the lab's witness for "0 established connections broken":
+// a flow that an LB failure or a table change moves to another backend
+// breaks (the new backend has no such connection), so breaks count moves.
+//
+//	fulcrum-conncheck -target 203.0.113.7:80 -n 200 -interval 100ms -duration 20s
+//
+// At the end (or on SIGINT/SIGTERM) it prints a JSON report on stdout.
+// With -report FILE it also rewrites FILE with the report every second, so
+// a test can read progress while it runs.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Report is the checker's result.
+type Report struct {
+	Target      string         `json:"target"`
+	Connections int            `json:"connections"` // opened successfully
+	DialErrors  int            `json:"dial_errors"`
+	Exchanges   uint64         `json:"exchanges"` // request/response pairs that succeeded
+	Broken      []Break        `json:"broken"`    // connections that failed after opening
+	Switched    int            `json:"switched"`  // connections answered by a different backend than at first
+	PerBackend  map[string]int `json:"per_backend"`
+	Alive       int            `json:"alive"` // connections still working at the end
+	Elapsed     string         `json:"elapsed"`
+}
+
+// Break is one broken connection.
+type Break struct {
+	Conn    int    `json:"conn"`
+	Backend string `json:"backend"`
+	After   string `json:"after"` // since the start
+	Err     string `json:"err"`
+}
+
+type checker struct {
+	mu    sync.Mutex
+	start time.Time
+	rep   Report
+}
+
+func (c *checker) snapshot() Report {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.rep
+	r.Broken = append([]Break(nil), c.rep.Broken...)
+	sort.Slice(r.Broken, func(i, j int) bool { return r.Broken[i].Conn < r.Broken[j].Conn })
+	r.PerBackend = map[string]int{}
+	for k, v := range c.rep.PerBackend {
+		r.PerBackend[k] = v
+	}
+	r.Elapsed = time.Since(c.start).Round(time.Millisecond).String()
+	return r
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fulcrum-conncheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	target := fs.String("target", "", "VIP:port (required)")
+	n := fs.Int("n", 200, "connections to hold")
+	interval := fs.Duration("interval", 100*time.Millisecond, "time between exchanges on a connection")
+	duration := fs.Duration("duration", 10*time.Second, "how long to run")
+	timeout := fs.Duration("timeout", 2*time.Second, "an exchange slower than this breaks the connection")
+	reportFile := fs.String("report", "", "rewrite this file with the JSON report every second")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *target == "" || *n < 1 || *n > 100000 || *interval <= 0 || *duration <= 0 {
+		fmt.Fprintln(stderr, "fulcrum-conncheck: -target is required; -n 1..100000; -interval and -duration positive")
+		return 2
+	}
+	if _, _, err := net.SplitHostPort(*target); err != nil {
+		fmt.Fprintf(stderr, "fulcrum-conncheck: -target %q: %v\n", *target, err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *duration)
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	c := &checker{start: time.Now(), rep: Report{Target: *target, PerBackend: map[string]int{}}}
+	var wg sync.WaitGroup
+	for i := 0; i < *n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.hold(ctx, i, *target, *interval, *timeout)
+		}()
+		time.Sleep(time.Millisecond) // spread the SYNs
+	}
+	if *reportFile != "" {
+		go func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					writeReport(*reportFile, c.snapshot())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	r := c.snapshot()
+	if *reportFile != "" {
+		writeReport(*reportFile, r)
+	}
+	out, _ := json.MarshalIndent(r, "", "  ")
+	fmt.Fprintln(stdout, string(out))
+	return 0
+}
+
+func writeReport(path string, r Report) {
+	b, _ := json.Marshal(r)
+	tmp := path + ".tmp"
+	if os.WriteFile(tmp, b, 0o644) == nil {
+		os.Rename(tmp, path)
+	}
+}
+
+// hold opens one connection and exchanges requests on it until ctx ends or
+// it breaks.
+func (c *checker) hold(ctx context.Context, id int, target string, interval, timeout time.Duration) {
+	conn, err := (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", target)
+	if err != nil {
+		c.mu.Lock()
+		c.rep.DialErrors++
+		c.mu.Unlock()
+		return
+	}
+	defer conn.Close()
+	c.mu.Lock()
+	c.rep.Connections++
+	c.mu.Unlock()
+	br := bufio.NewReader(conn)
+	first := ""
+	switched := false
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		conn.SetDeadline(time.Now().Add(timeout))
+		backend, err := exchange(conn, br, target)
+		if err != nil {
+			if ctx.Err() != nil {
+				break // stopping, not broken
+			}
+			c.mu.Lock()
+			c.rep.Broken = append(c.rep.Broken, Break{Conn: id, Backend: first, After: time.Since(c.start).Round(time.Millisecond).String(), Err: err.Error()})
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Lock()
+		c.rep.Exchanges++
+		if first == "" {
+			first = backend
+			c.rep.PerBackend[backend]++
+		} else if backend != first && !switched {
+			switched = true
+			c.rep.Switched++
+		}
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			c.mu.Lock()
+			c.rep.Alive++
+			c.mu.Unlock()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func exchange(conn net.Conn, br *bufio.Reader, host string) (string, error) {
+	if _, err := fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", host); err != nil {
+		return "", err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return "", err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return "", fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return resp.Header.Get("X-Backend"), nil
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHoldsAndReportsBreaks(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", "be1")
+		w.Write([]byte("be1\n"))
+	}))
+	defer srv.Close()
+	target := strings.TrimPrefix(srv.URL, "http://")
+	// Break every connection after a while: the report must count each.
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		srv.CloseClientConnections()
+	}()
+	var out, errb bytes.Buffer
+	if code := run([]string{"-target", target, "-n", "20", "-interval", "20ms", "-duration", "1500ms"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var r Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if r.Connections != 20 || r.PerBackend["be1"] != 20 || len(r.Broken) != 20 || r.Alive != 0 || r.Exchanges < 20 {
+		t.Errorf("report %+v", r)
+	}
+}
+
+func TestAllAliveWithoutBreaks(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", "be2")
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	run([]string{"-target", strings.TrimPrefix(srv.URL, "http://"), "-n", "10", "-interval", "20ms", "-duration", "500ms"}, &out, &errb)
+	var r Report
+	json.Unmarshal(out.Bytes(), &r)
+	if r.Connections != 10 || len(r.Broken) != 0 || r.Alive != 10 {
+		t.Errorf("report %+v", r)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{{}, {"-target", "nope"}, {"-target", "1.2.3.4:80", "-n", "0"}, {"-bogus"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

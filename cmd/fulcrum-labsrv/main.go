@@ -1,0 +1,91 @@
+// Command fulcrum-labsrv is the lab's backend: an HTTP server that names
+// itself in every response (header X-Backend and the body), so clients can
+// tell which backend served them. It listens on the VIP (held on the
+// backend's loopback) and answers clients directly (DSR).
+//
+//	fulcrum-labsrv -name be1 -listen 203.0.113.7:80 [-health 10.0.1.1:8080]
+//
+// -health adds a listener on the backend's own address for the LB's health
+// checks (GET /healthz). SIGUSR1 toggles the health endpoint between 200
+// and 503, so a test can make a check fail while the service keeps working
+// (the chapter's "check that lies").
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	name := flag.String("name", "", "backend name, returned in X-Backend (required)")
+	listen := flag.String("listen", "", "service address, usually VIP:port (required)")
+	healthAddr := flag.String("health", "", "optional health-check listener, e.g. 10.0.1.1:8080")
+	flag.Parse()
+	if *name == "" || *listen == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: fulcrum-labsrv -name NAME -listen ADDR:PORT [-health ADDR:PORT]")
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("backend", *name)
+	var sick atomic.Bool
+	var served atomic.Uint64
+	svc := http.NewServeMux()
+	svc.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.Header().Set("X-Backend", *name)
+		fmt.Fprintf(w, "%s\n", *name)
+	})
+	hc := http.NewServeMux()
+	hc.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if sick.Load() {
+			http.Error(w, "sick", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	svc.Handle("/healthz", hc)
+	servers := []*http.Server{{Addr: *listen, Handler: svc, ReadHeaderTimeout: 10 * time.Second}}
+	if *healthAddr != "" {
+		servers = append(servers, &http.Server{Addr: *healthAddr, Handler: hc, ReadHeaderTimeout: 10 * time.Second})
+	}
+	errs := make(chan error, len(servers))
+	for _, s := range servers {
+		ln, err := net.Listen("tcp", s.Addr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fulcrum-labsrv: %v\n", err)
+			os.Exit(1)
+		}
+		go func() { errs <- s.Serve(ln) }()
+	}
+	log.Info("serving", "listen", *listen, "health", *healthAddr)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	for {
+		select {
+		case err := <-errs:
+			log.Error("server stopped", "err", err)
+			os.Exit(1)
+		case s := <-sigs:
+			if s == syscall.SIGUSR1 {
+				log.Info("health endpoint toggled", "sick", !sick.Load())
+				sick.Store(!sick.Load())
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			for _, srv := range servers {
+				srv.Shutdown(ctx)
+			}
+			cancel()
+			log.Info("stopped", "requests", served.Load())
+			return
+		}
+	}
+}
