@@ -42,9 +42,10 @@ import (
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
-// weightScale multiplies every weight so slow start can ramp in fine steps
-// even for backends of weight 1 (Maglev weights are relative).
-const weightScale = 100
+// WeightScale multiplies every weight in the tables so slow start can ramp
+// in fine steps even for backends of weight 1 (Maglev weights are
+// relative): an effective weight of 150 is 1.5 configured units.
+const WeightScale = 100
 
 // Health is a backend's health as the control plane sees it.
 type Health uint8
@@ -205,7 +206,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 		for _, b := range v.Backends {
 			k := dataplane.BackendKey(v.Name, b.Name)
 			st := p.backends[k]
-			w := p.baseWeight(st) * weightScale
+			w := p.baseWeight(st) * WeightScale
 			eff := dataplane.Effective{Weight: w}
 			switch {
 			case st.drained:
@@ -493,6 +494,8 @@ func reloadable(old, cur *config.Config) error {
 		return errors.New("the exception path changed: restart fulcrum to apply it")
 	case old.Conntrack != cur.Conntrack:
 		return errors.New("[conntrack] changed: restart fulcrum to apply it")
+	case old.Admin != cur.Admin:
+		return errors.New("[admin] changed: restart fulcrum to apply it")
 	}
 	return nil
 }
@@ -513,6 +516,7 @@ type BackendStatus struct {
 	Slots     int     `json:"table_slots"`
 	Share     float64 `json:"table_share"`
 	Flows     uint64  `json:"active_flows"`
+	NewFlows  uint64  `json:"new_flows"`
 	Packets   uint64  `json:"packets"`
 	Bytes     uint64  `json:"bytes"`
 }
@@ -529,6 +533,7 @@ type VIPStatus struct {
 	Serving   bool            `json:"serving"` // some backend takes new flows
 	Packets   uint64          `json:"packets"`
 	Bytes     uint64          `json:"bytes"`
+	NewFlows  uint64          `json:"new_flows"`
 	Backends  []BackendStatus `json:"backends"`
 }
 
@@ -540,6 +545,9 @@ type Status struct {
 	LastError     string               `json:"last_error,omitempty"`
 	VIPs          []VIPStatus          `json:"vips"`
 	Workers       []dataplane.Counters `json:"-"`
+	// Stale lists the workers that did not answer the counter snapshot in
+	// time (stopped or stuck): their counters read zero.
+	Stale []int `json:"stale_workers,omitempty"`
 }
 
 // Status reports every VIP and backend with their counters. With flows, it
@@ -549,8 +557,11 @@ type Status struct {
 func (p *Plane) Status(withFlows bool) Status {
 	counters := make([]dataplane.Counters, len(p.workers))
 	var flows []uint32
+	var stale []int
 	for i, w := range p.workers {
-		w.Snapshot(&counters[i], 2*time.Second)
+		if !w.Snapshot(&counters[i], 2*time.Second) {
+			stale = append(stale, i)
+		}
 		if withFlows {
 			op := dataplane.CountFlowsOp()
 			if w.Run(op, 5*time.Second) == nil {
@@ -568,7 +579,7 @@ func (p *Plane) Status(withFlows bool) Status {
 	svc := p.shared.Services.Load()
 	now := p.now()
 	over, _, _ := p.effective(now)
-	st := Status{Generation: svc.Gen, Rebuilds: p.rebuilds, LastRebuildMs: float64(p.lastDur.Microseconds()) / 1000, Workers: counters}
+	st := Status{Generation: svc.Gen, Rebuilds: p.rebuilds, LastRebuildMs: float64(p.lastDur.Microseconds()) / 1000, Workers: counters, Stale: stale}
 	if p.lastErr != nil {
 		st.LastError = p.lastErr.Error()
 	}
@@ -587,6 +598,7 @@ func (p *Plane) Status(withFlows bool) Status {
 		for _, c := range counters {
 			vs.Packets += c.VIPs[v.ID].Packets
 			vs.Bytes += c.VIPs[v.ID].Bytes
+			vs.NewFlows += c.VIPs[v.ID].NewFlows
 		}
 		for _, id := range v.Members {
 			b := svc.Backends[id]
@@ -596,14 +608,17 @@ func (p *Plane) Status(withFlows bool) Status {
 				bs.Weight = p.baseWeight(bst)
 				bs.Health, bs.Reason, bs.Drained = bst.health.String(), bst.reason, bst.drained
 				eff := over[dataplane.BackendKey(v.Name, b.Name)]
-				bs.SlowStart = !bst.drained && eff.Weight > 0 && eff.Weight < bs.Weight*weightScale
+				bs.SlowStart = !bst.drained && eff.Weight > 0 && eff.Weight < bs.Weight*WeightScale
 			}
 			if vs.TableSize > 0 {
 				bs.Share = float64(bs.Slots) / float64(vs.TableSize)
 			}
 			for _, c := range counters {
-				bs.Packets += c.Backends[id].Packets
-				bs.Bytes += c.Backends[id].Bytes
+				if bc := c.Backends[id]; bc.Gen == b.Gen {
+					bs.Packets += bc.Packets
+					bs.Bytes += bc.Bytes
+					bs.NewFlows += bc.NewFlows
+				}
 			}
 			if flows != nil {
 				bs.Flows = uint64(flows[id])

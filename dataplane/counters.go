@@ -47,8 +47,12 @@ func (r DropReason) String() string {
 }
 
 // PacketBytes counts forwarded packets and bytes, and new flows (conntrack
-// misses that chose this VIP or backend).
-type PacketBytes struct{ Packets, Bytes, NewFlows uint64 }
+// misses that chose this VIP or backend). For a backend, Gen is the
+// incarnation of its id the counts belong to: a reused id starts from zero.
+type PacketBytes struct {
+	Packets, Bytes, NewFlows uint64
+	Gen                      uint32
+}
 
 // Counters are one worker's counters. The worker writes them with plain
 // stores; the control plane reads a consistent copy through Snapshot.
@@ -134,9 +138,11 @@ func (w *Worker) Idle(now conntrack.Time) {
 
 // Snapshot copies the worker's counters into dst, waiting up to timeout for
 // the worker to reach the end of a burst (or an idle poll). It returns
-// false if the worker did not answer in time (stopped or stuck). Only one
-// Snapshot per worker may run at a time.
+// false if the worker did not answer in time (stopped or stuck). Concurrent
+// callers take turns.
 func (w *Worker) Snapshot(dst *Counters, timeout time.Duration) bool {
+	w.snapMu.Lock()
+	defer w.snapMu.Unlock()
 	if dst.VIPs == nil {
 		dst.init()
 	}
@@ -169,7 +175,7 @@ func (w *Worker) Local() *Counters { return &w.c }
 // "no-service=3 truncated-tcp=1".
 func DropSummary(c *Counters) string {
 	var b []byte
-	add := func(name string, v uint64) {
+	ForEachDrop(c, func(name string, v uint64) {
 		if v == 0 {
 			return
 		}
@@ -179,17 +185,65 @@ func DropSummary(c *Counters) string {
 		b = append(b, name...)
 		b = append(b, '=')
 		b = strconv.AppendUint(b, v, 10)
+	})
+	return string(b)
+}
+
+// ForEachDrop calls f with every drop counter of c and its reason's name
+// (the names dataplane.DropSummary logs and docs/drop-reasons.md lists):
+// parse failures, encapsulation drops, then the dataplane's own reasons.
+// Zero counters are included so metrics exist from the start.
+func ForEachDrop(c *Counters, f func(reason string, n uint64)) {
+	for r := 1; r < len(c.Parse); r++ { // Parse[0] is "ok"
+		f(packet.Reason(r).String(), c.Parse[r])
 	}
-	for r := 1; r < len(c.Parse); r++ {
-		add(packet.Reason(r).String(), c.Parse[r])
-	}
-	for r, v := range c.Encap {
+	for r, n := range c.Encap {
 		if encap.Result(r).Drop() {
-			add(encap.Result(r).String(), v)
+			f(encap.Result(r).String(), n)
 		}
 	}
-	for r, v := range c.Drops {
-		add(DropReason(r).String(), v)
+	for r, n := range c.Drops {
+		f(DropReason(r).String(), n)
 	}
-	return string(b)
+}
+
+// Add adds the worker-wide counters of c to sum (not the per-VIP and
+// per-backend ones: the control plane's Status sums those).
+func (sum *Counters) Add(c *Counters) {
+	sum.RxPackets += c.RxPackets
+	sum.RxBytes += c.RxBytes
+	sum.TxPackets += c.TxPackets
+	sum.TxBytes += c.TxBytes
+	sum.TxFull += c.TxFull
+	sum.Punted += c.Punted
+	sum.FromKernel += c.FromKernel
+	sum.Fragments += c.Fragments
+	sum.ICMPErrors += c.ICMPErrors
+	sum.CTHits += c.CTHits
+	sum.CTMisses += c.CTMisses
+	sum.Moved += c.Moved
+	sum.Bursts += c.Bursts
+	sum.IdlePolls += c.IdlePolls
+	for i, n := range c.Parse {
+		sum.Parse[i] += n
+	}
+	for i, n := range c.Encap {
+		sum.Encap[i] += n
+	}
+	for i, n := range c.Drops {
+		sum.Drops[i] += n
+	}
+	ct, s := &c.Conntrack, &sum.Conntrack
+	s.Hits += ct.Hits
+	s.Misses += ct.Misses
+	s.Inserts += ct.Inserts
+	s.InsertFailed += ct.InsertFailed
+	s.Expired += ct.Expired
+	s.Deleted += ct.Deleted
+	s.Dropped += ct.Dropped
+	s.Reopened += ct.Reopened
+	for i, n := range ct.Evicted {
+		s.Evicted[i] += n
+	}
+	sum.Flows += c.Flows
 }

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
@@ -69,10 +70,11 @@ type Worker struct {
 	ctOut    [MaxBurst]*conntrack.Entry
 	Verdicts [MaxBurst]Verdict
 
-	c    Counters
-	snap snapshotReq
-	op   atomic.Pointer[Op]
-	now  conntrack.Time // of the last burst, for Idle
+	c      Counters
+	snap   snapshotReq
+	snapMu sync.Mutex // one Snapshot reader at a time (slow path)
+	op     atomic.Pointer[Op]
+	now    conntrack.Time // of the last burst, for Idle
 }
 
 // NewWorker creates a worker with its own conntrack table.
@@ -167,7 +169,7 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 			vc := &c.VIPs[v.ID]
 			vc.Packets++
 			vc.Bytes += uint64(p.Len)
-			bc := &c.Backends[be.ID]
+			bc := backendCounters(c, be)
 			bc.Packets++
 			bc.Bytes += uint64(p.Len)
 		}
@@ -285,7 +287,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		return be
 	}
 	c.CTMisses++
-	c.Backends[be.ID].NewFlows++
+	backendCounters(c, be).NewFlows++
 	c.VIPs[v.ID].NewFlows++
 	if !icmp {
 		// An ICMP error for a flow this instance has not seen is routed by
@@ -313,4 +315,14 @@ func (w *Worker) fromTable(svc *Services, v *VIP, hash uint64) *Backend {
 func (w *Worker) drop(i int, r DropReason) {
 	w.c.Drops[r]++
 	w.Verdicts[i] = Drop
+}
+
+// backendCounters is be's counter slot, reset when its id was handed to a
+// new backend since the last packet.
+func backendCounters(c *Counters, be *Backend) *PacketBytes {
+	bc := &c.Backends[be.ID]
+	if bc.Gen != be.Gen {
+		*bc = PacketBytes{Gen: be.Gen}
+	}
+	return bc
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -47,6 +48,8 @@ func exampleConfig(t *testing.T, dir, in, out string) string {
 	}
 	s := strings.Replace(string(b), "rx_pcap=examples/in.pcap,tx_pcap=/tmp/fulcrum-out.pcap", "rx_pcap="+in+",tx_pcap="+out, 1)
 	s = strings.Replace(s, `file_prefix = "fulcrum-example"`, fmt.Sprintf(`file_prefix = "fulcrum-pcaptest-%d"`, os.Getpid()), 1)
+	// The admin API on a unix socket of the test's own.
+	s += fmt.Sprintf("\n[admin]\nlisten = \"unix:%s\"\n", filepath.Join(dir, "admin.sock"))
 	p := filepath.Join(dir, "fulcrum.toml")
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
@@ -277,6 +280,45 @@ func TestRunStopsOnSIGTERM(t *testing.T) {
 			t.Fatalf("daemon did not start:\n%s", stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// fulcrumctl against the running daemon: status, and a drain that the
+	// daemon's tables then show.
+	ctl := filepath.Join(t.TempDir(), "fulcrumctl")
+	if out, err := exec.Command("go", "build", "-o", ctl, "../fulcrumctl").CombinedOutput(); err != nil {
+		t.Fatalf("build fulcrumctl: %v\n%s", err, out)
+	}
+	sock := "unix:" + filepath.Join(dir, "admin.sock")
+	if out, err := exec.Command(ctl, "--addr", sock, "drain", "web", "be2").CombinedOutput(); err != nil {
+		t.Fatalf("fulcrumctl drain: %v\n%s", err, out)
+	}
+	out, err := exec.Command(ctl, "--addr", sock, "--json", "backends", "web").Output()
+	if err != nil {
+		t.Fatalf("fulcrumctl backends: %v", err)
+	}
+	var vip struct {
+		Backends []struct {
+			Name       string `json:"name"`
+			Drained    bool   `json:"drained"`
+			TableSlots int    `json:"table_slots"`
+		} `json:"backends"`
+	}
+	if err := json.Unmarshal(out, &vip); err != nil {
+		t.Fatalf("fulcrumctl --json backends: %v\n%s", err, out)
+	}
+	drained := 0
+	for _, b := range vip.Backends {
+		if b.Name == "be2" && b.Drained && b.TableSlots == 0 {
+			drained++
+		}
+	}
+	if drained != 1 || len(vip.Backends) != 3 {
+		t.Errorf("after drain, backends: %s", out)
+	}
+	if out, err := exec.Command(ctl, "--addr", sock, "status").CombinedOutput(); err != nil {
+		t.Errorf("fulcrumctl status: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(ctl, "--addr", sock, "vips").CombinedOutput(); err != nil || !strings.Contains(string(out), "web6") {
+		t.Errorf("fulcrumctl vips: %v\n%s", err, out)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)

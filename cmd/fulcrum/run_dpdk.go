@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fulcrumlb/fulcrum/admin"
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dpdk"
@@ -93,6 +95,20 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		log.Error("health checks", "err", err)
 		return 1
 	}
+	adm := admin.New(plane, cfg.Admin, *path, log)
+	admLn, err := adm.Listen()
+	if err != nil && !errors.Is(err, admin.ErrDisabled) {
+		log.Error("admin API", "listen", cfg.Admin.Listen, "err", err)
+		return 1
+	}
+	if admLn != nil {
+		go func() {
+			if err := adm.Serve(ctx, admLn); err != nil {
+				log.Error("admin API stopped", "err", err)
+			}
+		}()
+		log.Info("admin API listening", "addr", cfg.Admin.Listen)
+	}
 	if eng.HasTap() {
 		if err := dataplane.ConfigureExceptionIface(cfg, eng.PortMAC, ""); err != nil {
 			log.Error("exception path", "err", err)
@@ -158,7 +174,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 func snapshot(eng *dataplane.Engine) []dataplane.Counters {
 	out := make([]dataplane.Counters, len(eng.Workers()))
 	for i, w := range eng.Workers() {
-		w.Snapshot(&out[i], time.Second)
+		w.Snapshot(&out[i], time.Second) // takes turns with the admin API's readers
 	}
 	return out
 }

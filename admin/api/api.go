@@ -1,0 +1,198 @@
+// Package api is the wire contract of Fulcrum's admin API: its paths and
+// the JSON documents it serves. The server (package admin) and its clients
+// (fulcrumctl, scripts, tests) share these types, so the CLI does not pull
+// in the control plane or the metrics library to speak to a daemon.
+//
+// Units: packets and bytes are totals since the daemon started; weights
+// are in the configuration's units (EffectiveWeight is fractional during a
+// slow start); shares are fractions of the Maglev table (0..1).
+package api
+
+import (
+	"net/url"
+	"strconv"
+)
+
+// Prefix is the path prefix of every JSON endpoint (the API's version).
+const Prefix = "/api/v1"
+
+// Paths of the endpoints that take no names.
+const (
+	StatusPath  = Prefix + "/status"
+	VIPsPath    = Prefix + "/vips"
+	LookupPath  = Prefix + "/lookup"
+	ReloadPath  = Prefix + "/reload"
+	MetricsPath = "/metrics"
+)
+
+// Backend actions: POST VIPPath(vip)/backends/{backend}/{action}.
+const (
+	ActionDrain   = "drain"
+	ActionUndrain = "undrain"
+	ActionWeight  = "weight"
+)
+
+// VIPPath is the path of one VIP. Names are path-escaped: a VIP's default
+// name ("203.0.113.7:80/tcp") contains a slash.
+func VIPPath(vip string) string { return VIPsPath + "/" + url.PathEscape(vip) }
+
+// TablePath is the path of a VIP's Maglev table.
+func TablePath(vip string) string { return VIPPath(vip) + "/table" }
+
+// BackendPath is the path of one backend of a VIP.
+func BackendPath(vip, backend string) string {
+	return VIPPath(vip) + "/backends/" + url.PathEscape(backend)
+}
+
+// ActionPath is the path of an operator action on a backend.
+func ActionPath(vip, backend, action string) string {
+	return BackendPath(vip, backend) + "/" + action
+}
+
+// LookupQuery is the query of a lookup: proto is "tcp" or "udp".
+func LookupQuery(src, dst string, sport, dport uint16, proto string) string {
+	q := url.Values{}
+	q.Set("src", src)
+	q.Set("dst", dst)
+	q.Set("sport", strconv.Itoa(int(sport)))
+	q.Set("dport", strconv.Itoa(int(dport)))
+	q.Set("proto", proto)
+	return LookupPath + "?" + q.Encode()
+}
+
+// Error is the body of every response that is not 2xx.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// Status is GET /api/v1/status: the control plane and every worker.
+type Status struct {
+	Generation    uint64   `json:"generation"` // of the published service snapshot
+	Rebuilds      uint64   `json:"rebuilds"`
+	LastRebuildMs float64  `json:"last_rebuild_ms"`
+	LastError     string   `json:"last_error,omitempty"` // of the last failed rebuild
+	ConfigFile    string   `json:"config_file,omitempty"`
+	VIPs          int      `json:"vips"`
+	PanicVIPs     []string `json:"panic_vips"` // VIPs in panic mode (fail open)
+	Total         Worker   `json:"total"`      // the workers summed (Worker is -1)
+	Workers       []Worker `json:"workers"`
+}
+
+// Worker is one dataplane worker's (lcore's) counters.
+type Worker struct {
+	Worker      int               `json:"worker"`
+	RxPackets   uint64            `json:"rx_packets"`
+	RxBytes     uint64            `json:"rx_bytes"`
+	TxPackets   uint64            `json:"tx_packets"`
+	TxBytes     uint64            `json:"tx_bytes"`
+	Forwarded   uint64            `json:"forwarded"`    // encapsulated toward a backend
+	ICMPReplies uint64            `json:"icmp_replies"` // too-big answered to the client
+	Punted      uint64            `json:"punted"`       // handed to the kernel
+	FromKernel  uint64            `json:"from_kernel"`
+	Fragments   uint64            `json:"fragments"`
+	ICMPErrors  uint64            `json:"icmp_errors"` // routed to the backend of the quoted flow
+	Moved       uint64            `json:"moved"`       // pinned flows re-selected (backend gone)
+	TxFull      uint64            `json:"tx_full"`
+	Dropped     uint64            `json:"dropped"`
+	Drops       map[string]uint64 `json:"drops"` // by reason; zero counters are left out
+	Conntrack   Conntrack         `json:"conntrack"`
+}
+
+// Conntrack is one worker's flow table.
+type Conntrack struct {
+	Flows        int               `json:"flows"` // live entries
+	Hits         uint64            `json:"hits"`
+	Misses       uint64            `json:"misses"`
+	Inserts      uint64            `json:"inserts"`
+	InsertFailed uint64            `json:"insert_failed"`
+	Expired      uint64            `json:"expired"`
+	Evictions    map[string]uint64 `json:"evictions"` // live entries evicted, by state
+}
+
+// VIP is one virtual service. In GET /api/v1/vips Backends is left out; in
+// GET /api/v1/vips/{vip} it lists every backend.
+type VIP struct {
+	Name         string    `json:"name"`
+	Address      string    `json:"address"`
+	Port         uint16    `json:"port"`
+	Protocol     string    `json:"protocol"`
+	Encap        string    `json:"encap"`
+	TableSize    int       `json:"table_size"` // 0: no table (no backend takes new flows)
+	Panic        bool      `json:"panic_mode"`
+	Serving      bool      `json:"serving"`
+	BackendCount int       `json:"backend_count"`
+	Healthy      int       `json:"healthy"` // backends not failing their checks
+	Usable       int       `json:"usable"`  // backends in the table (effective weight > 0)
+	Packets      uint64    `json:"packets"`
+	Bytes        uint64    `json:"bytes"`
+	NewFlows     uint64    `json:"new_flows"`
+	ActiveFlows  uint64    `json:"active_flows"`
+	Backends     []Backend `json:"backends,omitempty"`
+}
+
+// Backend is one backend of a VIP, as HAProxy's "show stat" shows a server.
+type Backend struct {
+	VIP             string  `json:"vip"`
+	Name            string  `json:"name"`
+	Address         string  `json:"address"`
+	ID              uint32  `json:"id"`
+	Health          string  `json:"health"` // up, down, or unchecked (no health check)
+	Reason          string  `json:"reason,omitempty"`
+	Weight          int     `json:"weight"`           // configured, or set by the operator
+	EffectiveWeight float64 `json:"effective_weight"` // in the table now (drain, health, slow start)
+	Drained         bool    `json:"drained"`
+	Down            bool    `json:"down"` // its pinned flows are moved away
+	SlowStart       bool    `json:"slow_start"`
+	TableSlots      int     `json:"table_slots"`
+	TableShare      float64 `json:"table_share"`
+	ActiveFlows     uint64  `json:"active_flows"`
+	NewFlows        uint64  `json:"new_flows"`
+	Packets         uint64  `json:"packets"`
+	Bytes           uint64  `json:"bytes"`
+}
+
+// Table is GET /api/v1/vips/{vip}/table: the backend name of every slot of
+// the VIP's Maglev table. Instances of a fleet that see the same backends
+// must serve the same Slots (and so the same Digest).
+type Table struct {
+	VIP    string   `json:"vip"`
+	Size   int      `json:"size"`   // 0: the VIP has no table
+	Digest string   `json:"digest"` // sha256 of the slot names, one per line
+	Slots  []string `json:"slots"`
+}
+
+// Lookup is GET /api/v1/lookup: where a flow goes, and why.
+type Lookup struct {
+	Src   string `json:"src"`
+	Dst   string `json:"dst"`
+	Sport uint16 `json:"sport"`
+	Dport uint16 `json:"dport"`
+	Proto string `json:"proto"`
+
+	VIP     string `json:"vip,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	Address string `json:"address,omitempty"`
+	// Reason: "conntrack" (pinned by an earlier packet, on Worker),
+	// "conntrack-stale" (pinned to a backend that is gone: the next packet
+	// takes Slot), "table" (a new flow would take Slot), "no-backend" (the
+	// VIP takes no new flows), "not-a-vip".
+	Reason string `json:"reason"`
+	Worker int    `json:"worker"` // -1 unless found in conntrack
+	State  string `json:"state,omitempty"`
+	IdleMs uint32 `json:"idle_ms,omitempty"`
+	Slot   int    `json:"slot"` // -1 when no table slot applies
+	Hash   string `json:"hash"`
+}
+
+// WeightRequest is the body of POST .../backends/{backend}/weight (the
+// weight may instead be given as ?weight=N).
+type WeightRequest struct {
+	Weight *int `json:"weight"`
+}
+
+// Reload is the answer to POST /api/v1/reload.
+type Reload struct {
+	File       string `json:"file"`
+	Generation uint64 `json:"generation"`
+	VIPs       int    `json:"vips"`
+}

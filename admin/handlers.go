@@ -1,0 +1,574 @@
+package admin
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fulcrumlb/fulcrum/admin/api"
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/control"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/encap"
+)
+
+// maxWeight is the largest weight a backend may have (config and
+// control.Plane.SetWeight check the same bound).
+const maxWeight = 65535
+
+// httpError is an error with the status code it is answered with.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &httpError{http.StatusBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// statusOf maps an error to its HTTP status: 404 for unknown VIPs and
+// backends, 503 when a worker did not answer, 500 for the rest.
+func statusOf(err error) int {
+	var he *httpError
+	switch {
+	case errors.As(err, &he):
+		return he.code
+	case errors.Is(err, control.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, dataplane.ErrTimeout), errors.Is(err, dataplane.ErrBusy):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// apiFunc answers a request with a document to encode, or an error.
+type apiFunc func(r *http.Request) (any, error)
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(api.StatusPath, s.read(s.getStatus))
+	mux.Handle(api.VIPsPath, s.read(s.getVIPs))
+	mux.Handle(api.VIPsPath+"/{vip}", s.read(s.getVIP))
+	mux.Handle(api.VIPsPath+"/{vip}/table", s.read(s.getTable))
+	mux.Handle(api.VIPsPath+"/{vip}/backends/{backend}", s.read(s.getBackend))
+	mux.Handle(api.VIPsPath+"/{vip}/backends/{backend}/{action}", s.mutate(s.postAction))
+	mux.Handle(api.LookupPath, s.read(s.getLookup))
+	mux.Handle(api.ReloadPath, s.mutate(s.postReload))
+	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+		ErrorLog:      promLogger{s.log},
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	mux.Handle(api.MetricsPath, s.methods(metrics, http.MethodGet, http.MethodHead))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &httpError{http.StatusNotFound, fmt.Sprintf("no endpoint %s", r.URL.Path)})
+	})
+	return s.guard(mux)
+}
+
+// guard is the outermost layer: the DNS-rebinding check, and a recover so a
+// bug answers 500 instead of killing the daemon.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("admin API handler panicked", "method", r.Method, "path", r.URL.Path, "panic", v)
+				s.writeError(w, r, fmt.Errorf("internal error: %v", v))
+			}
+		}()
+		if !s.hostAllowed(r) {
+			s.writeError(w, r, &httpError{http.StatusForbidden, fmt.Sprintf("Host %q is not an address: refused (DNS rebinding guard; connect by IP or localhost)", r.Host)})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// methods answers 405 (as JSON, with Allow) to any other method.
+func (s *Server) methods(h http.Handler, allowed ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, m := range allowed {
+			if r.Method == m {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		s.writeError(w, r, &httpError{http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed: use %s", r.Method, strings.Join(allowed, " or "))})
+	})
+}
+
+// read serves a GET endpoint: open to whoever can connect.
+func (s *Server) read(f apiFunc) http.Handler {
+	return s.methods(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, err := f(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.writeJSON(w, r, http.StatusOK, v)
+	}), http.MethodGet, http.MethodHead)
+}
+
+// mutate serves a POST endpoint: same-origin only, token checked, logged.
+func (s *Server) mutate(f apiFunc) http.Handler {
+	return s.methods(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.cop.Check(r); err != nil {
+			s.writeError(w, r, &httpError{http.StatusForbidden, "cross-origin request refused: " + err.Error()})
+			return
+		}
+		if !s.authorized(r) {
+			s.log.Warn("admin API: unauthorized call refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fulcrum"`)
+			s.writeError(w, r, &httpError{http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <admin.token>"})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
+		v, err := f(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.log.Info("admin API call", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		s.writeJSON(w, r, http.StatusOK, v)
+	}), http.MethodPost)
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, code int, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(api.Error{Error: "encoding the answer: " + err.Error()})
+	}
+	b = append(b, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	if r.Method != http.MethodHead {
+		w.Write(b)
+	}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := statusOf(err)
+	if code >= 500 {
+		s.log.Warn("admin API call failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	}
+	s.writeJSON(w, r, code, api.Error{Error: err.Error()})
+}
+
+// promLogger passes promhttp's errors to slog.
+type promLogger struct {
+	log interface{ Warn(string, ...any) }
+}
+
+func (l promLogger) Println(v ...any) {
+	l.log.Warn("metrics: " + strings.TrimSpace(fmt.Sprintln(v...)))
+}
+
+// --- reads ---
+
+func (s *Server) getStatus(r *http.Request) (any, error) {
+	st := s.status(false)
+	out := api.Status{
+		Generation: st.Generation, Rebuilds: st.Rebuilds, LastRebuildMs: st.LastRebuildMs, LastError: st.LastError,
+		ConfigFile: s.plane.Config().File, VIPs: len(st.VIPs), PanicVIPs: []string{},
+		Workers: make([]api.Worker, len(st.Workers)),
+	}
+	for _, v := range st.VIPs {
+		if v.Panic {
+			out.PanicVIPs = append(out.PanicVIPs, v.Name)
+		}
+	}
+	total := &dataplane.Counters{}
+	for i := range st.Workers {
+		c := &st.Workers[i]
+		out.Workers[i] = workerJSON(i, c)
+		total.Add(c)
+	}
+	out.Total = workerJSON(-1, total)
+	return out, nil
+}
+
+func workerJSON(id int, c *dataplane.Counters) api.Worker {
+	w := api.Worker{
+		Worker: id, RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
+		Forwarded: c.Encap[encap.Forward], ICMPReplies: c.Encap[encap.ICMPReply], Punted: c.Punted,
+		FromKernel: c.FromKernel, Fragments: c.Fragments, ICMPErrors: c.ICMPErrors, Moved: c.Moved,
+		TxFull: c.TxFull, Dropped: c.Dropped(), Drops: map[string]uint64{},
+		Conntrack: api.Conntrack{Flows: c.Flows, Hits: c.CTHits, Misses: c.CTMisses, Inserts: c.Conntrack.Inserts,
+			InsertFailed: c.Conntrack.InsertFailed, Expired: c.Conntrack.Expired, Evictions: map[string]uint64{}},
+	}
+	dataplane.ForEachDrop(c, func(reason string, n uint64) {
+		if n > 0 {
+			w.Drops[reason] += n
+		}
+	})
+	for st, n := range c.Conntrack.Evicted {
+		w.Conntrack.Evictions[conntrack.State(st).String()] = n
+	}
+	return w
+}
+
+func (s *Server) getVIPs(r *http.Request) (any, error) {
+	st := s.status(true)
+	out := make([]api.VIP, 0, len(st.VIPs))
+	for i := range st.VIPs {
+		v := vipJSON(&st.VIPs[i], st.Workers)
+		v.Backends = nil
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (s *Server) getVIP(r *http.Request) (any, error) {
+	name, err := s.resolveVIP(r.PathValue("vip"))
+	if err != nil {
+		return nil, err
+	}
+	st := s.status(true)
+	v := findVIP(&st, name)
+	if v == nil {
+		return nil, vipNotFound(name)
+	}
+	return vipJSON(v, st.Workers), nil
+}
+
+func (s *Server) getBackend(r *http.Request) (any, error) {
+	vip, backend, err := s.resolveBackend(r.PathValue("vip"), r.PathValue("backend"))
+	if err != nil {
+		return nil, err
+	}
+	return s.backendNow(vip, backend)
+}
+
+// backendNow is a backend's current state, with its flow count.
+func (s *Server) backendNow(vip, backend string) (api.Backend, error) {
+	st := s.status(true)
+	if v := findVIP(&st, vip); v != nil {
+		for i := range v.Backends {
+			if v.Backends[i].Name == backend {
+				return backendJSON(&v.Backends[i], st.Workers), nil
+			}
+		}
+	}
+	return api.Backend{}, fmt.Errorf("vip %q backend %q: %w", vip, backend, control.ErrNotFound)
+}
+
+func findVIP(st *control.Status, name string) *control.VIPStatus {
+	for i := range st.VIPs {
+		if st.VIPs[i].Name == name {
+			return &st.VIPs[i]
+		}
+	}
+	return nil
+}
+
+func vipNotFound(name string) error { return fmt.Errorf("vip %q: %w", name, control.ErrNotFound) }
+
+func vipJSON(v *control.VIPStatus, workers []dataplane.Counters) api.VIP {
+	out := api.VIP{
+		Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol, Encap: v.Encap,
+		TableSize: v.TableSize, Panic: v.Panic, Serving: v.Serving, Packets: v.Packets, Bytes: v.Bytes,
+		BackendCount: len(v.Backends), Backends: make([]api.Backend, 0, len(v.Backends)),
+	}
+	for i := range v.Backends {
+		b := backendJSON(&v.Backends[i], workers)
+		// Every new flow is counted on its VIP and its backend together
+		// (dataplane.Worker.pin), so the VIP's are its backends' sum.
+		out.NewFlows += b.NewFlows
+		out.ActiveFlows += b.ActiveFlows
+		if b.Health != "down" {
+			out.Healthy++
+		}
+		if b.EffectiveWeight > 0 {
+			out.Usable++
+		}
+		out.Backends = append(out.Backends, b)
+	}
+	return out
+}
+
+func backendJSON(b *control.BackendStatus, workers []dataplane.Counters) api.Backend {
+	out := api.Backend{
+		VIP: b.VIP, Name: b.Name, Address: b.Address, ID: b.ID, Health: b.Health, Reason: b.Reason,
+		Weight: b.Weight, EffectiveWeight: effectiveWeight(b), Drained: b.Drained, Down: b.Down,
+		SlowStart: b.SlowStart, TableSlots: b.Slots, TableShare: b.Share, ActiveFlows: b.Flows,
+		Packets: b.Packets, Bytes: b.Bytes, NewFlows: b.NewFlows,
+	}
+	return out
+}
+
+// effectiveScale is what control multiplies weights by so slow start can
+// ramp weight-1 backends in fine steps: BackendStatus.Effective is in
+// hundredths of a configured weight (control's weightScale).
+const effectiveScale = control.WeightScale
+
+func effectiveWeight(b *control.BackendStatus) float64 {
+	return float64(b.Effective) / effectiveScale
+}
+
+func (s *Server) getTable(r *http.Request) (any, error) {
+	name, err := s.resolveVIP(r.PathValue("vip"))
+	if err != nil {
+		return nil, err
+	}
+	keys, err := s.plane.Table(name)
+	if err != nil {
+		return nil, err
+	}
+	out := api.Table{VIP: name, Size: len(keys), Slots: make([]string, len(keys))}
+	h := sha256.New()
+	prefix := dataplane.BackendKey(name, "")
+	for i, k := range keys {
+		out.Slots[i] = strings.TrimPrefix(k, prefix)
+		io.WriteString(h, out.Slots[i])
+		io.WriteString(h, "\n")
+	}
+	out.Digest = hex.EncodeToString(h.Sum(nil))
+	return out, nil
+}
+
+func (s *Server) getLookup(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	addr := func(key string) (netip.Addr, error) {
+		v := q.Get(key)
+		if v == "" {
+			return netip.Addr{}, badRequest("%s: missing (an IP address)", key)
+		}
+		a, err := netip.ParseAddr(v)
+		if err != nil || a.Zone() != "" {
+			return netip.Addr{}, badRequest("%s %q: not an IP address", key, v)
+		}
+		return a.Unmap(), nil
+	}
+	port := func(key string) (uint16, error) {
+		v := q.Get(key)
+		if v == "" {
+			return 0, badRequest("%s: missing (a port number)", key)
+		}
+		n, err := strconv.ParseUint(v, 10, 16)
+		if err != nil {
+			return 0, badRequest("%s %q: not a port (0..65535)", key, v)
+		}
+		return uint16(n), nil
+	}
+	src, err := addr("src")
+	if err != nil {
+		return nil, err
+	}
+	dst, err := addr("dst")
+	if err != nil {
+		return nil, err
+	}
+	if src.Is4() != dst.Is4() {
+		return nil, badRequest("src %v and dst %v are of different address families", src, dst)
+	}
+	sport, err := port("sport")
+	if err != nil {
+		return nil, err
+	}
+	dport, err := port("dport")
+	if err != nil {
+		return nil, err
+	}
+	protoName := strings.ToLower(q.Get("proto"))
+	var proto uint8
+	switch protoName {
+	case "", "tcp", "6":
+		proto, protoName = 6, "tcp"
+	case "udp", "17":
+		proto, protoName = 17, "udp"
+	default:
+		return nil, badRequest("proto %q: not tcp or udp", q.Get("proto"))
+	}
+	res, err := s.plane.Lookup(src, dst, sport, dport, proto)
+	if err != nil {
+		return nil, err
+	}
+	out := api.Lookup{
+		Src: src.String(), Dst: dst.String(), Sport: sport, Dport: dport, Proto: protoName,
+		VIP: res.VIP, Backend: res.Backend, Address: res.Address, Reason: res.Reason, Worker: -1,
+		State: res.State, IdleMs: res.IdleMs, Slot: res.Slot, Hash: res.Hash,
+	}
+	if strings.HasPrefix(res.Reason, "conntrack") {
+		out.Worker = res.Worker
+	}
+	return out, nil
+}
+
+// --- operator actions ---
+
+func (s *Server) postAction(r *http.Request) (any, error) {
+	action := r.PathValue("action")
+	switch action {
+	case api.ActionDrain, api.ActionUndrain, api.ActionWeight:
+	default:
+		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no backend action %q (drain, undrain, weight)", action)}
+	}
+	vip, backend, err := s.resolveBackend(r.PathValue("vip"), r.PathValue("backend"))
+	if err != nil {
+		return nil, err
+	}
+	switch action {
+	case api.ActionDrain:
+		err = s.plane.Drain(vip, backend)
+	case api.ActionUndrain:
+		err = s.plane.Undrain(vip, backend)
+	case api.ActionWeight:
+		var w int
+		if w, err = weightOf(r); err != nil {
+			return nil, err
+		}
+		err = s.plane.SetWeight(vip, backend, w)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.backendNow(vip, backend)
+}
+
+// weightOf reads the weight from ?weight=N or the body {"weight": N}.
+func weightOf(r *http.Request) (int, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return 0, badRequest("body: larger than %d bytes", mbe.Limit)
+		}
+		return 0, badRequest("body: %v", err)
+	}
+	body = bytes.TrimSpace(body)
+	qs, inQuery := r.URL.Query()["weight"]
+	var w int
+	switch {
+	case inQuery && len(body) > 0:
+		return 0, badRequest("weight: give it in the query or in the body, not both")
+	case inQuery:
+		if w, err = strconv.Atoi(qs[0]); err != nil {
+			return 0, badRequest("weight %q: not an integer", qs[0])
+		}
+	case len(body) > 0:
+		var req api.WeightRequest
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return 0, badRequest("body: %v (want {\"weight\": N})", err)
+		}
+		if dec.More() {
+			return 0, badRequest("body: trailing data after the JSON object")
+		}
+		if req.Weight == nil {
+			return 0, badRequest("weight: missing from the body (want {\"weight\": N})")
+		}
+		w = *req.Weight
+	default:
+		return 0, badRequest("weight: missing (?weight=N or {\"weight\": N})")
+	}
+	if w < 0 || w > maxWeight {
+		return 0, badRequest("weight %d: outside 0..%d", w, maxWeight)
+	}
+	return w, nil
+}
+
+func (s *Server) postReload(r *http.Request) (any, error) {
+	if s.reloadPath == "" {
+		return nil, &httpError{http.StatusConflict, "reload: the daemon was not started from a configuration file"}
+	}
+	if err := s.plane.Reload(s.reloadPath); err != nil {
+		return nil, &httpError{http.StatusUnprocessableEntity, fmt.Sprintf("reload %s rejected, the running configuration stays: %v", s.reloadPath, err)}
+	}
+	st := s.status(false)
+	return api.Reload{File: s.reloadPath, Generation: st.Generation, VIPs: len(st.VIPs)}, nil
+}
+
+// --- names ---
+
+// resolveVIP finds a VIP by its name, or by "address:port" or "address"
+// when exactly one VIP matches. Unknown names are ErrNotFound.
+func (s *Server) resolveVIP(ref string) (string, error) {
+	if ref == "" {
+		return "", badRequest("vip: empty name")
+	}
+	vips := s.plane.Config().VIPs
+	for i := range vips {
+		if vips[i].Name == ref {
+			return ref, nil
+		}
+	}
+	var match []string
+	if ap, err := netip.ParseAddrPort(ref); err == nil {
+		for i := range vips {
+			if vips[i].Address.Addr == ap.Addr().Unmap() && vips[i].Port == int(ap.Port()) {
+				match = append(match, vips[i].Name)
+			}
+		}
+	} else if a, err := netip.ParseAddr(ref); err == nil {
+		for i := range vips {
+			if vips[i].Address.Addr == a.Unmap() {
+				match = append(match, vips[i].Name)
+			}
+		}
+	}
+	switch len(match) {
+	case 0:
+		return "", vipNotFound(ref)
+	case 1:
+		return match[0], nil
+	}
+	return "", badRequest("vip %q: matches %d VIPs (%s): use a name", ref, len(match), strings.Join(match, ", "))
+}
+
+// resolveBackend finds a backend of a VIP by its name, or by its address
+// when exactly one backend of the VIP has it.
+func (s *Server) resolveBackend(vipRef, ref string) (vip, backend string, err error) {
+	if vip, err = s.resolveVIP(vipRef); err != nil {
+		return "", "", err
+	}
+	if ref == "" {
+		return "", "", badRequest("backend: empty name")
+	}
+	cfg := s.plane.Config()
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		if v.Name != vip {
+			continue
+		}
+		var match []string
+		a, aerr := netip.ParseAddr(ref)
+		for j := range v.Backends {
+			b := &v.Backends[j]
+			if b.Name == ref {
+				return vip, ref, nil
+			}
+			if aerr == nil && b.Address.Addr == a.Unmap() {
+				match = append(match, b.Name)
+			}
+		}
+		switch len(match) {
+		case 0:
+		case 1:
+			return vip, match[0], nil
+		default:
+			return "", "", badRequest("backend %q: matches %d backends of vip %q (%s): use a name", ref, len(match), vip, strings.Join(match, ", "))
+		}
+	}
+	return "", "", fmt.Errorf("vip %q backend %q: %w", vip, ref, control.ErrNotFound)
+}

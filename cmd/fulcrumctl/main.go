@@ -1,0 +1,282 @@
+// Command fulcrumctl talks to a running fulcrum daemon through its admin
+// API, the way HAProxy's runtime socket is used: show the state, drain a
+// backend, change a weight, ask where a flow goes, reload.
+//
+//	fulcrumctl [--addr 127.0.0.1:9180 | --addr unix:/path] [--token T] [--json] COMMAND
+//
+// Human-readable tables by default; --json prints the API's JSON. Exit
+// codes: 0 ok, 1 the API refused or could not be reached, 2 bad usage.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/admin/api"
+)
+
+const usage = `usage: fulcrumctl [flags] COMMAND [ARGS]
+
+commands:
+  status                          control plane and per-worker counters
+  vips                            every VIP with its totals
+  backends VIP                    a VIP's backends (health, weight, drain, flows, packets)
+  drain VIP BACKEND               stop new flows to a backend; its flows stay
+  undrain VIP BACKEND             let it take new flows again (slow start)
+  weight VIP BACKEND N            set a backend's weight (0..65535) until a reload changes it
+  lookup SRC DST SPORT DPORT [tcp|udp]
+                                  which backend a flow goes to, and why
+  table VIP                       the VIP's Maglev table, one slot a line (compare instances)
+  reload                          re-read the daemon's configuration file
+
+A VIP is its name, or ADDRESS:PORT; a BACKEND is its name or address.
+
+flags (before or after the command):
+  --addr ADDR      admin API: host:port, unix:/path or http(s)://... (default
+                   $FULCRUM_ADDR or 127.0.0.1:9180)
+  --token TOKEN    bearer token for drain, undrain, weight, reload (default $FULCRUM_TOKEN)
+  --json           print the API's JSON instead of tables
+  --timeout D      give up on the daemon after D (default 30s)
+`
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitAPI   = 1
+	exitUsage = 2
+)
+
+const defaultAddr = "127.0.0.1:9180"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// usageError is a command line the user must fix.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// run is main without the exit, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fulcrumctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addr := fs.String("addr", envOr("FULCRUM_ADDR", defaultAddr), "")
+	token := fs.String("token", os.Getenv("FULCRUM_TOKEN"), "")
+	asJSON := fs.Bool("json", false, "")
+	timeout := fs.Duration("timeout", 30*time.Second, "")
+	help := fs.Bool("help", false, "")
+	fs.BoolVar(help, "h", false, "")
+
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		fmt.Fprintf(stderr, "fulcrumctl: %v\n\n%s", err, usage)
+		return exitUsage
+	}
+	if *help || (len(pos) > 0 && pos[0] == "help") {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	if len(pos) == 0 {
+		fmt.Fprintf(stderr, "fulcrumctl: no command\n\n%s", usage)
+		return exitUsage
+	}
+	cmd, ok := commands[pos[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "fulcrumctl: unknown command %q\n\n%s", pos[0], usage)
+		return exitUsage
+	}
+	if n := len(pos) - 1; n < cmd.minArgs || n > cmd.maxArgs {
+		fmt.Fprintf(stderr, "fulcrumctl: usage: fulcrumctl %s\n", cmd.usage)
+		return exitUsage
+	}
+	if *timeout <= 0 {
+		fmt.Fprintf(stderr, "fulcrumctl: --timeout %v: must be positive\n", *timeout)
+		return exitUsage
+	}
+	c, err := newClient(*addr, *token, *timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "fulcrumctl: %v\n", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	out := &output{w: stdout, json: *asJSON}
+	if err := cmd.run(ctx, c, out, pos[1:]); err != nil {
+		fmt.Fprintf(stderr, "fulcrumctl %s: %v\n", pos[0], err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "usage: fulcrumctl %s\n", cmd.usage)
+			return exitUsage
+		}
+		return exitAPI
+	}
+	return exitOK
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseInterleaved parses flags wherever they stand among the positional
+// arguments ("fulcrumctl backends web --json"); "--" ends the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		// flag stops at "--" (and drops it) or at the first non-flag.
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+type command struct {
+	usage            string
+	minArgs, maxArgs int
+	run              func(ctx context.Context, c *client, out *output, args []string) error
+}
+
+var commands = map[string]command{
+	"status":   {"status", 0, 0, cmdStatus},
+	"vips":     {"vips", 0, 0, cmdVIPs},
+	"backends": {"backends VIP", 1, 1, cmdBackends},
+	"drain":    {"drain VIP BACKEND", 2, 2, cmdAction(api.ActionDrain)},
+	"undrain":  {"undrain VIP BACKEND", 2, 2, cmdAction(api.ActionUndrain)},
+	"weight":   {"weight VIP BACKEND N", 3, 3, cmdAction(api.ActionWeight)},
+	"lookup":   {"lookup SRC DST SPORT DPORT [tcp|udp]", 4, 5, cmdLookup},
+	"table":    {"table VIP", 1, 1, cmdTable},
+	"reload":   {"reload", 0, 0, cmdReload},
+}
+
+// output prints either the API's JSON or a human-readable rendering.
+type output struct {
+	w    io.Writer
+	json bool
+}
+
+// show prints raw (the API's JSON) with --json, or decodes it into v and
+// calls human.
+func show[T any](out *output, raw []byte, human func(io.Writer, *T)) error {
+	if out.json {
+		_, err := out.w.Write(raw)
+		return err
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("the daemon's answer is not what this fulcrumctl expects: %v", err)
+	}
+	human(out.w, &v)
+	return nil
+}
+
+func cmdStatus(ctx context.Context, c *client, out *output, _ []string) error {
+	raw, err := c.do(ctx, "GET", api.StatusPath, nil)
+	if err != nil {
+		return err
+	}
+	return show(out, raw, printStatus)
+}
+
+func cmdVIPs(ctx context.Context, c *client, out *output, _ []string) error {
+	raw, err := c.do(ctx, "GET", api.VIPsPath, nil)
+	if err != nil {
+		return err
+	}
+	return show(out, raw, printVIPs)
+}
+
+func cmdBackends(ctx context.Context, c *client, out *output, args []string) error {
+	raw, err := c.do(ctx, "GET", api.VIPPath(args[0]), nil)
+	if err != nil {
+		return err
+	}
+	return show(out, raw, printBackends)
+}
+
+func cmdAction(action string) func(context.Context, *client, *output, []string) error {
+	return func(ctx context.Context, c *client, out *output, args []string) error {
+		var body []byte
+		if action == api.ActionWeight {
+			w, err := strconv.Atoi(args[2])
+			if err != nil {
+				return usagef("weight %q: not an integer", args[2])
+			}
+			body, _ = json.Marshal(api.WeightRequest{Weight: &w})
+		}
+		raw, err := c.do(ctx, "POST", api.ActionPath(args[0], args[1], action), body)
+		if err != nil {
+			return err
+		}
+		return show(out, raw, func(w io.Writer, b *api.Backend) { printAction(w, action, b) })
+	}
+}
+
+func cmdLookup(ctx context.Context, c *client, out *output, args []string) error {
+	for i, name := range []string{"SRC", "DST"} {
+		if _, err := netip.ParseAddr(args[i]); err != nil {
+			return usagef("%s %q: not an IP address", name, args[i])
+		}
+	}
+	var ports [2]uint16
+	for i, name := range []string{"SPORT", "DPORT"} {
+		p, err := strconv.ParseUint(args[2+i], 10, 16)
+		if err != nil {
+			return usagef("%s %q: not a port (0..65535)", name, args[2+i])
+		}
+		ports[i] = uint16(p)
+	}
+	proto := "tcp"
+	if len(args) == 5 {
+		proto = strings.ToLower(args[4])
+		if proto != "tcp" && proto != "udp" {
+			return usagef("protocol %q: not tcp or udp", args[4])
+		}
+	}
+	raw, err := c.do(ctx, "GET", api.LookupQuery(args[0], args[1], ports[0], ports[1], proto), nil)
+	if err != nil {
+		return err
+	}
+	return show(out, raw, printLookup)
+}
+
+func cmdTable(ctx context.Context, c *client, out *output, args []string) error {
+	raw, err := c.do(ctx, "GET", api.TablePath(args[0]), nil)
+	if err != nil {
+		return err
+	}
+	return show(out, raw, printTable)
+}
+
+func cmdReload(ctx context.Context, c *client, out *output, _ []string) error {
+	raw, err := c.do(ctx, "POST", api.ReloadPath, nil)
+	if err != nil {
+		return err
+	}
+	return show(out, raw, func(w io.Writer, r *api.Reload) {
+		fmt.Fprintf(w, "reloaded %s: generation %d, %d VIPs\n", r.File, r.Generation, r.VIPs)
+	})
+}
