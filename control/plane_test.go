@@ -487,3 +487,43 @@ func TestLookupExplainsTheChoice(t *testing.T) {
 		t.Errorf("table dump: %d slots, err %v, slot %d = %q (lookup said %q)", len(tb), err, res.Slot, tb[res.Slot], res.Backend)
 	}
 }
+
+func TestDrainTimeoutMovesTheRest(t *testing.T) {
+	f := newFixture(t, strings.Replace(baseConfig, `drain_timeout = "0s"`, `drain_timeout = "30s"`, 1))
+	var onBe1 []uint16
+	be1 := f.addr("be1")
+	for i := 0; i < 300; i++ {
+		if f.lc.send(syn(t, uint16(6000+i), "S")).dst == be1 {
+			onBe1 = append(onBe1, uint16(6000+i))
+		}
+	}
+	if err := f.plane.Drain("web", "be1"); err != nil {
+		t.Fatal(err)
+	}
+	// Within the timeout its flows stay...
+	f.advance(29 * time.Second)
+	f.plane.mu.Lock()
+	f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	for _, p := range onBe1 {
+		if f.lc.send(syn(t, p, "A")).dst != be1 {
+			t.Fatal("a drained backend's flow moved before the drain timeout")
+		}
+	}
+	// ...after it, they are moved.
+	f.advance(2 * time.Second)
+	f.plane.mu.Lock()
+	f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	if st := f.backend("be1"); !st.Down {
+		t.Fatalf("be1 after the drain timeout: %+v", st)
+	}
+	for _, p := range onBe1 {
+		if f.lc.send(syn(t, p, "A")).dst == be1 {
+			t.Fatal("a flow stayed on the drained backend after the timeout")
+		}
+	}
+	if len(onBe1) == 0 {
+		t.Fatal("no flow landed on be1")
+	}
+}
