@@ -1,0 +1,244 @@
+// Command fulcrum-decap is the backend half of Fulcrum's tunnels for hosts
+// whose kernel cannot decapsulate them (the lab's kernel has no GRE, IPIP
+// or FOU module): it receives the GRE, IPIP and GUE packets the load
+// balancer sends, strips the outer headers with package decap and writes
+// the inner packet into a TUN device, so the kernel receives the client's
+// packet as if it had arrived on that device. The kernel answers the
+// client directly from the VIP (direct server return); nothing goes back
+// through this agent.
+//
+//	fulcrum-decap -tun fdecap0 [-gre] [-ipip] [-gue 6080] [-addr LOCAL]...
+//
+// Production backends use the kernel's own tunnels instead (ip link add
+// type gre / ipip / ip6tnl, or ip fou add port 6080 gue), which do the same
+// without a copy through user space.
+//
+// # What the backend needs
+//
+//   - The VIP as a local address, on lo (ip addr add 203.0.113.7/32 dev lo)
+//     or on the TUN device, and the service bound to it (or to 0.0.0.0).
+//   - Reverse-path filtering off or loose for the decapsulated packets: the
+//     client's address is not routed via the TUN device, so strict mode
+//     (rp_filter=1) drops them. The agent sets
+//     net.ipv4.conf.<tun>.rp_filter=0 itself; the kernel uses the larger of
+//     that and net.ipv4.conf.all.rp_filter, so "all" must be 0 or 2 (the
+//     agent warns when it is 1). accept_local is needed only if clients use
+//     the backend's own addresses. IPv6 has no rp_filter.
+//   - A route back to the clients (the default route): replies leave with
+//     the VIP as source, straight to the client.
+//   - Only on an L2 segment shared with the LBs or routers that also carry
+//     the VIP: arp_ignore=1 and arp_announce=2 (and a VIP on lo, not on a
+//     NIC), so the backend never answers ARP for the VIP. With the VIP on
+//     lo behind a routed hop, as in the lab, they do not matter.
+//
+// # Sockets
+//
+// Raw IPv4 sockets for protocols 47 (GRE), 4 and 41 (IPIP) deliver the
+// whole IPv4 packet, which decap.Strip checks; raw IPv6 sockets deliver the
+// payload after the IPv6 header (the kernel keeps it), which
+// decap.StripPayload checks; a UDP socket on the GUE port delivers the GUE
+// header on, which decap.StripGUE checks. With no -addr the sockets take
+// every local address of both families; with -addr, only those addresses.
+//
+// # Counters
+//
+// SIGUSR1 and exit log one "counters" line: packets in per socket
+// (in.gre4, in.gre6, in.4in4, in.6in4, in.4in6, in.6in6, in.gue4, in.gue6), written to the TUN per kind (out.gre,
+// out.ipip, out.gue), and dropped per reason (drop.gre-flags, drop.tun-write
+// ...; the reasons are decap.Error's names). SIGTERM or SIGINT stops it
+// cleanly: the sockets close, the TUN device disappears.
+//
+// Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure (no
+// permission, no /dev/net/tun), 2 on a bad flag.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/fulcrumlb/fulcrum/decap"
+)
+
+const usageHead = `usage: fulcrum-decap [-tun NAME] [-gre] [-ipip] [-gue PORT] [-addr LOCAL]... [flags]
+
+Receives Fulcrum's GRE, IPIP and GUE tunnel packets (IPv4 or IPv6 outer),
+strips the outer headers and writes the inner packets into the TUN device
+NAME, where the kernel's stack answers the clients directly (DSR).
+
+Without -gre, -ipip and -gue every kind is accepted, GUE on port 6080; with
+any of them, only the kinds named. The VIP must be a local address (on lo),
+and net.ipv4.conf.all.rp_filter 0 or 2. SIGUSR1 logs the counters.
+
+flags:
+`
+
+// IFNAMSIZ is Linux's interface name buffer, NUL included.
+const ifNameSize = 16
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// errUsage marks a flag error that the flag package has already reported.
+var errUsage = errors.New("usage")
+
+// options is the command line, checked.
+type options struct {
+	tun       string
+	kinds     []decap.Kind
+	guePort   uint16
+	addrs     []netip.Addr // empty: every local address
+	zeroCsum6 bool
+	logJSON   bool
+}
+
+// addrList is -addr: repeatable, comma-separated allowed.
+type addrList []netip.Addr
+
+func (l *addrList) String() string {
+	s := make([]string, len(*l))
+	for i, a := range *l {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *addrList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(f))
+		if err != nil || a.Zone() != "" {
+			return fmt.Errorf("%q is not an IPv4 or IPv6 address", f)
+		}
+		if a.IsUnspecified() || a.IsMulticast() {
+			return fmt.Errorf("%s is not a unicast address", a)
+		}
+		*l = append(*l, a.Unmap())
+	}
+	return nil
+}
+
+// parseFlags reads and checks the command line.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("fulcrum-decap", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHead)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.tun, "tun", "fdecap0", "TUN device to create and write inner packets to")
+	gre := fs.Bool("gre", false, "accept GRE (IP protocol 47)")
+	ipip := fs.Bool("ipip", false, "accept IPIP (IP protocols 4 and 41)")
+	gue := fs.Int("gue", int(decap.DefaultGUEPort), "accept GUE on this UDP port (0: off)")
+	var addrs addrList
+	fs.Var(&addrs, "addr", "local outer address to receive tunnels on, repeatable (default: every local address)")
+	fs.BoolVar(&o.zeroCsum6, "gue-zero-csum6", false, "accept GUE over IPv6 with a zero UDP checksum (RFC 6935), for an LB whose encap.Config.GUEZeroChecksumV6 is set")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, errUsage
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+
+	if o.tun == "" || len(o.tun) >= ifNameSize || strings.ContainsAny(o.tun, "/ \t\n:%") || o.tun == "." || o.tun == ".." {
+		return o, fmt.Errorf("-tun %q: want an interface name of 1 to %d characters without '/', ':', '%%' or spaces", o.tun, ifNameSize-1)
+	}
+	if *gue < 0 || *gue > 65535 {
+		return o, fmt.Errorf("-gue %d: want a UDP port 1-65535, or 0 for no GUE", *gue)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["gre"] && !set["ipip"] && !set["gue"] {
+		o.kinds = []decap.Kind{decap.GRE, decap.IPIP, decap.GUE}
+	} else {
+		if *gre {
+			o.kinds = append(o.kinds, decap.GRE)
+		}
+		if *ipip {
+			o.kinds = append(o.kinds, decap.IPIP)
+		}
+		if set["gue"] && *gue != 0 {
+			o.kinds = append(o.kinds, decap.GUE)
+		}
+		if len(o.kinds) == 0 {
+			return o, errors.New("-gre, -ipip and -gue turn every tunnel kind off: nothing to receive")
+		}
+	}
+	o.guePort = uint16(*gue)
+	if o.guePort == 0 {
+		o.guePort = decap.DefaultGUEPort // unused: GUE is off
+	}
+	o.addrs = addrs
+	switch *logFormat {
+	case "text":
+	case "json":
+		o.logJSON = true
+	default:
+		return o, fmt.Errorf("-log-format %q: want text or json", *logFormat)
+	}
+	return o, nil
+}
+
+// run is the whole command, testable: it returns the exit status.
+func run(args []string, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case err != nil:
+		fmt.Fprintf(stderr, "fulcrum-decap: %v\n", err)
+		return 2
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	if o.logJSON {
+		h = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(h)
+
+	d, err := decap.New(decap.Config{Kinds: o.kinds, GUEPort: o.guePort, GUEZeroChecksumV6: o.zeroCsum6})
+	if err != nil {
+		fmt.Fprintf(stderr, "fulcrum-decap: %v\n", err)
+		return 2
+	}
+	// Signals first: a SIGUSR1 right after "ready" must not kill us.
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	defer signal.Stop(sig)
+	a, err := start(o, d, log)
+	if err != nil {
+		log.Error("start", "err", err)
+		return 1
+	}
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGUSR1 {
+				a.logCounters("counters")
+				continue
+			}
+			log.Info("stopping", "signal", s.String())
+			a.stop()
+			a.logCounters("counters")
+			return 0
+		case err := <-a.failed:
+			log.Error("receive", "err", err)
+			a.stop()
+			a.logCounters("counters")
+			return 1
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/fulcrumlb/fulcrum/decap"
+)
+
+func TestParseFlags(t *testing.T) {
+	all := []decap.Kind{decap.GRE, decap.IPIP, decap.GUE}
+	for _, c := range []struct {
+		args  []string
+		kinds []decap.Kind
+		port  uint16
+		addrs []netip.Addr
+	}{
+		{nil, all, 6080, nil},
+		{[]string{"-gre"}, []decap.Kind{decap.GRE}, 6080, nil},
+		{[]string{"-ipip", "-gue", "7777"}, []decap.Kind{decap.IPIP, decap.GUE}, 7777, nil},
+		{[]string{"-gre", "-gue", "0"}, []decap.Kind{decap.GRE}, 6080, nil},
+		{[]string{"-gue", "6080"}, []decap.Kind{decap.GUE}, 6080, nil},
+		{[]string{"-addr", "192.0.2.21,2001:db8::21", "-addr", "::ffff:10.0.0.1"}, all, 6080,
+			[]netip.Addr{netip.MustParseAddr("192.0.2.21"), netip.MustParseAddr("2001:db8::21"), netip.MustParseAddr("10.0.0.1")}},
+	} {
+		o, err := parseFlags(c.args, &bytes.Buffer{})
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		if !reflect.DeepEqual(o.kinds, c.kinds) || o.guePort != c.port || !reflect.DeepEqual([]netip.Addr(o.addrs), c.addrs) || o.tun != "fdecap0" {
+			t.Errorf("%q: kinds %v port %d addrs %v tun %q; want %v %d %v fdecap0", c.args, o.kinds, o.guePort, o.addrs, o.tun, c.kinds, c.port, c.addrs)
+		}
+	}
+}
+
+// TestBadFlags: every bad command line exits 2 and names the problem,
+// before anything is opened (so this needs no root).
+func TestBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-tun", ""}, "-tun \"\""},
+		{[]string{"-tun", "a-name-that-is-too-long"}, "1 to 15 characters"},
+		{[]string{"-tun", "a/b"}, "without '/'"},
+		{[]string{"-gue", "70000"}, "-gue 70000"},
+		{[]string{"-gue", "-1"}, "-gue -1"},
+		{[]string{"-gue", "x"}, "invalid value \"x\" for flag -gue"},
+		{[]string{"-gre=false", "-ipip=false", "-gue", "0"}, "nothing to receive"},
+		{[]string{"-addr", "nope"}, "\"nope\" is not an IPv4 or IPv6 address"},
+		{[]string{"-addr", "0.0.0.0"}, "not a unicast address"},
+		{[]string{"-addr", "fe80::1%eth0"}, "not an IPv4 or IPv6 address"},
+		{[]string{"-log-format", "xml"}, "-log-format \"xml\""},
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"extra"}, "unexpected argument \"extra\""},
+	} {
+		var stderr bytes.Buffer
+		if code := run(c.args, &stderr); code != 2 {
+			t.Errorf("%q: exit %d, want 2 (%s)", c.args, code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), c.msg) {
+			t.Errorf("%q: stderr %q does not say %q", c.args, stderr.String(), c.msg)
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run([]string{"-h"}, &stderr); code != 0 || !strings.Contains(stderr.String(), "usage: fulcrum-decap") {
+		t.Errorf("-h: exit %d, %q", code, stderr.String())
+	}
+}

@@ -1,0 +1,390 @@
+package decap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/internal/inetsum"
+	"github.com/fulcrumlb/fulcrum/packet"
+)
+
+// Kind is a tunnel encapsulation, the same values package encap writes.
+type Kind = encap.Kind
+
+// The tunnel kinds (see encap.Kind).
+const (
+	GRE  = encap.GRE
+	IPIP = encap.IPIP
+	GUE  = encap.GUE
+
+	numKinds = int(GUE) + 1
+)
+
+// Limits and defaults.
+const (
+	// DefaultGUEPort is the GUE destination port when Config.GUEPort is 0:
+	// the encapsulator's own default (IANA's 6080), so the two ends agree
+	// out of the box.
+	DefaultGUEPort = encap.DefaultGUEPort
+
+	// MaxExtHeaders bounds the outer IPv6 extension headers skipped before
+	// the tunnel header. Fulcrum writes none; RFC 8200 §4.1 lists at most
+	// one of each kind (two destination options) before the upper layer.
+	MaxExtHeaders = 4
+)
+
+// Header sizes and numbers this package reads.
+const (
+	ipv4Len = 20
+	ipv6Len = 40
+	greLen  = 4 // RFC 2784 base header
+	greCLen = 8 // with the checksum and Reserved1 words
+	udpLen  = 8
+	gueLen  = 4 // variant 0 base header
+
+	protoHopByHop = 0
+	protoIPIP     = 4 // IPv4 encapsulation (RFC 2003)
+	protoUDP      = packet.ProtoUDP
+	protoIPv6     = 41 // IPv6 encapsulation (RFC 2473, RFC 4213)
+	protoRouting  = 43
+	protoFragment = 44
+	protoGRE      = packet.ProtoGRE
+	protoDestOpts = 60
+
+	etherTypeIPv4 = packet.EtherTypeIPv4
+	etherTypeIPv6 = packet.EtherTypeIPv6
+
+	// GRE flag word (RFC 2784 §2): C, then bits 1-5 that a receiver not
+	// implementing RFC 1701 must see clear (R, K, S, s, Recur), reserved
+	// bits 6-12 to ignore, and the version in bits 13-15.
+	greC       = 0x8000
+	greMustBe0 = 0x7c00
+	greVersion = 0x0007
+)
+
+// ErrConfig is wrapped by every error New returns.
+var ErrConfig = errors.New("invalid decap config")
+
+// Config says which tunnels a Decapsulator accepts. The zero value accepts
+// every kind, with GUE on DefaultGUEPort.
+type Config struct {
+	// Kinds lists the kinds to accept; empty means all three. A
+	// well-formed tunnel of another kind is refused with ErrKindDisabled.
+	Kinds []Kind
+
+	// GUEPort is the UDP destination port of GUE (0: DefaultGUEPort).
+	GUEPort uint16
+
+	// GUEZeroChecksumV6 accepts GUE over IPv6 with a zero UDP checksum
+	// (RFC 6935), to pair with encap.Config.GUEZeroChecksumV6.
+	GUEZeroChecksumV6 bool
+}
+
+// Decapsulator strips tunnel headers. It is immutable after New, so
+// goroutines share one without locks.
+type Decapsulator struct {
+	accept    [numKinds]bool
+	guePort   uint16
+	zeroCsum6 bool
+}
+
+// New checks cfg and returns its Decapsulator.
+func New(cfg Config) (*Decapsulator, error) {
+	d := &Decapsulator{guePort: cfg.GUEPort, zeroCsum6: cfg.GUEZeroChecksumV6}
+	if d.guePort == 0 {
+		d.guePort = DefaultGUEPort
+	}
+	if len(cfg.Kinds) == 0 {
+		d.accept = [numKinds]bool{true, true, true}
+	}
+	for _, k := range cfg.Kinds {
+		if int(k) >= numKinds {
+			return nil, fmt.Errorf("decap: %v is not gre, ipip or gue: %w", k, ErrConfig)
+		}
+		d.accept[k] = true
+	}
+	return d, nil
+}
+
+// Accepts reports whether d accepts tunnels of kind k.
+func (d *Decapsulator) Accepts(k Kind) bool { return int(k) < numKinds && d.accept[k] }
+
+// GUEPort is the UDP port d takes for GUE.
+func (d *Decapsulator) GUEPort() uint16 { return d.guePort }
+
+// std is the zero Config's Decapsulator, behind the package-level functions.
+var std, _ = New(Config{})
+
+// Strip is Decapsulator.Strip with the zero Config: every kind, GUE on
+// port 6080, no zero UDP checksum over IPv6.
+func Strip(pkt []byte) (inner []byte, kind Kind, err error) { return std.Strip(pkt) }
+
+// StripPayload is Decapsulator.StripPayload with the zero Config.
+func StripPayload(proto uint8, b []byte) (inner []byte, kind Kind, err error) {
+	return std.StripPayload(proto, b)
+}
+
+// StripGUE is Decapsulator.StripGUE with the zero Config.
+func StripGUE(b []byte) (inner []byte, kind Kind, err error) { return std.StripGUE(b) }
+
+// Strip checks the tunnel packet pkt, which starts at its outer IPv4 or
+// IPv6 header, and returns the inner IP packet as a sub-slice of pkt,
+// trimmed to its stated length. On error inner is nil, err is an Error,
+// and kind is meaningful only if the tunnel header was reached (a GRE*,
+// GUE*, UDP*, Inner* or kind-disabled error).
+func (d *Decapsulator) Strip(pkt []byte) (inner []byte, kind Kind, err error) {
+	if len(pkt) == 0 {
+		return nil, 0, ErrTruncated
+	}
+	switch pkt[0] >> 4 {
+	case 4:
+		return d.strip4(pkt)
+	case 6:
+		return d.strip6(pkt)
+	}
+	return nil, 0, ErrIPVersion
+}
+
+func (d *Decapsulator) strip4(pkt []byte) ([]byte, Kind, error) {
+	if len(pkt) < ipv4Len {
+		return nil, 0, ErrTruncated
+	}
+	ihl := int(pkt[0]&0x0f) * 4
+	total := int(binary.BigEndian.Uint16(pkt[2:]))
+	if ihl < ipv4Len || total < ihl {
+		return nil, 0, ErrIPHeader
+	}
+	if total > len(pkt) {
+		return nil, 0, ErrTruncated
+	}
+	if inetsum.Fold(inetsum.Add(0, pkt[:ihl])) != 0xffff {
+		return nil, 0, ErrIPChecksum
+	}
+	if binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 { // MF or a fragment offset
+		return nil, 0, ErrFragment
+	}
+	proto, payload := pkt[9], pkt[ihl:total]
+	if proto == protoUDP {
+		// RFC 768 pseudo-header: source, destination, protocol, length.
+		return d.udp(payload, inetsum.Add(0, pkt[12:20]), false)
+	}
+	return d.StripPayload(proto, payload)
+}
+
+func (d *Decapsulator) strip6(pkt []byte) ([]byte, Kind, error) {
+	if len(pkt) < ipv6Len {
+		return nil, 0, ErrTruncated
+	}
+	end := ipv6Len + int(binary.BigEndian.Uint16(pkt[4:]))
+	if end > len(pkt) {
+		return nil, 0, ErrTruncated
+	}
+	nh, off := pkt[6], ipv6Len
+	for i := 0; ; i++ {
+		if nh == protoFragment {
+			return nil, 0, ErrFragment
+		}
+		if nh != protoHopByHop && nh != protoRouting && nh != protoDestOpts {
+			break
+		}
+		if i == MaxExtHeaders {
+			return nil, 0, ErrIPHeader
+		}
+		// RFC 8200 §4: next header, then the length in 8-octet units
+		// not counting the first 8.
+		if end-off < 8 {
+			return nil, 0, ErrTruncated
+		}
+		l := 8 + int(pkt[off+1])*8
+		if end-off < l {
+			return nil, 0, ErrTruncated
+		}
+		nh, off = pkt[off], off+l
+	}
+	payload := pkt[off:end]
+	if nh == protoUDP {
+		// RFC 8200 §8.1 pseudo-header: source, destination, length,
+		// next header.
+		return d.udp(payload, inetsum.Add(0, pkt[8:40]), true)
+	}
+	return d.StripPayload(nh, payload)
+}
+
+// StripPayload is Strip for a caller that has consumed the outer IP header
+// itself: b starts at the tunnel header of an outer packet whose protocol
+// (IPv4) or final next header (IPv6) is proto: GRE (47), or the inner
+// packet itself for IPIP (4 or 41). This is what a raw IPv6 socket reads.
+// UDP is refused with ErrProtocol: its checksum needs the outer addresses,
+// so GUE goes through Strip or, from a UDP socket, StripGUE.
+func (d *Decapsulator) StripPayload(proto uint8, b []byte) (inner []byte, kind Kind, err error) {
+	switch proto {
+	case protoGRE:
+		return d.gre(b)
+	case protoIPIP, protoIPv6:
+		if !d.accept[IPIP] {
+			return nil, IPIP, ErrKindDisabled
+		}
+		inner, err = innerIP(b, proto == protoIPv6)
+		return inner, IPIP, err
+	}
+	return nil, 0, ErrProtocol
+}
+
+func (d *Decapsulator) gre(b []byte) ([]byte, Kind, error) {
+	if !d.accept[GRE] {
+		return nil, GRE, ErrKindDisabled
+	}
+	if len(b) < greLen {
+		return nil, GRE, ErrTruncated
+	}
+	flags := binary.BigEndian.Uint16(b)
+	if flags&greVersion != 0 {
+		return nil, GRE, ErrGREVersion
+	}
+	if flags&greMustBe0 != 0 {
+		return nil, GRE, ErrGREFlags
+	}
+	var v6 bool
+	switch binary.BigEndian.Uint16(b[2:]) {
+	case etherTypeIPv4:
+	case etherTypeIPv6:
+		v6 = true
+	default:
+		return nil, GRE, ErrGREProtocol
+	}
+	hl := greLen
+	if flags&greC != 0 {
+		// RFC 2784 §2.5: the ones' complement checksum of the GRE header
+		// and payload, so the whole sums to all ones.
+		hl = greCLen
+		if len(b) < hl {
+			return nil, GRE, ErrTruncated
+		}
+		if inetsum.Fold(inetsum.Add(0, b)) != 0xffff {
+			return nil, GRE, ErrGREChecksum
+		}
+	}
+	inner, err := innerIP(b[hl:], v6)
+	return inner, GRE, err
+}
+
+// udp checks a UDP datagram b (from its header) whose pseudo-header
+// addresses sum to addrSum, and strips GUE from it.
+func (d *Decapsulator) udp(b []byte, addrSum uint64, v6 bool) ([]byte, Kind, error) {
+	if len(b) < udpLen {
+		return nil, 0, ErrTruncated
+	}
+	if binary.BigEndian.Uint16(b[2:]) != d.guePort {
+		return nil, 0, ErrUDPPort
+	}
+	if !d.accept[GUE] {
+		return nil, GUE, ErrKindDisabled
+	}
+	ulen := int(binary.BigEndian.Uint16(b[4:]))
+	if ulen < udpLen || ulen > len(b) {
+		return nil, GUE, ErrUDPLength
+	}
+	b = b[:ulen]
+	if binary.BigEndian.Uint16(b[6:]) == 0 {
+		if v6 && !d.zeroCsum6 {
+			return nil, GUE, ErrUDPZeroChecksum
+		}
+	} else if inetsum.Fold(inetsum.Add(addrSum+protoUDP+uint64(ulen), b)) != 0xffff {
+		return nil, GUE, ErrUDPChecksum
+	}
+	return d.StripGUE(b[udpLen:])
+}
+
+// StripGUE is Strip for the payload of a UDP datagram to the GUE port, as
+// a UDP socket reads it (the kernel has checked the UDP header and
+// checksum): b starts at the GUE header.
+func (d *Decapsulator) StripGUE(b []byte) (inner []byte, kind Kind, err error) {
+	if !d.accept[GUE] {
+		return nil, GUE, ErrKindDisabled
+	}
+	if len(b) == 0 {
+		return nil, GUE, ErrTruncated
+	}
+	var v6 bool
+	switch b[0] >> 6 {
+	case 0:
+	case 1:
+		// Variant 1: no GUE header, the IPv4 (0100) or IPv6 (0110)
+		// header starts right here.
+		switch b[0] >> 4 {
+		case 4:
+		case 6:
+			v6 = true
+		default:
+			return nil, GUE, ErrGUEProtocol
+		}
+		inner, err = innerIP(b, v6)
+		return inner, GUE, err
+	default:
+		return nil, GUE, ErrGUEVersion
+	}
+	if len(b) < gueLen {
+		return nil, GUE, ErrTruncated
+	}
+	// Variant 0: |00|C|Hlen(5)|Proto/ctype(8)|Flags(16)|, Hlen in 32-bit
+	// words of optional fields after these 4 bytes.
+	if b[0]&0x20 != 0 {
+		return nil, GUE, ErrGUEControl
+	}
+	if binary.BigEndian.Uint16(b[2:]) != 0 {
+		return nil, GUE, ErrGUEFlags
+	}
+	switch b[1] {
+	case protoIPIP:
+	case protoIPv6:
+		v6 = true
+	default:
+		return nil, GUE, ErrGUEProtocol
+	}
+	hl := gueLen + int(b[0]&0x1f)*4
+	if len(b) < hl {
+		return nil, GUE, ErrTruncated
+	}
+	inner, err = innerIP(b[hl:], v6)
+	return inner, GUE, err
+}
+
+// innerIP checks that b starts with an IP header of the announced version
+// whose stated length fits in b, and returns that packet.
+func innerIP(b []byte, v6 bool) ([]byte, error) {
+	if len(b) == 0 {
+		return nil, ErrInnerTruncated
+	}
+	if v6 {
+		if b[0]>>4 != 6 {
+			return nil, ErrInnerVersion
+		}
+		if len(b) < ipv6Len {
+			return nil, ErrInnerTruncated
+		}
+		// A jumbogram (payload length 0, RFC 2675) cannot come through a
+		// 1500-byte tunnel; it would be cut to its 40-byte header.
+		n := ipv6Len + int(binary.BigEndian.Uint16(b[4:]))
+		if n > len(b) {
+			return nil, ErrInnerTruncated
+		}
+		return b[:n:n], nil
+	}
+	if b[0]>>4 != 4 {
+		return nil, ErrInnerVersion
+	}
+	if len(b) < ipv4Len {
+		return nil, ErrInnerTruncated
+	}
+	ihl := int(b[0]&0x0f) * 4
+	n := int(binary.BigEndian.Uint16(b[2:]))
+	if ihl < ipv4Len || n < ihl {
+		return nil, ErrInnerHeader
+	}
+	if n > len(b) {
+		return nil, ErrInnerTruncated
+	}
+	return b[:n:n], nil
+}
