@@ -190,7 +190,10 @@ func (s *Server) getStatus(r *http.Request) (any, error) {
 	out := api.Status{
 		Generation: st.Generation, Rebuilds: st.Rebuilds, LastRebuildMs: st.LastRebuildMs, LastError: st.LastError,
 		ConfigFile: s.plane.Config().File, VIPs: len(st.VIPs), PanicVIPs: []string{},
-		Workers: make([]api.Worker, len(st.Workers)),
+		Workers: make([]api.Worker, len(st.Workers)), StaleWorkers: st.Stale, Announced: st.Announced,
+	}
+	for _, p := range st.BGP {
+		out.BGPPeers = append(out.BGPPeers, api.BGPPeer(p))
 	}
 	for _, v := range st.VIPs {
 		if v.Panic {

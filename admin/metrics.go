@@ -25,6 +25,7 @@ type collector struct {
 	drops, workerRx, workerTx                   *prometheus.Desc
 	ctFlows, ctEvictions, ctInsertFailed        *prometheus.Desc
 	rebuilds, rebuildSeconds, generation        *prometheus.Desc
+	bgpEstablished, bgpAnnounced                *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -59,6 +60,9 @@ func newCollector(s *Server) *collector {
 		rebuilds:       d("table_rebuilds_total", "Service snapshots (Maglev tables) built and published."),
 		rebuildSeconds: d("table_rebuild_seconds", "Duration of the last snapshot rebuild."),
 		generation:     d("snapshot_generation", "Generation of the published service snapshot."),
+
+		bgpEstablished: d("bgp_session_established", "1 while the BGP session to a router is established.", "peer"),
+		bgpAnnounced:   d("bgp_announced_vips", "VIP prefixes announced over BGP."),
 	}
 }
 
@@ -68,7 +72,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.vipPackets, c.vipBytes, c.vipNewFlows, c.vipPanic,
 		c.bePackets, c.beBytes, c.beNewFlows, c.beActive, c.beHealthy, c.beWeight, c.beEffective, c.beDrained,
 		c.drops, c.workerRx, c.workerTx, c.ctFlows, c.ctEvictions, c.ctInsertFailed,
-		c.rebuilds, c.rebuildSeconds, c.generation,
+		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced,
 	} {
 		ch <- d
 	}
@@ -131,6 +135,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.rebuilds, n)
 	gauge(c.rebuildSeconds, last.Seconds())
 	gauge(c.generation, float64(st.Generation))
+	for _, p := range st.BGP {
+		gauge(c.bgpEstablished, bool01(p.State == "established"), p.Address)
+	}
+	gauge(c.bgpAnnounced, float64(len(st.Announced)))
 }
 
 func bool01(b bool) float64 {

@@ -57,6 +57,7 @@ type Config struct {
 	Control   Control   `toml:"control"`
 	Health    Health    `toml:"health"` // defaults for every VIP's [vip.health]
 	Admin     Admin     `toml:"admin"`
+	BGP       *BGP      `toml:"bgp"` // nil: no BGP speaker
 	VIPs      []VIP     `toml:"vip"`
 
 	// File is the path the config was read from (not a TOML key).
@@ -153,6 +154,45 @@ type Admin struct {
 	// Listen is not loopback or a unix socket; the config is rejected
 	// without one then.
 	Token string `toml:"token"`
+}
+
+// BGP is the embedded BGP speaker that announces the VIPs to the routers
+// (package bgp documents every key and default; bgp.FromConfig validates).
+type BGP struct {
+	ASN             uint32        `toml:"asn"`
+	RouterID        string        `toml:"router_id"`
+	ListenPort      int           `toml:"listen_port"`
+	ListenAddresses []string      `toml:"listen_addresses"`
+	Neighbors       []BGPNeighbor `toml:"neighbor"`
+	Communities     []string      `toml:"communities"`
+	MED             *uint32       `toml:"med"`
+	NextHopV4       string        `toml:"next_hop_v4"`
+	NextHopV6       string        `toml:"next_hop_v6"`
+	VIPs            []BGPVIP      `toml:"vip"`
+	// DrainTime: on SIGTERM, withdraw every VIP, keep forwarding this long
+	// so the routers move the flows elsewhere, then stop.
+	DrainTime Duration `toml:"drain_time"`
+}
+
+// BGPNeighbor is one router.
+type BGPNeighbor struct {
+	Address      string   `toml:"address"`
+	PeerASN      uint32   `toml:"peer_asn"`
+	Port         int      `toml:"port"`
+	LocalAddress string   `toml:"local_address"`
+	HoldTime     Duration `toml:"hold_time"`
+	Keepalive    Duration `toml:"keepalive"`
+	ConnectRetry Duration `toml:"connect_retry"`
+	Password     string   `toml:"password"`
+	Passive      bool     `toml:"passive"`
+	Multihop     int      `toml:"multihop"`
+}
+
+// BGPVIP gives one VIP's announcement its own communities and MED.
+type BGPVIP struct {
+	Prefix      string   `toml:"prefix"`
+	Communities []string `toml:"communities"`
+	MED         *uint32  `toml:"med"`
 }
 
 // VIP is one virtual service: an address, a port (0: every port) and a

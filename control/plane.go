@@ -30,7 +30,9 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +77,9 @@ type backendState struct {
 	drainedAt time.Time
 	health    Health
 	reason    string
+	settled   bool      // the checks have given a first verdict (Up or Down)
+	everUp    bool      // came up at least once in this process
+	initial   bool      // configured when the process started (not added by a reload)
 	upSince   time.Time // last time it became usable (added, or came back up): slow start
 	changedAt time.Time
 }
@@ -98,6 +103,79 @@ type Plane struct {
 
 	kick   chan struct{}
 	checks *health.Manager // nil until StartHealth
+
+	announce     func([]netip.Prefix) // publishes the serving VIPs (BGP); nil: none
+	announced    string               // the last set passed to announce, to skip repeats
+	wasAnnounced map[string]bool      // VIPs announced at least once by this process
+	peers        func() []PeerInfo    // BGP session states, for Status
+}
+
+// PeerInfo is one BGP session as the admin API shows it.
+type PeerInfo struct {
+	Address      string  `json:"address"`
+	ASN          uint32  `json:"asn"`
+	State        string  `json:"state"`
+	UptimeSec    float64 `json:"uptime_seconds"`
+	PrefixesSent uint64  `json:"prefixes_sent"`
+	LastError    string  `json:"last_error,omitempty"`
+}
+
+// SetAnnouncer hands the control plane the function that announces the VIPs
+// that can serve (at least one backend takes new flows, or panic mode) and
+// withdraws the others; it is called at once and after every rebuild that
+// changes the set. The daemon sets it only while the dataplane forwards,
+// and sets nil before it withdraws everything on shutdown. peers reports
+// the BGP sessions for Status.
+func (p *Plane) SetAnnouncer(announce func([]netip.Prefix), peers func() []PeerInfo) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.announce, p.announced = announce, ""
+	if peers != nil {
+		p.peers = peers
+	}
+	p.announceLocked()
+}
+
+// announceLocked passes the serving VIPs to the announcer if they changed.
+func (p *Plane) announceLocked() {
+	if p.announce == nil {
+		return
+	}
+	svc := p.shared.Services.Load()
+	var set []netip.Prefix
+	seen := map[netip.Addr]bool{}
+	// Until every health check of a VIP gave its first verdict, this fresh
+	// instance's table may differ from the fleet's: do not announce it yet.
+	// A backend added later by a reload does not withdraw a VIP already
+	// announced.
+	unsettled := map[string]bool{}
+	for _, st := range p.backends {
+		if st.health != HealthUnchecked && !st.settled && !p.wasAnnounced[st.vip] {
+			unsettled[st.vip] = true
+		}
+	}
+	for _, v := range svc.VIPs {
+		// Not before every health check of the VIP gave its first verdict:
+		// until then this instance's table may differ from the fleet's.
+		if v == nil || v.Table == nil || seen[v.Addr] || unsettled[v.Name] {
+			continue
+		}
+		// One address may carry several VIPs (ports); it is announced
+		// while any of them can serve.
+		seen[v.Addr] = true
+		if p.wasAnnounced == nil {
+			p.wasAnnounced = map[string]bool{}
+		}
+		p.wasAnnounced[v.Name] = true
+		set = append(set, netip.PrefixFrom(v.Addr, v.Addr.BitLen()))
+	}
+	sort.Slice(set, func(i, j int) bool { return set[i].Addr().Less(set[j].Addr()) })
+	key := fmt.Sprint(set)
+	if key == p.announced {
+		return
+	}
+	p.announced = key
+	p.announce(set)
 }
 
 // New makes a control plane for cfg whose snapshots go to shared and whose
@@ -148,6 +226,7 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 					// from a previous state, so do not slow-start the
 					// whole fleet at once.
 					st.upSince = time.Time{}
+					st.initial = true
 				}
 				if checked {
 					st.health = HealthDown
@@ -266,6 +345,7 @@ func (p *Plane) rebuildLocked() error {
 	if prev != nil {
 		p.clearRemovedVIPs(prev, svc)
 	}
+	p.announceLocked()
 	return nil
 }
 
@@ -417,12 +497,23 @@ func (p *Plane) SetHealth(vip, name string, up bool, reason string) error {
 		h = HealthUp
 	}
 	st.reason = reason
+	first := !st.settled
+	st.settled = true
+	if first {
+		p.Kick() // a VIP may now be announced
+	}
 	if st.health == h || st.health == HealthUnchecked {
 		return nil
 	}
 	st.health, st.changedAt = h, p.now()
 	if up {
-		st.upSince = p.now()
+		// Slow start is for a backend that recovers, not for the first
+		// verdict after this instance started: a fresh instance must build
+		// the same table as the rest of the fleet at once.
+		if st.everUp || !first || !st.initial {
+			st.upSince = p.now()
+		}
+		st.everUp = true
 		p.log.Info("backend up", "vip", vip, "backend", name, "reason", reason)
 	} else {
 		p.log.Warn("backend down", "vip", vip, "backend", name, "reason", reason)
@@ -496,6 +587,8 @@ func reloadable(old, cur *config.Config) error {
 		return errors.New("[conntrack] changed: restart fulcrum to apply it")
 	case old.Admin != cur.Admin:
 		return errors.New("[admin] changed: restart fulcrum to apply it")
+	case !reflect.DeepEqual(old.BGP, cur.BGP):
+		return errors.New("[bgp] changed: restart fulcrum to apply it (one instance at a time)")
 	}
 	return nil
 }
@@ -548,6 +641,10 @@ type Status struct {
 	// Stale lists the workers that did not answer the counter snapshot in
 	// time (stopped or stuck): their counters read zero.
 	Stale []int `json:"stale_workers,omitempty"`
+	// BGP lists the BGP sessions (none without a [bgp] section) and the
+	// announced VIPs.
+	BGP       []PeerInfo `json:"bgp_peers,omitempty"`
+	Announced []string   `json:"announced,omitempty"`
 }
 
 // Status reports every VIP and backend with their counters. With flows, it
@@ -580,6 +677,12 @@ func (p *Plane) Status(withFlows bool) Status {
 	now := p.now()
 	over, _, _ := p.effective(now)
 	st := Status{Generation: svc.Gen, Rebuilds: p.rebuilds, LastRebuildMs: float64(p.lastDur.Microseconds()) / 1000, Workers: counters, Stale: stale}
+	if p.peers != nil {
+		st.BGP = p.peers()
+	}
+	if p.announce != nil && p.announced != "" {
+		st.Announced = strings.Fields(strings.Trim(p.announced, "[]"))
+	}
 	if p.lastErr != nil {
 		st.LastError = p.lastErr.Error()
 	}

@@ -527,3 +527,71 @@ func TestDrainTimeoutMovesTheRest(t *testing.T) {
 		t.Fatal("no flow landed on be1")
 	}
 }
+
+func TestAnnouncesOnlyServingVIPs(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	var mu sync.Mutex
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(set []netip.Prefix) {
+		mu.Lock()
+		calls = append(calls, set)
+		mu.Unlock()
+	}, func() []PeerInfo { return []PeerInfo{{Address: "10.0.0.1", State: "established"}} })
+	last := func() []netip.Prefix {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls[len(calls)-1]
+	}
+	if got := last(); len(got) != 1 || got[0] != netip.MustParsePrefix("203.0.113.7/32") {
+		t.Fatalf("announced %v", got)
+	}
+	for _, b := range []string{"be1", "be2", "be3", "be4"} {
+		f.plane.Drain("web", b)
+	}
+	if got := last(); len(got) != 0 {
+		t.Errorf("every backend drained, still announced: %v", got)
+	}
+	f.plane.Undrain("web", "be3")
+	if got := last(); len(got) != 1 {
+		t.Errorf("after undrain: %v", got)
+	}
+	n := len(calls)
+	f.plane.SetWeight("web", "be3", 2) // the set does not change: no call
+	if len(calls) != n {
+		t.Errorf("an unchanged set was announced again")
+	}
+	if st := f.plane.Status(false); len(st.BGP) != 1 || len(st.Announced) != 1 {
+		t.Errorf("status: bgp %v announced %v", st.BGP, st.Announced)
+	}
+}
+
+// A fresh instance must match the fleet at once: its first health verdicts
+// do not slow-start, and its VIP is announced only once every check has
+// given one.
+func TestFreshInstanceAnnouncesSettledTables(t *testing.T) {
+	toml := strings.Replace(baseConfig, "[[vip]]", "[health]\nkind = \"tcp\"\n\n[[vip]]", 1)
+	f := newFixture(t, toml)
+	var got [][]netip.Prefix
+	f.plane.SetAnnouncer(func(set []netip.Prefix) { got = append(got, set) }, nil)
+	for i, b := range []string{"be1", "be2", "be3"} {
+		f.plane.SetHealth("web", b, true, "ok")
+		f.plane.mu.Lock()
+		f.plane.rebuildLocked()
+		f.plane.mu.Unlock()
+		if len(got) > 0 && len(got[len(got)-1]) > 0 {
+			t.Fatalf("announced after %d of 4 verdicts", i+1)
+		}
+	}
+	f.plane.SetHealth("web", "be4", true, "ok")
+	f.plane.mu.Lock()
+	f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	if len(got) == 0 || len(got[len(got)-1]) != 1 {
+		t.Fatalf("not announced once every check settled: %v", got)
+	}
+	for _, b := range f.plane.Status(false).VIPs[0].Backends {
+		if b.SlowStart || b.Effective != WeightScale {
+			t.Errorf("%s slow-starts on its first verdict: %+v", b.Name, b)
+		}
+	}
+}

@@ -23,7 +23,7 @@ type opKind uint8
 
 const (
 	opDrop       opKind = iota // remove every entry a selector matches
-	opCountFlows               // count live entries by backend id
+	opCountFlows               // count live, not closing entries by backend id
 	opLookup                   // find one flow's entry
 )
 
@@ -115,7 +115,8 @@ func (w *Worker) serveOp(now conntrack.Time) {
 		op.cursor, finished = w.ct.Drop(op.sel, op.cursor, opBudget)
 	case opCountFlows:
 		op.cursor, finished = w.ct.Scan(op.cursor, opBudget, func(e *conntrack.Entry) {
-			if !w.ct.Expired(e, now) && int(e.Backend()) < len(op.Flows) {
+			// Active flows: closing ones (FIN or RST seen) are ending.
+			if !w.ct.Expired(e, now) && e.State() != conntrack.StateClosing && int(e.Backend()) < len(op.Flows) {
 				op.Flows[e.Backend()]++
 			}
 		})

@@ -10,12 +10,19 @@ cd "$(dirname "$0")/.."
 #   dpdk-dev     dpdk-testpmd, the I/O ceiling benchmarks compare against
 #   pkg-config   how cgo finds DPDK
 #   python3      runs the seed chapter's reference scripts in tests
+#   bird2, wrk, curl, ethtool, iproute2   the lab's router, clients and plumbing
 need=()
 pkg-config --exists libdpdk 2>/dev/null || need+=(libdpdk-dev)
 command -v dpdk-testpmd >/dev/null 2>&1 || need+=(dpdk-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+# The lab (scripts/lab): a real router, real clients, namespaces.
+command -v bird >/dev/null 2>&1 || need+=(bird2)
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 
 if ((${#need[@]})); then
 	if [ "$(id -u)" != 0 ]; then

@@ -67,15 +67,28 @@ type Error struct {
 
 // Status is GET /api/v1/status: the control plane and every worker.
 type Status struct {
-	Generation    uint64   `json:"generation"` // of the published service snapshot
-	Rebuilds      uint64   `json:"rebuilds"`
-	LastRebuildMs float64  `json:"last_rebuild_ms"`
-	LastError     string   `json:"last_error,omitempty"` // of the last failed rebuild
-	ConfigFile    string   `json:"config_file,omitempty"`
-	VIPs          int      `json:"vips"`
-	PanicVIPs     []string `json:"panic_vips"` // VIPs in panic mode (fail open)
-	Total         Worker   `json:"total"`      // the workers summed (Worker is -1)
-	Workers       []Worker `json:"workers"`
+	Generation    uint64    `json:"generation"` // of the published service snapshot
+	Rebuilds      uint64    `json:"rebuilds"`
+	LastRebuildMs float64   `json:"last_rebuild_ms"`
+	LastError     string    `json:"last_error,omitempty"` // of the last failed rebuild
+	ConfigFile    string    `json:"config_file,omitempty"`
+	VIPs          int       `json:"vips"`
+	PanicVIPs     []string  `json:"panic_vips"` // VIPs in panic mode (fail open)
+	Total         Worker    `json:"total"`      // the workers summed (Worker is -1)
+	Workers       []Worker  `json:"workers"`
+	StaleWorkers  []int     `json:"stale_workers,omitempty"` // did not answer: their counters read 0
+	BGPPeers      []BGPPeer `json:"bgp_peers,omitempty"`
+	Announced     []string  `json:"announced,omitempty"` // VIP prefixes announced over BGP
+}
+
+// BGPPeer is one BGP session.
+type BGPPeer struct {
+	Address      string  `json:"address"`
+	ASN          uint32  `json:"asn"`
+	State        string  `json:"state"` // idle, connect, active, opensent, openconfirm, established
+	UptimeSec    float64 `json:"uptime_seconds"`
+	PrefixesSent uint64  `json:"prefixes_sent"`
+	LastError    string  `json:"last_error,omitempty"`
 }
 
 // Worker is one dataplane worker's (lcore's) counters.

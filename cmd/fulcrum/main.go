@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fulcrumlb/fulcrum/bgp"
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
@@ -90,6 +91,12 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
 		return 2
+	}
+	if cfg.BGP != nil {
+		if _, err := bgp.FromConfig(cfg.BGP); err != nil {
+			fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
+			return 2
+		}
 	}
 	out, err := cfg.Encode()
 	if err != nil {

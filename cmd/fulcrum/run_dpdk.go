@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/admin"
+	"github.com/fulcrumlb/fulcrum/bgp"
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dpdk"
@@ -49,10 +51,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	shared := &dataplane.Shared{}
-	// Validate every table before touching DPDK: a bad config exits 2.
+	// Validate every table and the BGP section before touching DPDK: a bad
+	// config exits 2.
 	if _, err := dataplane.BuildServices(cfg, enc, nil, nil); err != nil {
 		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
 		return 2
+	}
+	var bgpCfg bgp.Config
+	if cfg.BGP != nil {
+		if bgpCfg, err = bgp.FromConfig(cfg.BGP); err != nil {
+			fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
+			return 2
+		}
 	}
 
 	ealArgs := dataplane.EALArgs(cfg)
@@ -125,6 +135,46 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("forwarding", "vips", len(cfg.VIPs), "config", cfg.File)
 
+	// BGP: the VIPs are announced only now that the loops forward, and only
+	// those that can serve (the control plane decides, after every rebuild).
+	var speaker *bgp.Speaker
+	if cfg.BGP != nil {
+		if speaker, err = bgp.New(bgpCfg, log); err == nil {
+			err = speaker.Start(ctx)
+		}
+		if err != nil {
+			log.Error("BGP speaker", "err", err)
+			return 1
+		}
+		defer speaker.Stop()
+		plane.SetAnnouncer(func(set []netip.Prefix) {
+			m := make(map[netip.Prefix]bgp.VIPAttrs, len(set))
+			for _, p := range set {
+				m[p] = bgp.VIPAttrs{}
+			}
+			if err := speaker.SetAnnounced(m); err != nil {
+				log.Error("BGP announce", "err", err)
+			} else {
+				log.Info("BGP announcements", "vips", fmt.Sprint(set))
+			}
+		}, func() []control.PeerInfo { return peerInfo(speaker) })
+	}
+	// withdraw takes every VIP off the routers and keeps forwarding for the
+	// drain time, so the routers move the flows to the other instances
+	// before this one stops (every instance has the same tables, so the
+	// flows keep their backends).
+	withdraw := func(why string) {
+		if speaker == nil {
+			return
+		}
+		plane.SetAnnouncer(nil, nil)
+		if err := speaker.WithdrawAll(); err != nil {
+			log.Error("BGP withdraw", "err", err)
+		}
+		log.Info("VIPs withdrawn; still forwarding while the routers converge", "reason", why, "drain_time", bgpCfg.DrainTime)
+		time.Sleep(bgpCfg.DrainTime)
+	}
+
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -151,10 +201,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
+			withdraw(s.String())
 			logStats(log, eng, "final counters")
 			return 0
 		case err := <-eng.Failed():
 			log.Error("forwarding stopped", "err", err)
+			if speaker != nil {
+				plane.SetAnnouncer(nil, nil)
+				speaker.WithdrawAll()
+			}
 			return 1
 		case <-stats:
 			logStats(log, eng, "counters")
@@ -164,6 +219,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 				lastRx, lastChange = rx, time.Now()
 			} else if rx > 0 && time.Since(lastChange) >= *exitIdle {
 				log.Info("input idle, exiting", "idle", *exitIdle)
+				withdraw("input idle")
 				logStats(log, eng, "final counters")
 				return 0
 			}
@@ -197,4 +253,13 @@ func logStats(log *slog.Logger, eng *dataplane.Engine, msg string) {
 	if st, err := eng.PortStats(); err == nil {
 		log.Info(msg+" (port)", "ipackets", st.IPackets, "opackets", st.OPackets, "imissed", st.IMissed, "rx_nombuf", st.RxNoMbuf, "ierrors", st.IErrors, "oerrors", st.OErrors)
 	}
+}
+
+func peerInfo(s *bgp.Speaker) []control.PeerInfo {
+	var out []control.PeerInfo
+	for _, p := range s.Peers() {
+		out = append(out, control.PeerInfo{Address: p.Address.String(), ASN: p.ASN, State: string(p.State),
+			UptimeSec: p.Uptime.Seconds(), PrefixesSent: p.PrefixesSent, LastError: p.LastError})
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/fulcrumlb/fulcrum/admin/api"
 )
@@ -103,6 +104,18 @@ func printStatus(w io.Writer, s *api.Status) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "drops: %s\n", dropList(s.Total.Drops))
+	if len(s.StaleWorkers) > 0 {
+		fmt.Fprintf(w, "workers not answering (counters read 0): %v\n", s.StaleWorkers)
+	}
+	if len(s.BGPPeers) > 0 {
+		fmt.Fprintln(w)
+		tw := table(w, "BGP PEER", "ASN", "STATE", "UPTIME", "PREFIXES-SENT", "LAST-ERROR")
+		for _, p := range s.BGPPeers {
+			row(tw, p.Address, p.ASN, p.State, (time.Duration(p.UptimeSec) * time.Second).String(), p.PrefixesSent, p.LastError)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "announced: %s\n", strings.Join(s.Announced, " "))
+	}
 }
 
 // dropList is "reason=n ..." sorted by reason, or "none".
