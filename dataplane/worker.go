@@ -265,7 +265,21 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 	icmp := ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6
 	if e != nil {
 		if !icmp {
-			w.ct.Touch(e, now, ps.TCPFlags)
+			wasClosing := e.State() == conntrack.StateClosing
+			if w.ct.Touch(e, now, ps.TCPFlags) && wasClosing {
+				// A SYN on a flow that ended (FIN or RST seen): a new
+				// connection reusing the 5-tuple. It takes the current
+				// table's choice, like any new flow, so that every
+				// instance agrees on it; keeping the old pin would tie
+				// it to a table the rest of the fleet may no longer use.
+				if be := w.fromTable(svc, v, w.hashes[i]); be != nil {
+					e.Repin(be.ID, be.Gen)
+					c.CTMisses++
+					backendCounters(c, be).NewFlows++
+					c.VIPs[v.ID].NewFlows++
+					return be
+				}
+			}
 		}
 		if id := e.Backend(); int(id) < len(svc.Backends) {
 			if be := svc.Backends[id]; be != nil && be.Gen == e.Gen() && be.VIP == v.ID && !be.Down {

@@ -655,3 +655,35 @@ func TestOps(t *testing.T) {
 		t.Errorf("second post: %v, want ErrBusy", err)
 	}
 }
+
+// A SYN reusing the 5-tuple of a flow that ended takes the current table's
+// choice, not the old pin (here: the old backend was drained meanwhile).
+func TestReusedTupleAfterCloseFollowsTheTable(t *testing.T) {
+	r := newRig(t, testConfig)
+	var sport uint16
+	var first netip.Addr
+	be1 := backendAddr(r, "web", "be1")
+	for p := uint16(100); p < 1000; p++ {
+		out, _ := r.run(frame(t, "198.51.100.50", "203.0.113.7", p, 80, layers.IPProtocolTCP, "S", 0, true))
+		if d, _, _ := decodeTunnel(t, out[0]); d == be1 {
+			sport, first = p, d
+			break
+		}
+	}
+	if sport == 0 {
+		t.Fatal("no flow landed on be1")
+	}
+	r.run(frame(t, "198.51.100.50", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "A", 0, true))
+	r.run(frame(t, "198.51.100.50", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "FA", 0, true))
+	r.publish(Overrides{"web/be1": {Weight: 0}}) // drained: established flows stay, new ones go elsewhere
+	// Mid-stream packets of the old connection still go to be1...
+	out, _ := r.run(frame(t, "198.51.100.50", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "A", 0, true))
+	if d, _, _ := decodeTunnel(t, out[0]); d != first {
+		t.Fatalf("closing flow moved to %v", d)
+	}
+	// ...but a new SYN on the same tuple is a new connection.
+	out, _ = r.run(frame(t, "198.51.100.50", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "S", 0, true))
+	if d, _, _ := decodeTunnel(t, out[0]); d == be1 {
+		t.Errorf("a new connection on a reused tuple went to the drained backend")
+	}
+}
