@@ -81,6 +81,12 @@ type Config struct {
 	TCPEstablishedTimeout time.Duration
 	TCPClosingTimeout     time.Duration
 	OtherTimeout          time.Duration // UDP and every other protocol
+
+	// Backends, when positive, makes the table keep a count of its entries
+	// per backend id (ids 0..Backends-1): the load signal of the
+	// least-loaded schedulers, kept exact at one increment per insert and
+	// one decrement per removal. Entries of larger ids are not counted.
+	Backends int
 }
 
 // DefaultConfig is the configuration an operator gets by saying nothing.

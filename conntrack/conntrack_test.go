@@ -782,3 +782,43 @@ func sum[K comparable](m map[K]int) int {
 	}
 	return n
 }
+
+// The per-backend counts follow every way an entry comes and goes.
+func TestBackendFlowCounts(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Capacity = 1024
+	cfg.Backends = 8
+	tb, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := flow.NewHasher(flow.Key{9})
+	keys := make([]flow.Tuple, 100)
+	for i := range keys {
+		keys[i] = tuple4(i)
+		tb.Insert(h.Hash(&keys[i]), &keys[i], StateNew, 1, uint32(i%4), 1, 1000)
+	}
+	sum := func() (n int32) {
+		for b := uint32(0); b < 8; b++ {
+			n += tb.BackendFlows(b)
+		}
+		return n
+	}
+	if tb.BackendFlows(0) != 25 || sum() != int32(tb.Len()) {
+		t.Fatalf("counts %d, total %d, live %d", tb.BackendFlows(0), sum(), tb.Len())
+	}
+	e := tb.Lookup(h.Hash(&keys[0]), &keys[0], 1000)
+	tb.Repin(e, 5, 2)
+	if tb.BackendFlows(0) != 24 || tb.BackendFlows(5) != 1 {
+		t.Errorf("after repin: %d %d", tb.BackendFlows(0), tb.BackendFlows(5))
+	}
+	tb.Delete(h.Hash(&keys[1]), &keys[1])
+	tb.Drop(ByBackend(2), 0, tb.Buckets())
+	if tb.BackendFlows(1) != 24 || tb.BackendFlows(2) != 0 || sum() != int32(tb.Len()) {
+		t.Errorf("after delete and drop: b1 %d b2 %d total %d live %d", tb.BackendFlows(1), tb.BackendFlows(2), sum(), tb.Len())
+	}
+	tb.Sweep(1000+Time(cfg.TCPNewTimeout/Resolution)+1, tb.Buckets()) // all expire
+	if sum() != 0 || tb.Len() != 0 {
+		t.Errorf("after expiry: total %d live %d", sum(), tb.Len())
+	}
+}

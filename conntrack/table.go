@@ -50,6 +50,7 @@ type Table struct {
 	mask    uint64           // buckets - 1
 	timeout [numStates]int32 // idle timeout per State, in Time units
 	live    int              // occupied slots
+	per     []int32          // live entries per backend id (Config.Backends)
 	sweep   int              // Sweep's next bucket
 	c       Counters
 }
@@ -66,6 +67,9 @@ func New(cfg Config) (*Table, error) {
 		entries: make([]Entry, nb*bucketSlots),
 		mask:    uint64(nb - 1),
 		timeout: cfg.timeouts(),
+	}
+	if cfg.Backends > 0 {
+		t.per = make([]int32, cfg.Backends)
 	}
 	// Random access over hundreds of MiB misses the TLB on 4 KiB pages:
 	// ask for transparent huge pages before the first touch (measured at
@@ -155,6 +159,36 @@ func (t *Table) used(slot int) bool { return t.sigs[slot>>3]>>(uint(slot&7)*8)&0
 func (t *Table) free(slot int) {
 	t.setSig(slot, 0)
 	t.live--
+	t.uncount(t.entries[slot].backend)
+}
+
+func (t *Table) count(backend uint32) {
+	if int(backend) < len(t.per) {
+		t.per[backend]++
+	}
+}
+
+func (t *Table) uncount(backend uint32) {
+	if int(backend) < len(t.per) {
+		t.per[backend]--
+	}
+}
+
+// BackendFlows is the number of entries pinned to a backend id (expired
+// ones not yet reclaimed included), or 0 without Config.Backends.
+func (t *Table) BackendFlows(backend uint32) int32 {
+	if int(backend) < len(t.per) {
+		return t.per[backend]
+	}
+	return 0
+}
+
+// Repin points e's flow at another backend (its old one left, or a new
+// connection reused the tuple), keeping the per-backend counts right.
+func (t *Table) Repin(e *Entry, backend, gen uint32) {
+	t.uncount(e.backend)
+	e.Repin(backend, gen)
+	t.count(backend)
 }
 
 // sameKey is a == b, as five 8-byte loads a side and no branch (the
@@ -301,6 +335,7 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 			return e
 		}
 		t.c.Expired++ // reused in place below
+		t.uncount(e.backend)
 	} else {
 		s = t.makeRoom(b, st, now)
 		if s < 0 {
@@ -313,6 +348,7 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	t.c.Inserts++
 	e := &t.entries[s]
 	*e = Entry{key: *key, vip: vip, backend: backend, gen: gen, lastSeen: now, state: st}
+	t.count(backend)
 	return e
 }
 

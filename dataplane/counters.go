@@ -52,6 +52,16 @@ func (r DropReason) String() string {
 type PacketBytes struct {
 	Packets, Bytes, NewFlows uint64
 	Gen                      uint32
+
+	// Backend signals (not used for VIPs). Active is the worker's
+	// conntrack entries pinned to the backend, copied at each snapshot.
+	// SYNs counts new flows that began with a SYN; Established, handshakes
+	// that completed (the client's first ACK), with HandshakeMs their summed
+	// SYN-to-ACK times; SYNRetrans, SYNs the client sent again for a flow
+	// still waiting for its handshake.
+	Active                  int64
+	SYNs, Established       uint64
+	SYNRetrans, HandshakeMs uint64
 }
 
 // Counters are one worker's counters. The worker writes them with plain
@@ -125,6 +135,13 @@ func (w *Worker) serveSnapshot() {
 	d.Backends = append(backends[:0], w.c.Backends...)
 	d.Conntrack = w.ct.Counters()
 	d.Flows = w.ct.Len()
+	n := 0
+	if svc := w.shared.Services.Load(); svc != nil {
+		n = min(svc.NumBackendIDs(), len(d.Backends))
+	}
+	for id := 0; id < n; id++ {
+		d.Backends[id].Active = int64(w.ct.BackendFlows(uint32(id)))
+	}
 	w.snap.done.Store(true)
 }
 

@@ -79,6 +79,7 @@ type Worker struct {
 
 // NewWorker creates a worker with its own conntrack table.
 func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, enc *encap.Encapsulator, key flow.Key, portMAC [6]byte) (*Worker, error) {
+	ctCfg.Backends = MaxBackends // per-backend flow counts: the load signal
 	ct, err := conntrack.New(ctCfg)
 	if err != nil {
 		return nil, err
@@ -263,52 +264,94 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 	c := &w.c
 	ps := &w.parsed[i]
 	icmp := ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6
+	syn := ps.TCPFlags&(packet.TCPSyn|packet.TCPAck) == packet.TCPSyn
 	if e != nil {
 		if !icmp {
-			wasClosing := e.State() == conntrack.StateClosing
-			if w.ct.Touch(e, now, ps.TCPFlags) && wasClosing {
+			was, lastSeen := e.State(), e.LastSeen()
+			reopened := w.ct.Touch(e, now, ps.TCPFlags)
+			if reopened && was == conntrack.StateClosing {
 				// A SYN on a flow that ended (FIN or RST seen): a new
 				// connection reusing the 5-tuple. It takes the current
-				// table's choice, like any new flow, so that every
-				// instance agrees on it; keeping the old pin would tie
-				// it to a table the rest of the fleet may no longer use.
-				if be := w.fromTable(svc, v, w.hashes[i]); be != nil {
-					e.Repin(be.ID, be.Gen)
-					c.CTMisses++
-					backendCounters(c, be).NewFlows++
-					c.VIPs[v.ID].NewFlows++
+				// choice, like any new flow, so that every instance agrees
+				// on it; keeping the old pin would tie it to a table the
+				// rest of the fleet may no longer use.
+				if be := w.choose(svc, v, i); be != nil {
+					w.ct.Repin(e, be.ID, be.Gen)
+					w.countNew(c, v, be, syn)
 					return be
 				}
 			}
-		}
-		if id := e.Backend(); int(id) < len(svc.Backends) {
-			if be := svc.Backends[id]; be != nil && be.Gen == e.Gen() && be.VIP == v.ID && !be.Down {
-				c.CTHits++
-				return be
+			if was == conntrack.StateNew {
+				if syn {
+					// The client sent its SYN again: no SYN-ACK reached it
+					// (passive health, see the control plane).
+					if be := w.pinned(svc, v, e); be != nil {
+						backendCounters(c, be).SYNRetrans++
+					}
+				} else if e.State() == conntrack.StateEstablished {
+					// The handshake completed: the client's ACK came back
+					// one client round trip after the backend's SYN-ACK.
+					if be := w.pinned(svc, v, e); be != nil {
+						bc := backendCounters(c, be)
+						bc.Established++
+						bc.HandshakeMs += uint64(now - lastSeen)
+					}
+				}
 			}
+		}
+		if be := w.pinned(svc, v, e); be != nil && !be.Down {
+			c.CTHits++
+			return be
 		}
 		// The pinned backend was removed or is down: re-select and count
 		// the move.
-		be := w.fromTable(svc, v, w.hashes[i])
+		be := w.choose(svc, v, i)
 		if be != nil {
-			e.Repin(be.ID, be.Gen)
+			w.ct.Repin(e, be.ID, be.Gen)
 			c.Moved++
 		}
 		return be
 	}
-	be := w.fromTable(svc, v, w.hashes[i])
+	be := w.choose(svc, v, i)
 	if be == nil || ps.Fragment {
 		return be
 	}
-	c.CTMisses++
-	backendCounters(c, be).NewFlows++
-	c.VIPs[v.ID].NewFlows++
+	w.countNew(c, v, be, syn)
 	if !icmp {
 		// An ICMP error for a flow this instance has not seen is routed by
 		// the table alone; it never creates state.
 		w.ct.Insert(w.hashes[i], &w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
 	}
 	return be
+}
+
+// pinned is e's backend if it is still the same backend of this VIP.
+func (w *Worker) pinned(svc *Services, v *VIP, e *conntrack.Entry) *Backend {
+	id := e.Backend()
+	if int(id) >= len(svc.Backends) {
+		return nil
+	}
+	if be := svc.Backends[id]; be != nil && be.Gen == e.Gen() && be.VIP == v.ID {
+		return be
+	}
+	return nil
+}
+
+// countNew counts a new flow for v on be.
+func (w *Worker) countNew(c *Counters, v *VIP, be *Backend, syn bool) {
+	c.CTMisses++
+	bc := backendCounters(c, be)
+	bc.NewFlows++
+	if syn {
+		bc.SYNs++
+	}
+	c.VIPs[v.ID].NewFlows++
+}
+
+// choose picks the backend of a new flow: the VIP's Maglev table, the
+// same answer on every instance.
+func (w *Worker) choose(svc *Services, v *VIP, i int) *Backend {
+	return w.fromTable(svc, v, w.hashes[i])
 }
 
 func (w *Worker) fromTable(svc *Services, v *VIP, hash uint64) *Backend {

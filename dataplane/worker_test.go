@@ -687,3 +687,41 @@ func TestReusedTupleAfterCloseFollowsTheTable(t *testing.T) {
 		t.Errorf("a new connection on a reused tuple went to the drained backend")
 	}
 }
+
+func TestHandshakeSignals(t *testing.T) {
+	r := newRig(t, testConfig)
+	sum := func() (p PacketBytes) {
+		for _, b := range r.w.c.Backends[:8] {
+			p.SYNs += b.SYNs
+			p.Established += b.Established
+			p.SYNRetrans += b.SYNRetrans
+			p.HandshakeMs += b.HandshakeMs
+		}
+		return p
+	}
+	// Flow 1 completes its handshake 30 ms after the SYN.
+	r.run(frame(t, "198.51.100.60", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "S", 0, true))
+	r.now += 20 // run adds 10 more
+	r.run(frame(t, "198.51.100.60", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "A", 0, true))
+	// Flow 2's SYN goes unanswered: the client sends it again.
+	r.run(frame(t, "198.51.100.60", "203.0.113.7", 2, 80, layers.IPProtocolTCP, "S", 0, true))
+	r.run(frame(t, "198.51.100.60", "203.0.113.7", 2, 80, layers.IPProtocolTCP, "S", 0, true))
+	s := sum()
+	if s.SYNs != 2 || s.Established != 1 || s.SYNRetrans != 1 || s.HandshakeMs != 30 {
+		t.Errorf("signals %+v; want 2 SYNs, 1 established after 30 ms, 1 retransmission", s)
+	}
+	var snap Counters
+	go r.w.Snapshot(&snap, time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for snap.Flows == 0 && time.Now().Before(deadline) {
+		r.w.Idle(r.now)
+		time.Sleep(time.Millisecond)
+	}
+	var active int64
+	for _, b := range snap.Backends[:8] {
+		active += b.Active
+	}
+	if active != 2 {
+		t.Errorf("active flows %d, want 2", active)
+	}
+}
