@@ -313,7 +313,7 @@ func backendJSON(b *control.BackendStatus, workers []dataplane.Counters) api.Bac
 	out := api.Backend{
 		VIP: b.VIP, Name: b.Name, Address: b.Address, ID: b.ID, Health: b.Health, Reason: b.Reason,
 		Weight: b.Weight, EffectiveWeight: effectiveWeight(b), Drained: b.Drained, Down: b.Down,
-		SlowStart: b.SlowStart, TableSlots: b.Slots, TableShare: b.Share, ActiveFlows: b.Flows,
+		SlowStart: b.SlowStart, Outlier: b.Outlier, Ejections: b.Ejections, TableSlots: b.Slots, TableShare: b.Share, ActiveFlows: b.Flows,
 		Packets: b.Packets, Bytes: b.Bytes, NewFlows: b.NewFlows,
 	}
 	return out

@@ -22,6 +22,7 @@ type collector struct {
 
 	bePackets, beBytes, beNewFlows, beActive    *prometheus.Desc
 	beHealthy, beWeight, beEffective, beDrained *prometheus.Desc
+	beOutlier, beEjections                      *prometheus.Desc
 	drops, workerRx, workerTx                   *prometheus.Desc
 	ctFlows, ctEvictions, ctInsertFailed        *prometheus.Desc
 	rebuilds, rebuildSeconds, generation        *prometheus.Desc
@@ -48,6 +49,8 @@ func newCollector(s *Server) *collector {
 		beWeight:    d("backend_weight", "Configured weight, or the operator's override.", vb...),
 		beEffective: d("backend_effective_weight", "Weight in the Maglev table now (0 when drained or down; ramping in slow start).", vb...),
 		beDrained:   d("backend_drained", "1 while the backend is drained (no new flows).", vb...),
+		beOutlier:   d("backend_outlier", "1 while the backend is ejected by the passive (handshake) checks.", vb...),
+		beEjections: d("backend_ejections_total", "Passive ejections of the backend.", vb...),
 
 		drops:    d("drops_total", "Packets dropped, by reason, over all workers.", "reason"),
 		workerRx: d("worker_rx_packets_total", "Packets received by a worker (lcore).", "worker"),
@@ -70,7 +73,7 @@ func newCollector(s *Server) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.vipPackets, c.vipBytes, c.vipNewFlows, c.vipPanic,
-		c.bePackets, c.beBytes, c.beNewFlows, c.beActive, c.beHealthy, c.beWeight, c.beEffective, c.beDrained,
+		c.bePackets, c.beBytes, c.beNewFlows, c.beActive, c.beHealthy, c.beWeight, c.beEffective, c.beDrained, c.beOutlier, c.beEjections,
 		c.drops, c.workerRx, c.workerTx, c.ctFlows, c.ctEvictions, c.ctInsertFailed,
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced,
 	} {
@@ -103,6 +106,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.beWeight, float64(b.Weight), v.Name, b.Name)
 			gauge(c.beEffective, b.EffectiveWeight, v.Name, b.Name)
 			gauge(c.beDrained, bool01(b.Drained), v.Name, b.Name)
+			gauge(c.beOutlier, bool01(b.Outlier), v.Name, b.Name)
+			counter(c.beEjections, uint64(b.Ejections), v.Name, b.Name)
 		}
 	}
 

@@ -143,6 +143,16 @@ type Health struct {
 	Jitter     float64  `toml:"jitter"`
 	Backoff    Duration `toml:"flap_backoff"`
 	BackoffMax Duration `toml:"flap_backoff_max"`
+
+	// Passive checks at L4: a backend whose TCP handshakes fail (SYNs
+	// unanswered or refused: the client never sends its first ACK) is
+	// ejected as an outlier for flap_backoff, doubling up to
+	// flap_backoff_max, however its active checks answer (the chapter's
+	// "check that says 200", section 5.2). "off" disables them.
+	Passive          string   `toml:"passive"`           // on (default) or off
+	PassiveWindow    Duration `toml:"passive_window"`    // sliding window (default 10s)
+	PassiveMin       int      `toml:"passive_min"`       // handshakes needed in the window to judge (default 20)
+	PassiveThreshold float64  `toml:"passive_threshold"` // failed share that ejects (default 0.5)
 }
 
 // Admin is the HTTP admin API (JSON, Prometheus /metrics).

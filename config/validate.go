@@ -415,6 +415,42 @@ func finishHealth(at string, h, def *Health, vipPort int) error {
 		if h.Jitter == 0 {
 			h.Jitter = def.Jitter
 		}
+		if h.Passive == "" {
+			h.Passive = def.Passive
+		}
+		if h.PassiveWindow.Duration == 0 {
+			h.PassiveWindow = def.PassiveWindow
+		}
+		if h.PassiveMin == 0 {
+			h.PassiveMin = def.PassiveMin
+		}
+		if h.PassiveThreshold == 0 {
+			h.PassiveThreshold = def.PassiveThreshold
+		}
+	}
+	if h.Passive == "" {
+		h.Passive = "on"
+	}
+	if h.Passive != "on" && h.Passive != "off" {
+		return errAt(at+".passive", "%q is not on or off", h.Passive)
+	}
+	if h.PassiveWindow.Duration == 0 {
+		h.PassiveWindow.Duration = 10 * time.Second
+	}
+	if h.PassiveMin == 0 {
+		h.PassiveMin = 20
+	}
+	if h.PassiveThreshold == 0 {
+		h.PassiveThreshold = 0.5
+	}
+	if h.PassiveWindow.Duration < 2*time.Second || h.PassiveWindow.Duration > 10*time.Minute {
+		return errAt(at+".passive_window", "%v is outside 2s..10m", h.PassiveWindow.Duration)
+	}
+	if h.PassiveMin < 1 {
+		return errAt(at+".passive_min", "%d is below 1", h.PassiveMin)
+	}
+	if h.PassiveThreshold <= 0 || h.PassiveThreshold > 1 {
+		return errAt(at+".passive_threshold", "%v is outside (0, 1]", h.PassiveThreshold)
 	}
 	if h.Kind == "" {
 		h.Kind = "none"

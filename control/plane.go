@@ -77,9 +77,10 @@ type backendState struct {
 	drainedAt time.Time
 	health    Health
 	reason    string
-	settled   bool      // the checks have given a first verdict (Up or Down)
-	everUp    bool      // came up at least once in this process
-	initial   bool      // configured when the process started (not added by a reload)
+	settled   bool // the checks have given a first verdict (Up or Down)
+	everUp    bool // came up at least once in this process
+	initial   bool // configured when the process started (not added by a reload)
+	passive   passiveState
 	upSince   time.Time // last time it became usable (added, or came back up): slow start
 	changedAt time.Time
 }
@@ -276,7 +277,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 				continue
 			}
 			total++
-			if st.health != HealthDown {
+			if st.health != HealthDown && st.passive.until.IsZero() {
 				healthy++
 			}
 		}
@@ -293,7 +294,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 				if c.DrainTimeout.Duration > 0 && now.Sub(st.drainedAt) >= c.DrainTimeout.Duration {
 					eff.Down = true
 				}
-			case st.health == HealthDown && !panic:
+			case (st.health == HealthDown || !st.passive.until.IsZero()) && !panic:
 				eff = dataplane.Effective{Weight: 0, Down: true}
 			default:
 				if ss := c.SlowStart.Duration; ss > 0 && !st.upSince.IsZero() && w > 0 {
@@ -609,6 +610,8 @@ type BackendStatus struct {
 	Slots     int     `json:"table_slots"`
 	Share     float64 `json:"table_share"`
 	Flows     uint64  `json:"active_flows"`
+	Outlier   bool    `json:"outlier"`   // ejected by the passive checks
+	Ejections int     `json:"ejections"` // passive ejections so far
 	NewFlows  uint64  `json:"new_flows"`
 	Packets   uint64  `json:"packets"`
 	Bytes     uint64  `json:"bytes"`
@@ -710,6 +713,10 @@ func (p *Plane) Status(withFlows bool) Status {
 			if bst != nil {
 				bs.Weight = p.baseWeight(bst)
 				bs.Health, bs.Reason, bs.Drained = bst.health.String(), bst.reason, bst.drained
+				if !bst.passive.until.IsZero() {
+					bs.Outlier, bs.Reason = true, bst.passive.reason
+				}
+				bs.Ejections = bst.passive.ejections
 				eff := over[dataplane.BackendKey(v.Name, b.Name)]
 				bs.SlowStart = !bst.drained && eff.Weight > 0 && eff.Weight < bs.Weight*WeightScale
 			}

@@ -595,3 +595,48 @@ func TestFreshInstanceAnnouncesSettledTables(t *testing.T) {
 		}
 	}
 }
+
+// Passive health: a backend whose handshakes never complete is ejected,
+// the others stay; after the backoff it comes back.
+func TestPassiveEjection(t *testing.T) {
+	toml := strings.Replace(baseConfig, "[[vip]]", "[health]\npassive_window = \"4s\"\npassive_min = 20\nflap_backoff = \"10s\"\n\n[[vip]]", 1)
+	f := newFixture(t, toml)
+	be2 := f.addr("be2")
+	fold := func() bool {
+		st := f.plane.Status(false)
+		f.advance(time.Second)
+		f.plane.mu.Lock()
+		defer f.plane.mu.Unlock()
+		ch := f.plane.foldSignals(st.Workers, f.plane.now())
+		if ch {
+			f.plane.rebuildLocked()
+		}
+		return ch
+	}
+	port := uint16(10000)
+	for round := 0; round < 4; round++ {
+		for i := 0; i < 60; i++ {
+			port++
+			if r := f.lc.send(syn(t, port, "S")); r.dst != be2 {
+				f.lc.send(syn(t, port, "A")) // the others complete their handshakes
+			}
+		}
+		fold()
+	}
+	st := f.backend("be2")
+	if !st.Outlier || !st.Down || st.Slots != 0 || !strings.Contains(st.Reason, "handshakes failed") {
+		t.Fatalf("be2 not ejected: %+v", st)
+	}
+	for _, b := range []string{"be1", "be3", "be4"} {
+		if s := f.backend(b); s.Outlier || s.Slots == 0 {
+			t.Errorf("%s ejected too: %+v", b, s)
+		}
+	}
+	// After the backoff it is taken back (and judged afresh).
+	for i := 0; i < 11; i++ {
+		fold()
+	}
+	if st := f.backend("be2"); st.Outlier || st.Slots == 0 || st.Ejections != 1 {
+		t.Errorf("be2 after its backoff: %+v", st)
+	}
+}

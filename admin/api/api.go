@@ -156,6 +156,8 @@ type Backend struct {
 	Drained         bool    `json:"drained"`
 	Down            bool    `json:"down"` // its pinned flows are moved away
 	SlowStart       bool    `json:"slow_start"`
+	Outlier         bool    `json:"outlier"`   // ejected by the passive (handshake) checks
+	Ejections       int     `json:"ejections"` // passive ejections so far
 	TableSlots      int     `json:"table_slots"`
 	TableShare      float64 `json:"table_share"`
 	ActiveFlows     uint64  `json:"active_flows"`

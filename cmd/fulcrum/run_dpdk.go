@@ -101,6 +101,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go plane.Run(ctx.Done())
+	go plane.RunSignals(ctx.Done()) // passive health
 	if err := plane.StartHealth(ctx, health.ManagerOptions{}); err != nil {
 		log.Error("health checks", "err", err)
 		return 1

@@ -150,6 +150,8 @@ func state(b *api.Backend) string {
 	switch {
 	case b.Drained:
 		return "drain"
+	case b.Outlier && b.Down:
+		return "ejected" // by the passive checks
 	case b.Down:
 		return "down"
 	case b.EffectiveWeight == 0:
