@@ -677,8 +677,6 @@ func (p *Plane) Status(withFlows bool) Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	svc := p.shared.Services.Load()
-	now := p.now()
-	over, _, _ := p.effective(now)
 	st := Status{Generation: svc.Gen, Rebuilds: p.rebuilds, LastRebuildMs: float64(p.lastDur.Microseconds()) / 1000, Workers: counters, Stale: stale}
 	if p.peers != nil {
 		st.BGP = p.peers()
@@ -717,8 +715,9 @@ func (p *Plane) Status(withFlows bool) Status {
 					bs.Outlier, bs.Reason = true, bst.passive.reason
 				}
 				bs.Ejections = bst.passive.ejections
-				eff := over[dataplane.BackendKey(v.Name, b.Name)]
-				bs.SlowStart = !bst.drained && eff.Weight > 0 && eff.Weight < bs.Weight*WeightScale
+				// Ramping in the published table (what the dataplane uses),
+				// not in what the next rebuild would publish.
+				bs.SlowStart = !bst.drained && !b.Down && b.Weight > 0 && b.Weight < bs.Weight*WeightScale
 			}
 			if vs.TableSize > 0 {
 				bs.Share = float64(bs.Slots) / float64(vs.TableSize)

@@ -149,7 +149,7 @@ func run() int {
 	// Retries add up on a busy machine; once they have taken this long, a
 	// noisy pair is kept (flagged) so that the whole run stays near 2
 	// (QUICK) or 10 minutes.
-	o.retryLeft = 150 * time.Second
+	o.retryLeft = 120 * time.Second
 	if o.quick {
 		o.retryLeft = 30 * time.Second
 	}
@@ -545,7 +545,7 @@ func machine() string {
 	if out, err := exec.Command("pkg-config", "--modversion", "libdpdk").Output(); err == nil {
 		dpdk = strings.TrimSpace(string(out))
 	}
-	memGiB := float64(procMemKB("MemTotal:")) / (1 << 20)
+	memGiB := float64(procKB("/proc/meminfo", "MemTotal:")) / (1 << 20)
 	return fmt.Sprintf("machine: %s, %d CPUs, %.1f GiB, Linux %s, DPDK %s, %s; load average before: %s",
 		model, runtime.NumCPU(), memGiB, kernel, dpdk, runtime.Version(), loadavg())
 }
@@ -559,20 +559,6 @@ func utsString(b []int8) string {
 		s = append(s, byte(c))
 	}
 	return string(s)
-}
-
-func procMemKB(key string) uint64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, key) {
-			n, _ := fieldAfter(l, key)
-			return n
-		}
-	}
-	return 0
 }
 
 func loadavg() string {

@@ -264,7 +264,12 @@ func processCPU(pid int) uint64 {
 
 // procStatusKB reads a kB field of /proc/PID/status.
 func procStatusKB(pid int, key string) uint64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return procKB(fmt.Sprintf("/proc/%d/status", pid), key)
+}
+
+// procKB reads a "Key:   N kB" field of a /proc file (status, meminfo).
+func procKB(path, key string) uint64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}

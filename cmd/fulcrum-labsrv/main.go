@@ -7,8 +7,10 @@
 //
 // -health adds a listener on the backend's own address for the LB's health
 // checks (GET /healthz). SIGUSR1 toggles the health endpoint between 200
-// and 503, so a test can make a check fail while the service keeps working
-// (the chapter's "check that lies").
+// and 503, so a test can make a check fail while the service keeps working.
+// SIGUSR2 toggles the service listener off and on: while it is off the
+// kernel refuses new connections to the service (RST) but the health
+// endpoint still says 200 (the chapter's "check that lies", section 5.2).
 package main
 
 import (
@@ -36,6 +38,8 @@ func main() {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("backend", *name)
 	var sick atomic.Bool
+	var svcLn net.Listener
+	refusing := false
 	var served atomic.Uint64
 	svc := http.NewServeMux()
 	svc.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -57,23 +61,46 @@ func main() {
 		servers = append(servers, &http.Server{Addr: *healthAddr, Handler: hc, ReadHeaderTimeout: 10 * time.Second})
 	}
 	errs := make(chan error, len(servers))
-	for _, s := range servers {
+	for i, s := range servers {
 		ln, err := net.Listen("tcp", s.Addr)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "fulcrum-labsrv: %v\n", err)
 			os.Exit(1)
 		}
+		if i == 0 {
+			svcLn = ln
+		}
 		go func() { errs <- s.Serve(ln) }()
 	}
 	log.Info("serving", "listen", *listen, "health", *healthAddr)
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
 	for {
 		select {
 		case err := <-errs:
+			if refusing {
+				continue // the service listener was closed on purpose
+			}
 			log.Error("server stopped", "err", err)
 			os.Exit(1)
 		case s := <-sigs:
+			if s == syscall.SIGUSR2 {
+				if !refusing {
+					refusing = true
+					svcLn.Close()
+					log.Info("service listener closed: new connections are refused, health still answers")
+				} else {
+					ln, err := net.Listen("tcp", *listen)
+					if err != nil {
+						log.Error("reopening the service listener", "err", err)
+						continue
+					}
+					svcLn, refusing = ln, false
+					go func() { errs <- servers[0].Serve(ln) }()
+					log.Info("service listener reopened")
+				}
+				continue
+			}
 			if s == syscall.SIGUSR1 {
 				log.Info("health endpoint toggled", "sick", !sick.Load())
 				sick.Store(!sick.Load())

@@ -272,5 +272,6 @@ stop-lb) stop_pid "$LAB/lb$2.pid" "${3:-TERM}" ;;
 start-backend) start_backend "$2" ;;
 stop-backend) stop_pid "$LAB/be$2.pid" "${3:-TERM}" ;;
 lb-conf) lb_conf "$2" ;;
-*) echo "usage: $0 up|down|status|start-lb N|stop-lb N [SIG]|start-backend N|stop-backend N [SIG]" >&2; exit 2 ;;
+signal-backend) kill -"$3" "$(cat "$LAB/be$2.pid")" ;;
+*) echo "usage: $0 up|down|status|start-lb N|stop-lb N [SIG]|start-backend N|stop-backend N [SIG]|signal-backend N SIG|lb-conf N" >&2; exit 2 ;;
 esac

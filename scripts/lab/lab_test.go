@@ -502,3 +502,44 @@ func TestBackendAddedByReload(t *testing.T) {
 		t.Errorf("be4 takes no new flows: %v, failed %d", per, failed)
 	}
 }
+
+// 9. Passive health: be3 stops accepting connections on its service port
+// (the kernel refuses them) while its health endpoint still answers 200.
+// The active checks cannot see it; the LBs see its handshakes fail and
+// eject it as an outlier, then take it back after its backoff.
+func TestPassiveEjectionOfABackendThatStopsAccepting(t *testing.T) {
+	lab(t, "signal-backend", "3", "USR2") // refuse
+	refusing := true
+	t.Cleanup(func() {
+		if refusing {
+			exec.Command(script, "signal-backend", "3", "USR2").Run()
+		}
+	})
+	_, failed := curlMany(t, 200)
+	t.Logf("while be3 refuses: %d of 200 requests failed", failed)
+	for lb := 1; lb <= 2; lb++ {
+		waitFor(t, fmt.Sprintf("be3 ejected on lb%d", lb), 20*time.Second, func() bool {
+			if b := backends(t, lb)["be3"]; b.Outlier {
+				return true
+			}
+			curlMany(t, 40) // keep the handshake signal coming
+			return false
+		})
+		b := backends(t, lb)["be3"]
+		t.Logf("lb%d: be3 health %q, outlier, reason %q", lb, b.Health, b.Reason)
+		if b.Health != "up" || b.TableSlots != 0 {
+			t.Errorf("lb%d: be3 %+v: want its active check still up and no table slots", lb, b)
+		}
+	}
+	if per, failed := curlMany(t, 200); failed != 0 || per["be3"] != 0 {
+		t.Errorf("after the ejection: %d failed, be3 answered %d", failed, per["be3"])
+	}
+	lab(t, "signal-backend", "3", "USR2") // accept again
+	refusing = false
+	for lb := 1; lb <= 2; lb++ {
+		waitFor(t, fmt.Sprintf("be3 back on lb%d after its backoff", lb), 30*time.Second, func() bool {
+			b := backends(t, lb)["be3"]
+			return !b.Outlier && b.TableSlots > 0
+		})
+	}
+}
