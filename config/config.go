@@ -208,12 +208,18 @@ type BGPVIP struct {
 // VIP is one virtual service: an address, a port (0: every port) and a
 // protocol, with its backends.
 type VIP struct {
-	Name      string    `toml:"name"`
-	Address   Addr      `toml:"address"`
-	Port      int       `toml:"port"`
-	Protocol  string    `toml:"protocol"` // tcp or udp
-	Encap     string    `toml:"encap"`    // default: dataplane.encap
-	TableSize int       `toml:"table_size"`
+	Name      string `toml:"name"`
+	Address   Addr   `toml:"address"`
+	Port      int    `toml:"port"`
+	Protocol  string `toml:"protocol"` // tcp or udp
+	Encap     string `toml:"encap"`    // default: dataplane.encap
+	TableSize int    `toml:"table_size"`
+	// Scheduler picks the backend of a new flow: maglev (default; the
+	// same answer on every instance), p2c, least-conn, peak-ewma,
+	// round-robin, random. See README "Choosing a scheduler".
+	Scheduler string    `toml:"scheduler"`
+	Draws     int       `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
+	Penalty   Duration  `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples
 	Health    Health    `toml:"health"`
 	Backends  []Backend `toml:"backend"`
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // fieldError is a validation error tied to a configuration path such as
@@ -260,6 +261,22 @@ func (c *Config) finishVIP(i int, seen map[string]int) error {
 	}
 	if v.TableSize < 3 || !isPrime(uint64(v.TableSize)) {
 		return errAt(at+".table_size", "%d is not a prime: Maglev's permutation needs a prime table size (e.g. 65537, 655373)", v.TableSize)
+	}
+	if v.Scheduler == "" {
+		v.Scheduler = "maglev"
+	}
+	kind, err := sched.ParseKind(v.Scheduler)
+	if err != nil {
+		return errAt(at+".scheduler", "%q is not one of maglev, p2c, least-conn, peak-ewma, round-robin, random", v.Scheduler)
+	}
+	if v.Draws == 0 {
+		v.Draws = sched.DefaultDraws
+	}
+	if v.Penalty.Duration == 0 {
+		v.Penalty.Duration = sched.DefaultPenalty
+	}
+	if _, err := sched.New(kind, sched.Options{Draws: v.Draws, Penalty: v.Penalty.Duration}); err != nil && kind != sched.Maglev {
+		return errAt(at+".draws", "%v", err)
 	}
 	if err := finishHealth(at+".health", &v.Health, &c.Health, v.Port); err != nil {
 		return err

@@ -640,3 +640,27 @@ func TestPassiveEjection(t *testing.T) {
 		t.Errorf("be2 after its backoff: %+v", st)
 	}
 }
+
+// The signals fold publishes the loads the schedulers read: active flows
+// per backend summed over the workers.
+func TestLoadsPublished(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	for i := 0; i < 40; i++ {
+		f.lc.send(syn(t, uint16(30000+i), "S"))
+	}
+	st := f.plane.Status(false)
+	f.plane.mu.Lock()
+	f.plane.foldSignals(st.Workers, f.plane.now())
+	f.plane.mu.Unlock()
+	loads := f.shared.Loads.Load()
+	if loads == nil {
+		t.Fatal("no loads published")
+	}
+	var total int64
+	for _, a := range loads.Active {
+		total += a
+	}
+	if total != 40 {
+		t.Errorf("published active flows %d, want 40", total)
+	}
+}

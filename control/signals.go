@@ -6,6 +6,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // Passive health at L4. The dataplane counts, per backend, the flows that
@@ -34,6 +35,12 @@ type passiveState struct {
 	reason            string
 	stableSince       time.Time
 	retrans           uint64
+
+	// Latency for peak-ewma: handshake times (SYN to the client's first
+	// ACK, a client round trip through the backend) and health-check round
+	// trips, folded into one peak EWMA.
+	lastHsMs, lastHsN uint64
+	latency           sched.EWMA
 }
 
 // foldSignals updates every backend's window from the workers' counters
@@ -41,6 +48,8 @@ type passiveState struct {
 func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 	svc := p.shared.Services.Load()
 	changed := false
+	loads := &dataplane.Loads{Active: make([]int64, len(svc.Backends)), Latency: make([]sched.EWMA, len(svc.Backends))}
+	defer p.shared.Loads.Store(loads) // the schedulers' view, about once a second
 	for _, v := range p.cfg.VIPs {
 		h := &v.Health
 		for _, cb := range v.Backends {
@@ -52,16 +61,21 @@ func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 			if !ok {
 				continue
 			}
-			var syns, est, retrans uint64
+			var syns, est, retrans, hsMs, active int64
 			for i := range counters {
 				bc := counters[i].Backends[id]
 				if bc.Gen == svc.Backends[id].Gen {
-					syns += bc.SYNs
-					est += bc.Established
-					retrans += bc.SYNRetrans
+					syns += int64(bc.SYNs)
+					est += int64(bc.Established)
+					retrans += int64(bc.SYNRetrans)
+					hsMs += int64(bc.HandshakeMs)
+					active += bc.Active
 				}
 			}
-			if p.foldBackend(st, h, syns, est, retrans, now) {
+			loads.Active[id] = active
+			p.foldLatency(st, uint64(hsMs), uint64(est))
+			loads.Latency[id] = st.passive.latency
+			if p.foldBackend(st, h, uint64(syns), uint64(est), uint64(retrans), now) {
 				changed = true
 			}
 		}
@@ -125,6 +139,22 @@ func (p *Plane) foldBackend(st *backendState, h *config.Health, syns, est, retra
 	ps.reason = fmt.Sprintf("passive: %d of %d handshakes failed in %v (%d SYN retransmissions); ejected for %v", failed, attempts, h.PassiveWindow.Duration, ps.retrans, ps.backoff)
 	p.log.Warn("backend ejected as an outlier", "vip", st.vip, "backend", st.name, "reason", ps.reason)
 	return true
+}
+
+// foldLatency feeds the period's mean handshake time and the health
+// check's round-trip average into the backend's peak EWMA (microseconds).
+func (p *Plane) foldLatency(st *backendState, hsMs, hsN uint64) {
+	ps := &st.passive
+	dMs, dN := sat(hsMs, ps.lastHsMs), sat(hsN, ps.lastHsN)
+	ps.lastHsMs, ps.lastHsN = hsMs, hsN
+	if dN > 0 {
+		ps.latency.ObservePeak(int64(dMs * 1000 / dN))
+	}
+	if p.checks != nil {
+		if hs, ok := p.checks.Status(dataplane.BackendKey(st.vip, st.name)); ok && hs.RTTEWMA > 0 {
+			ps.latency.ObservePeak(hs.RTTEWMA.Microseconds())
+		}
+	}
 }
 
 func sat(a, b uint64) uint64 {

@@ -8,6 +8,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/maglev"
+	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // Limits of one snapshot. Counter arrays are sized by them, so they are
@@ -46,6 +47,8 @@ type VIP struct {
 	Table    *maglev.Table // nil when no backend may take new flows
 	Backends []uint32      // Table's backend index -> Backend id
 	Members  []uint32      // every backend id of the VIP, in config order
+	Sched    sched.Kind    // how new flows pick a backend (Maglev: Table)
+	SchedOpt sched.Options
 }
 
 // vipKey finds a VIP by destination; port 0 is the every-port VIP. The
@@ -193,7 +196,12 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 		if err != nil {
 			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
 		}
-		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: protoNum(cv.Protocol), Encap: kind}
+		sk, err := sched.ParseKind(cv.Scheduler)
+		if err != nil && cv.Scheduler != "" {
+			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
+		}
+		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: protoNum(cv.Protocol), Encap: kind,
+			Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}}
 		s.vipIDs[vk] = vid
 		var mb []maglev.Backend
 		ids := map[string]uint32{}
@@ -293,4 +301,13 @@ func (s *Services) LookupVIP(addr netip.Addr, port uint16, proto uint8) *VIP {
 		a = netip.AddrFrom16(a).As16() // already v4-mapped by As16
 	}
 	return s.lookup(&a, port, proto)
+}
+
+// Loads are the control plane's view of every backend's load, by backend
+// id, published about once a second for the schedulers other than Maglev:
+// active flows summed over all workers and a latency average (peak EWMA of
+// handshake times and health-check round trips).
+type Loads struct {
+	Active  []int64
+	Latency []sched.EWMA
 }

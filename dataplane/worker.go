@@ -3,11 +3,13 @@ package dataplane
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/packet"
+	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // noNextHop stands in until the control plane publishes a NextHop.
@@ -47,6 +49,7 @@ type NextHop struct {
 type Shared struct {
 	Services atomic.Pointer[Services]
 	NextHop  atomic.Pointer[NextHop]
+	Loads    atomic.Pointer[Loads]
 }
 
 // Worker is one lcore's forwarding state. Everything in it belongs to that
@@ -75,6 +78,17 @@ type Worker struct {
 	snapMu sync.Mutex // one Snapshot reader at a time (slow path)
 	op     atomic.Pointer[Op]
 	now    conntrack.Time // of the last burst, for Idle
+
+	// Schedulers other than Maglev: a picker per VIP id, rebuilt when the
+	// snapshot changes (between bursts), the lcore's own random source,
+	// and the new flows this lcore gave each backend since the last
+	// published Loads (so a burst of new flows sees its own choices).
+	svcSeen   *Services
+	pickers   []sched.Picker
+	loadBuf   []sched.Load
+	loadsSeen *Loads
+	localNew  []int64
+	rng       sched.Rand
 }
 
 // NewWorker creates a worker with its own conntrack table.
@@ -84,7 +98,8 @@ func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, enc *encap.Encaps
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{ID: id, shared: shared, ct: ct, enc: enc, hasher: flow.NewHasher(key), portMAC: portMAC}
+	w := &Worker{ID: id, shared: shared, ct: ct, enc: enc, hasher: flow.NewHasher(key), portMAC: portMAC,
+		localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
 	w.c.init()
 	return w, nil
 }
@@ -108,6 +123,9 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 	nh := w.shared.NextHop.Load()
 	if nh == nil {
 		nh = &noNextHop
+	}
+	if svc != w.svcSeen {
+		w.schedulersFor(svc) // a new snapshot: allocates, once, between bursts
 	}
 	c := &w.c
 	m := 0
@@ -348,10 +366,61 @@ func (w *Worker) countNew(c *Counters, v *VIP, be *Backend, syn bool) {
 	c.VIPs[v.ID].NewFlows++
 }
 
-// choose picks the backend of a new flow: the VIP's Maglev table, the
-// same answer on every instance.
+// choose picks the backend of a new flow: by default the VIP's Maglev
+// table, the same answer on every instance; otherwise the VIP's scheduler
+// over its backends' loads.
 func (w *Worker) choose(svc *Services, v *VIP, i int) *Backend {
-	return w.fromTable(svc, v, w.hashes[i])
+	if v.Sched == sched.Maglev || int(v.ID) >= len(w.pickers) || w.pickers[v.ID] == nil {
+		return w.fromTable(svc, v, w.hashes[i])
+	}
+	loads := w.shared.Loads.Load()
+	if loads != w.loadsSeen {
+		clear(w.localNew) // the published counts now include our choices
+		w.loadsSeen = loads
+	}
+	lb := w.loadBuf[:len(v.Members)]
+	for k, id := range v.Members {
+		be := svc.Backends[id]
+		l := sched.Load{Active: w.localNew[id]}
+		if be != nil && !be.Down {
+			l.Weight = uint32(be.Weight)
+		}
+		if loads != nil && int(id) < len(loads.Active) {
+			l.Active += loads.Active[id]
+			l.EWMA = loads.Latency[id]
+		}
+		lb[k] = l
+	}
+	k := w.pickers[v.ID].Pick(lb, &w.rng)
+	if k < 0 {
+		return nil
+	}
+	id := v.Members[k]
+	w.localNew[id]++
+	return svc.Backends[id]
+}
+
+// schedulersFor makes the pickers of a new snapshot's VIPs. Round-robin
+// state starts afresh with each snapshot.
+func (w *Worker) schedulersFor(svc *Services) {
+	w.svcSeen = svc
+	if svc == nil {
+		return
+	}
+	w.pickers = make([]sched.Picker, len(svc.VIPs))
+	most := 0
+	for _, v := range svc.VIPs {
+		if v == nil || v.Sched == sched.Maglev {
+			continue
+		}
+		if p, err := sched.New(v.Sched, v.SchedOpt); err == nil { // validated with the config
+			w.pickers[v.ID] = p
+		}
+		most = max(most, len(v.Members))
+	}
+	if len(w.loadBuf) < most {
+		w.loadBuf = make([]sched.Load, most)
+	}
 }
 
 func (w *Worker) fromTable(svc *Services, v *VIP, hash uint64) *Backend {

@@ -16,6 +16,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/maglev"
+	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 const testConfig = `
@@ -723,5 +724,53 @@ func TestHandshakeSignals(t *testing.T) {
 	}
 	if active != 2 {
 		t.Errorf("active flows %d, want 2", active)
+	}
+}
+
+func TestSchedulersOtherThanMaglev(t *testing.T) {
+	cfg := strings.Replace(testConfig, `name = "web"
+address = "203.0.113.7"
+port = 80`, `name = "web"
+address = "203.0.113.7"
+port = 80
+scheduler = "least-conn"`, 1)
+	r := newRig(t, cfg)
+	svc := r.shared.Services.Load()
+	v := svc.LookupVIP(netip.MustParseAddr("203.0.113.7"), 80, 6)
+	if v.Sched.String() != "least-conn" {
+		t.Fatalf("scheduler %v", v.Sched)
+	}
+	// The control plane says be1 and be3 already hold 100 flows each.
+	loads := &Loads{Active: make([]int64, len(svc.Backends)), Latency: make([]sched.EWMA, len(svc.Backends))}
+	for _, id := range v.Members {
+		if svc.Backends[id].Name != "be2" {
+			loads.Active[id] = 100
+		}
+	}
+	r.shared.Loads.Store(loads)
+	be2 := backendAddr(r, "web", "be2")
+	for i := 0; i < 60; i++ {
+		out, _ := r.run(frame(t, "198.51.100.70", "203.0.113.7", uint16(100+i), 80, layers.IPProtocolTCP, "S", 0, true))
+		if d, _, _ := decodeTunnel(t, out[0]); d != be2 {
+			t.Fatalf("flow %d went to %v, the least loaded is be2", i, d)
+		}
+	}
+	// The choice is pinned: the same flow stays where it went even when
+	// another backend becomes the least loaded.
+	for _, id := range v.Members {
+		loads.Active[id] = 0
+	}
+	r.shared.Loads.Store(&Loads{Active: make([]int64, len(svc.Backends)), Latency: make([]sched.EWMA, len(svc.Backends))})
+	out, _ := r.run(frame(t, "198.51.100.70", "203.0.113.7", 100, 80, layers.IPProtocolTCP, "A", 0, true))
+	if d, _, _ := decodeTunnel(t, out[0]); d != be2 {
+		t.Errorf("a pinned flow moved to %v", d)
+	}
+	// A drained backend is never picked.
+	r.publish(Overrides{"web/be2": {Weight: 0}})
+	for i := 0; i < 60; i++ {
+		out, _ := r.run(frame(t, "198.51.100.71", "203.0.113.7", uint16(100+i), 80, layers.IPProtocolTCP, "S", 0, true))
+		if d, _, _ := decodeTunnel(t, out[0]); d == be2 {
+			t.Fatal("a new flow went to the drained backend")
+		}
 	}
 }

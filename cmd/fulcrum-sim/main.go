@@ -1,12 +1,19 @@
-// Command fulcrum-sim shows what Fulcrum's Maglev tables do, without a
-// dataplane: the table an operator gets for a backend set, and the seed
-// chapter's comparison of modulo, ring and Maglev hashing.
+// Command fulcrum-sim shows what Fulcrum's backend selection does, without
+// a dataplane: the Maglev table an operator gets for a backend set, the seed
+// chapter's comparison of modulo, ring and Maglev hashing, and what each
+// scheduler (package sched, the code the dataplane runs for a new flow)
+// does to latency and to a slow backend.
 //
 //	fulcrum-sim table --backends NAME[:WEIGHT],... [--size M] [--summary]
 //	fulcrum-sim hashing [--flows 500000] [--seed 7]
+//	fulcrum-sim policies [--servers 10] [--load 0.8] [--requests 200000] [--seed 3]
+//	fulcrum-sim slow [--clients 32] [--requests 30000] [--warmup 3000] [--seed 3]
+//	fulcrum-sim ewma NAME... < commands
 //
 // Exit status: 0 on success, 2 on a usage error or bad input (the message on
-// stderr names the bad part), 1 if the output cannot be written.
+// stderr names the bad part), 1 if the output cannot be written. ewma
+// reports a bad command line on stderr and carries on; it exits 0 once its
+// input ends.
 package main
 
 import (
@@ -27,14 +34,22 @@ import (
 const usage = `usage: fulcrum-sim <command> [flags]
 
 commands:
-  table    print the Maglev table for a backend set
-  hashing  compare modulo, ring and Maglev hashing (seed chapter, section 3.4)
+  table     print the Maglev table for a backend set
+  hashing   compare modulo, ring and Maglev hashing (seed chapter, section 3.4)
+  policies  mean and p99 latency per scheduling rule: the chapter's section 1.1
+            queueing experiment, plus least-connections, peak EWMA and
+            random(2) with and without distinct draws
+  slow      one slow server among fast ones in a closed loop (section 4.2, and
+            the HAProxy random(<draws>) patch's farms): the share of requests
+            each rule sends to the slow servers, and the latencies
+  ewma      the EWMA least-response-time exercise: reads PICK, DONE <name> <ms>
+            and STATUS lines on stdin for the named backends
 
 Run "fulcrum-sim <command> -h" for a command's flags.
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // errUsage marks errors after which the user needs the usage text, not just
@@ -42,7 +57,7 @@ func main() {
 var errUsage = errors.New("usage")
 
 // run is the whole command, testable: it returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -53,6 +68,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runTable(args[1:], stdout, stderr)
 	case "hashing":
 		err = runHashing(args[1:], stdout, stderr)
+	case "policies":
+		err = runPolicies(args[1:], stdout, stderr)
+	case "slow":
+		err = runSlow(args[1:], stdout, stderr)
+	case "ewma":
+		err = runEWMA(args[1:], stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -189,6 +210,87 @@ func runHashing(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := sim.Write(stdout, rows, *flows, *seed); err != nil {
 		return outputError{err}
+	}
+	return nil
+}
+
+func runPolicies(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fulcrum-sim policies", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := sim.DefaultPolicyConfig()
+	fs.IntVar(&c.Servers, "servers", c.Servers, "number of servers, each serving one request at a time (FIFO)")
+	fs.Float64Var(&c.Load, "load", c.Load, "the fleet's utilisation, above 0 and below 1: arrivals per ms = load × servers")
+	fs.IntVar(&c.Requests, "requests", c.Requests, "number of requests measured")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the random numbers (each rule starts from it)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	res, err := sim.Policies(c)
+	if err != nil {
+		return err
+	}
+	if err := sim.WritePolicies(stdout, c, res); err != nil {
+		return outputError{err}
+	}
+	return nil
+}
+
+func runSlow(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fulcrum-sim slow", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := sim.DefaultSlowConfig()
+	fs.IntVar(&c.Clients, "clients", c.Clients, "clients in the closed loop, each sending its next request when the last one returns")
+	fs.IntVar(&c.Requests, "requests", c.Requests, "number of requests measured")
+	fs.IntVar(&c.Warmup, "warmup", c.Warmup, "requests sent before the measured ones")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the random numbers (each rule starts from it)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	res, err := sim.Slow(c)
+	if err != nil {
+		return err
+	}
+	if err := sim.WriteSlow(stdout, c, res); err != nil {
+		return outputError{err}
+	}
+	return nil
+}
+
+const ewmaUsage = `usage: fulcrum-sim ewma NAME... < commands
+
+Reads one command per line on stdin (the seed EWMA least-response-time
+exercise) for the backends NAME...:
+  PICK              print the backend of lowest ewma × (inflight + 1), ties to
+                    the smaller name, and count a request in flight on it
+  DONE <name> <ms>  end a request: inflight - 1 (never below 0), and blend the
+                    latency into the average: ewma = (3*sample + 7*ewma) / 10 in
+                    thousandths of a millisecond, truncated; the first sample
+                    starts the average
+  STATUS            print "<name> ewma=<ms>.<3 digits> inflight=<n>" per backend,
+                    sorted by name
+A backend without samples has ewma 0 (the exercise's cold-start trap, kept on
+purpose). A bad line is reported on stderr and skipped.
+`
+
+func runEWMA(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("fulcrum-sim ewma", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, ewmaUsage) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	pool, err := sim.NewPool(fs.Args())
+	if err != nil {
+		return err
+	}
+	if _, err := pool.Run(stdin, stdout, stderr); err != nil {
+		if sim.IsOutputError(err) {
+			return outputError{err}
+		}
+		return err
 	}
 	return nil
 }

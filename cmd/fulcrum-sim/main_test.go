@@ -49,11 +49,29 @@ func TestRun(t *testing.T) {
 		{"hashing bad seed", []string{"hashing", "--seed", "-1"}, 2, "", `invalid value "-1" for flag -seed`},
 		{"hashing", []string{"hashing", "--flows", "500000", "--seed", "7"}, 0, "",
 			"N=10  ring, 100 vnodes  load max/min 1.240/0.801  flows moved  8.97%  of which needlessly  0.00%"},
+
+		{"policies", []string{"policies"}, 0, "", "policy                   mean       p99\nrandom              "},
+		{"policies small", []string{"policies", "--servers", "4", "--load", "0.5", "--requests", "5000", "--seed", "9"}, 0, "",
+			"4 servers at 50% load, 5000 requests, seed 9"},
+		{"policies bad load", []string{"policies", "--load", "1"}, 2, "", "load 1: must be above 0 and below 1"},
+		{"policies bad servers", []string{"policies", "--servers", "0"}, 2, "", "servers 0: must be between 1 and 10000"},
+		{"policies positional", []string{"policies", "x"}, 2, "", `unexpected argument "x"`},
+		{"policies help", []string{"policies", "-h"}, 0, "", "-servers"},
+		{"slow", []string{"slow"}, 0, "", "section 4.2: 4 servers, s1-s3 at 2 ms, s4 at 50 ms\nrule  "},
+		{"slow small", []string{"slow", "--clients", "4", "--requests", "800", "--warmup", "0", "--seed", "2"}, 0, "",
+			"4 clients in a closed loop, 800 requests measured after 0, seed 2"},
+		{"slow bad clients", []string{"slow", "--clients", "-1"}, 2, "", "clients -1: must be between 1"},
+		{"slow help", []string{"slow", "-h"}, 0, "", "-warmup"},
+
+		{"ewma no backends", []string{"ewma"}, 2, "", "no backends"},
+		{"ewma duplicate", []string{"ewma", "a", "a"}, 2, "", `backend "a": named twice`},
+		{"ewma help", []string{"ewma", "-h"}, 0, "", "PICK              print the backend"},
+		{"ewma unknown flag", []string{"ewma", "-x"}, 2, "", "flag provided but not defined: -x"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			code := run(tc.args, &out, &errOut)
+			code := run(tc.args, strings.NewReader(""), &out, &errOut)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out.String(), errOut.String())
 			}
@@ -70,6 +88,46 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestRunEWMA feeds the ewma command on stdin.
+func TestRunEWMA(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // exact, if not empty
+		has    string // stderr must contain this
+		stdin  string
+	}{
+		// The exercise's worked example, through the command.
+		{"ewma", []string{"ewma", "a"}, 0,
+			"a\na ewma=100.000 inflight=0\na\na ewma=130.000 inflight=0\na\na ewma=391.000 inflight=0\n", "",
+			"PICK\nDONE a 100\nSTATUS\nPICK\nDONE a 200\nSTATUS\nPICK\nDONE a 1000\nSTATUS\n"},
+		{"ewma sorted, ties to the smaller name", []string{"ewma", "b2", "b10", "a"}, 0,
+			"a\na\na ewma=0.000 inflight=2\nb10 ewma=0.000 inflight=0\nb2 ewma=0.000 inflight=0\n", "",
+			"PICK\nPICK\nSTATUS\n"},
+		{"ewma bad line carries on", []string{"ewma", "a", "b"}, 0, "", `fulcrum-sim ewma: line 1: DONE: unknown backend "c" (backends: a, b)`,
+			"DONE c 5\nPICK\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(tc.args, strings.NewReader(tc.stdin), &out, &errOut)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstderr: %s", code, tc.code, errOut.String())
+			}
+			if tc.stdout != "" && out.String() != tc.stdout {
+				t.Errorf("stdout:\n%s\nwant:\n%s", out.String(), tc.stdout)
+			}
+			if tc.has != "" && !strings.Contains(errOut.String(), tc.has) {
+				t.Errorf("stderr lacks %q: %s", tc.has, errOut.String())
+			}
+			if tc.has == "" && errOut.Len() != 0 {
+				t.Errorf("unexpected stderr: %s", errOut.String())
+			}
+		})
+	}
+}
+
 // errWriter fails every write.
 type errWriter struct{}
 
@@ -77,7 +135,15 @@ func (errWriter) Write([]byte) (int, error) { return 0, bytes.ErrTooLarge }
 
 func TestRunOutputError(t *testing.T) {
 	var errOut bytes.Buffer
-	if code := run([]string{"table", "--backends", "a"}, errWriter{}, &errOut); code != 1 {
-		t.Errorf("exit %d on a failing stdout, want 1 (stderr %q)", code, errOut.String())
+	for _, args := range [][]string{
+		{"table", "--backends", "a"},
+		{"policies", "--requests", "100"},
+		{"slow", "--requests", "100"},
+		{"ewma", "a"},
+	} {
+		errOut.Reset()
+		if code := run(args, strings.NewReader("PICK\n"), errWriter{}, &errOut); code != 1 {
+			t.Errorf("%s: exit %d on a failing stdout, want 1 (stderr %q)", args[0], code, errOut.String())
+		}
 	}
 }

@@ -1,11 +1,12 @@
-// Package sim reproduces the seed chapter's section 3.4 comparison of flow
-// to backend mappings (modulo, a hash ring, Maglev) for fulcrum-sim.
+// The seed chapter's section 3.4 comparison of flow to backend mappings
+// (modulo, a hash ring, Maglev).
 //
 // The flow hashes are the chapter's own: Python's random.Random(seed)
 // .getrandbits(64), reimplemented bit for bit (pyRandom), so with the
 // chapter's seed and flow count the sampled figures are the chapter's up to
 // one difference: Maglev takes backends in Fulcrum's canonical key order
 // (b10 sorts before b2), where the chapter's script used list order.
+
 package sim
 
 import (
