@@ -143,6 +143,9 @@ func TestFullExampleStatesTheDefaults(t *testing.T) {
 		full.VIPs[0].TableSize != DefaultTableSize || full.Dataplane.IdleMaxSleep.Duration != DefaultIdleMaxSleep {
 		t.Errorf("examples/fulcrum.toml disagrees with the defaults: %+v", full)
 	}
+	if v := full.VIPs[0]; v.Scheduler != "maglev" || v.Draws != 2 || v.Penalty.Duration.String() != "30ms" || v.Health.Passive != "on" || v.Health.PassiveMin != 20 {
+		t.Errorf("scheduler and passive defaults: %+v", v)
+	}
 	if h := full.VIPs[0].Health; h.Kind != "http" || h.Path != "/healthz" || h.Fall != DefaultHealthFall {
 		t.Errorf("vip health override: %+v", h)
 	}
