@@ -286,34 +286,46 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 	if e != nil {
 		if !icmp {
 			was, lastSeen := e.State(), e.LastSeen()
-			reopened := w.ct.Touch(e, now, ps.TCPFlags)
-			if reopened && was == conntrack.StateClosing {
-				// A SYN on a flow that ended (FIN or RST seen): a new
-				// connection reusing the 5-tuple. It takes the current
-				// choice, like any new flow, so that every instance agrees
-				// on it; keeping the old pin would tie it to a table the
-				// rest of the fleet may no longer use.
-				if be := w.choose(svc, v, i); be != nil {
-					w.ct.Repin(e, be.ID, be.Gen)
-					w.countNew(c, v, be, syn)
+			w.ct.Touch(e, now, ps.TCPFlags)
+			if syn && v.Sched != sched.Maglev && was == conntrack.StateNew {
+				// A retransmitted SYN under a load-based scheduler keeps
+				// its first choice (choosing again would pick afresh).
+				if be := w.pinned(svc, v, e); be != nil && !be.Down {
+					backendCounters(c, be).SYNRetrans++
+					c.CTHits++
 					return be
 				}
+			} else if syn {
+				// A SYN starts a connection, whatever the entry says: a
+				// retransmission of the first SYN, or a new connection
+				// reusing the 5-tuple of one that ended (the LB may have
+				// missed its end: DSR hides the server's FIN and RST). It
+				// takes the current choice, like any new flow, so that
+				// every instance of the fleet agrees on it; an old pin may
+				// come from a table the fleet no longer uses. While the
+				// table is unchanged this is the same backend.
+				be := w.choose(svc, v, i)
+				if be == nil {
+					return nil
+				}
+				if was == conntrack.StateNew {
+					backendCounters(c, be).SYNRetrans++ // no SYN-ACK reached the client
+				} else {
+					w.countNew(c, v, be, true)
+				}
+				if old := w.pinned(svc, v, e); old != be {
+					w.ct.Repin(e, be.ID, be.Gen)
+				}
+				c.CTHits++
+				return be
 			}
-			if was == conntrack.StateNew {
-				if syn {
-					// The client sent its SYN again: no SYN-ACK reached it
-					// (passive health, see the control plane).
-					if be := w.pinned(svc, v, e); be != nil {
-						backendCounters(c, be).SYNRetrans++
-					}
-				} else if e.State() == conntrack.StateEstablished {
-					// The handshake completed: the client's ACK came back
-					// one client round trip after the backend's SYN-ACK.
-					if be := w.pinned(svc, v, e); be != nil {
-						bc := backendCounters(c, be)
-						bc.Established++
-						bc.HandshakeMs += uint64(now - lastSeen)
-					}
+			if was == conntrack.StateNew && e.State() == conntrack.StateEstablished {
+				// The handshake completed: the client's ACK came back one
+				// client round trip after the backend's SYN-ACK.
+				if be := w.pinned(svc, v, e); be != nil {
+					bc := backendCounters(c, be)
+					bc.Established++
+					bc.HandshakeMs += uint64(now - lastSeen)
 				}
 			}
 		}

@@ -383,6 +383,85 @@ func TestDrainWithFulcrumctl(t *testing.T) {
 	})
 }
 
+// 6. A backend added by a config reload: it gets new flows after its slow
+// start, and no established connection breaks.
+func TestBackendAddedByReload(t *testing.T) {
+	marker := filepath.Join(labDir, "removed-be4")
+	reload := func() {
+		for lb := 1; lb <= 2; lb++ {
+			conf := must(t, exec.Command(script, "lb-conf", fmt.Sprint(lb)))
+			os.WriteFile(filepath.Join(labDir, fmt.Sprintf("lb%d.toml", lb)), []byte(conf), 0o644)
+			ctl(t, lb, "reload")
+		}
+	}
+	os.WriteFile(marker, nil, 0o644)
+	t.Cleanup(func() { os.Remove(marker) })
+	reload() // be4 out
+	if _, ok := backends(t, 1)["be4"]; ok {
+		t.Fatal("be4 still configured after the reload")
+	}
+	moved0 := status(t, 1).Total.Moved + status(t, 2).Total.Moved
+	cc := startConncheck(t, 150, 6*time.Second)
+	os.Remove(marker)
+	reload() // be4 back in
+	waitFor(t, "be4 in the tables at full weight", 30*time.Second, func() bool {
+		b := backends(t, 1)["be4"]
+		return b.Health == "up" && b.TableSlots > 0 && !b.SlowStart
+	})
+	r := cc.wait(t)
+	moved := status(t, 1).Total.Moved + status(t, 2).Total.Moved - moved0
+	t.Logf("connections %d, broken %d, switched %d; flows the LBs re-selected meanwhile: %d", r.Connections, len(r.Broken), r.Switched, moved)
+	if len(r.Broken) != 0 || r.Switched != 0 {
+		t.Errorf("adding be4 broke %d connections (%v), switched %d", len(r.Broken), r.Broken, r.Switched)
+	}
+	per, failed := curlMany(t, 400)
+	t.Logf("after adding be4: %v", per)
+	if failed != 0 || per["be4"] == 0 {
+		t.Errorf("be4 takes no new flows: %v, failed %d", per, failed)
+	}
+}
+
+// 9. Passive health: be3 stops accepting connections on its service port
+// (the kernel refuses them) while its health endpoint still answers 200.
+// The active checks cannot see it; the LBs see its handshakes fail and
+// eject it as an outlier, then take it back after its backoff.
+func TestPassiveEjectionOfABackendThatStopsAccepting(t *testing.T) {
+	lab(t, "signal-backend", "3", "USR2") // refuse
+	refusing := true
+	t.Cleanup(func() {
+		if refusing {
+			exec.Command(script, "signal-backend", "3", "USR2").Run()
+		}
+	})
+	_, failed := curlMany(t, 200)
+	t.Logf("while be3 refuses: %d of 200 requests failed", failed)
+	for lb := 1; lb <= 2; lb++ {
+		waitFor(t, fmt.Sprintf("be3 ejected on lb%d", lb), 20*time.Second, func() bool {
+			if b := backends(t, lb)["be3"]; b.Outlier {
+				return true
+			}
+			curlMany(t, 40) // keep the handshake signal coming
+			return false
+		})
+		b := backends(t, lb)["be3"]
+		t.Logf("lb%d: be3 health %q, outlier, reason %q", lb, b.Health, b.Reason)
+		if b.Health != "up" || b.TableSlots != 0 {
+			t.Errorf("lb%d: be3 %+v: want its active check still up and no table slots", lb, b)
+		}
+	}
+	if per, failed := curlMany(t, 200); failed != 0 || per["be3"] != 0 {
+		t.Errorf("after the ejection: %d failed, be3 answered %d", failed, per["be3"])
+	}
+	lab(t, "signal-backend", "3", "USR2") // accept again
+	refusing = false
+	for lb := 1; lb <= 2; lb++ {
+		waitFor(t, fmt.Sprintf("be3 back at full weight on lb%d after its backoff", lb), 30*time.Second, func() bool {
+			b := backends(t, lb)["be3"]
+			return !b.Outlier && b.TableSlots > 0 && !b.SlowStart
+		})
+	}
+}
+
 // 3. An LB killed (SIGKILL) under 200 long-lived connections: the router
 // withdraws it when the BGP session dies, the other instance carries its
 // flows to the same backends, no connection breaks.
@@ -464,82 +543,5 @@ func TestBackendKilledOnlyItsConnectionsBreak(t *testing.T) {
 	lab(t, "start-backend", "2")
 	for lb := 1; lb <= 2; lb++ {
 		waitFor(t, fmt.Sprintf("be2 up on lb%d", lb), 30*time.Second, func() bool { b := backends(t, lb)["be2"]; return b.Health == "up" && !b.SlowStart })
-	}
-}
-
-// 6. A backend added by a config reload: it gets new flows after its slow
-// start, and no established connection breaks.
-func TestBackendAddedByReload(t *testing.T) {
-	marker := filepath.Join(labDir, "removed-be4")
-	reload := func() {
-		for lb := 1; lb <= 2; lb++ {
-			conf := must(t, exec.Command(script, "lb-conf", fmt.Sprint(lb)))
-			os.WriteFile(filepath.Join(labDir, fmt.Sprintf("lb%d.toml", lb)), []byte(conf), 0o644)
-			ctl(t, lb, "reload")
-		}
-	}
-	os.WriteFile(marker, nil, 0o644)
-	t.Cleanup(func() { os.Remove(marker) })
-	reload() // be4 out
-	if _, ok := backends(t, 1)["be4"]; ok {
-		t.Fatal("be4 still configured after the reload")
-	}
-	cc := startConncheck(t, 150, 6*time.Second)
-	os.Remove(marker)
-	reload() // be4 back in
-	waitFor(t, "be4 in the tables at full weight", 30*time.Second, func() bool {
-		b := backends(t, 1)["be4"]
-		return b.Health == "up" && b.TableSlots > 0 && !b.SlowStart
-	})
-	r := cc.wait(t)
-	t.Logf("connections %d, broken %d, switched %d", r.Connections, len(r.Broken), r.Switched)
-	if len(r.Broken) != 0 || r.Switched != 0 {
-		t.Errorf("adding be4 broke %d connections (%v), switched %d", len(r.Broken), r.Broken, r.Switched)
-	}
-	per, failed := curlMany(t, 400)
-	t.Logf("after adding be4: %v", per)
-	if failed != 0 || per["be4"] == 0 {
-		t.Errorf("be4 takes no new flows: %v, failed %d", per, failed)
-	}
-}
-
-// 9. Passive health: be3 stops accepting connections on its service port
-// (the kernel refuses them) while its health endpoint still answers 200.
-// The active checks cannot see it; the LBs see its handshakes fail and
-// eject it as an outlier, then take it back after its backoff.
-func TestPassiveEjectionOfABackendThatStopsAccepting(t *testing.T) {
-	lab(t, "signal-backend", "3", "USR2") // refuse
-	refusing := true
-	t.Cleanup(func() {
-		if refusing {
-			exec.Command(script, "signal-backend", "3", "USR2").Run()
-		}
-	})
-	_, failed := curlMany(t, 200)
-	t.Logf("while be3 refuses: %d of 200 requests failed", failed)
-	for lb := 1; lb <= 2; lb++ {
-		waitFor(t, fmt.Sprintf("be3 ejected on lb%d", lb), 20*time.Second, func() bool {
-			if b := backends(t, lb)["be3"]; b.Outlier {
-				return true
-			}
-			curlMany(t, 40) // keep the handshake signal coming
-			return false
-		})
-		b := backends(t, lb)["be3"]
-		t.Logf("lb%d: be3 health %q, outlier, reason %q", lb, b.Health, b.Reason)
-		if b.Health != "up" || b.TableSlots != 0 {
-			t.Errorf("lb%d: be3 %+v: want its active check still up and no table slots", lb, b)
-		}
-	}
-	if per, failed := curlMany(t, 200); failed != 0 || per["be3"] != 0 {
-		t.Errorf("after the ejection: %d failed, be3 answered %d", failed, per["be3"])
-	}
-	lab(t, "signal-backend", "3", "USR2") // accept again
-	refusing = false
-	for lb := 1; lb <= 2; lb++ {
-		waitFor(t, fmt.Sprintf("be3 back on lb%d after its backoff", lb), 30*time.Second, func() bool {
-			b := backends(t, lb)["be3"]
-			return !b.Outlier && b.TableSlots > 0
-		})
 	}
 }
