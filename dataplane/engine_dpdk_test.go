@@ -238,14 +238,16 @@ func TestEngineForwardsToMaglevBackends(t *testing.T) {
 	r.key, _ = flowKey(l.cfg)
 	web := map[string]int{"be1": 1, "be2": 1, "be3": 1}
 	web6 := map[string]int{"six1": 1, "six2": 1}
-	var frames [][]byte
+	var frames, acks [][]byte
 	var want []netip.Addr
 	for i := 0; i < 1000; i++ {
 		sport := uint16(1000 + i)
 		if i%3 == 0 {
+			acks = append(acks, frame(t, "2001:db8:aaaa::1", "2001:db8:ffff::7", sport, 443, layers.IPProtocolTCP, "A", 100, false))
 			frames = append(frames, frame(t, "2001:db8:aaaa::1", "2001:db8:ffff::7", sport, 443, layers.IPProtocolTCP, "S", 100, false))
 			want = append(want, backendAddr(r, "web6", r.expectBackend("web6", web6, "2001:db8:aaaa::1", "2001:db8:ffff::7", sport, 443, 6)))
 		} else {
+			acks = append(acks, frame(t, "198.51.100.10", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "A", 0, true))
 			frames = append(frames, frame(t, "198.51.100.10", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "S", 0, true))
 			want = append(want, backendAddr(r, "web", r.expectBackend("web", web, "198.51.100.10", "203.0.113.7", sport, 80, 6)))
 		}
@@ -269,15 +271,15 @@ func TestEngineForwardsToMaglevBackends(t *testing.T) {
 	if c.RxPackets != 1000 || c.Encap[encap.Forward] != 1000 || c.TxPackets != 1000 || c.CTMisses != 1000 {
 		t.Errorf("rx %d forwarded %d tx %d misses %d", c.RxPackets, c.Encap[encap.Forward], c.TxPackets, c.CTMisses)
 	}
-	// The same flows again are conntrack hits on the same backends, also
-	// after a table change (be1 drained).
+	// The same flows' next packets are conntrack hits on the same backends,
+	// also after a table change (be1 drained).
 	s, err := BuildServices(l.cfg, l.enc, l.shared.Services.Load(), Overrides{"web/be1": {Weight: 0}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.shared.Services.Store(s)
-	l.send(frames...)
-	out = l.recv(len(frames), 10*time.Second)
+	l.send(acks...) // the same flows, established
+	out = l.recv(len(acks), 10*time.Second)
 	for i, o := range out {
 		if dst, _, _ := decodeTunnelFrom(t, o, l.eng.PortMAC); dst != want[i] {
 			t.Errorf("after swap: packet %d to %v, want %v", i, dst, want[i])
