@@ -15,14 +15,17 @@ ctl() { "$LAB/bin/fulcrumctl" --addr "unix:$LAB/lb$1.sock" "${@:2}"; }
 forwarded() { ctl "$1" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"]["forwarded"])'; }
 conncheck() { ip netns exec fl-client "$LAB/bin/fulcrum-conncheck" -target $VIP:80 -n "$1" -interval 100ms -timeout 10s -duration "$2"; }
 summary() { # conncheck JSON on stdin
-	python3 -c '
+	python3 -c "$(cat <<'PY'
 import json, sys
 r = json.load(sys.stdin)
-per = ", ".join(f"{k} {v}" for k, v in sorted(r["per_backend"].items()))
+per = ", ".join("%s %d" % (k, v) for k, v in sorted(r["per_backend"].items()))
 broken = {}
 for b in r["broken"] or []:
     broken[b["backend"]] = broken.get(b["backend"], 0) + 1
-print(f"   {r[\"connections\"]} connections ({per}); broken: {sum(broken.values())} {broken or \"\"}; still alive at the end: {r[\"alive\"]}")'
+detail = " (" + ", ".join("%s %d" % kv for kv in sorted(broken.items())) + ")" if broken else ""
+print("   %d connections (%s); broken: %d%s; still alive at the end: %d" % (r["connections"], per, sum(broken.values()), detail, r["alive"]))
+PY
+)"
 }
 
 say "Setting up the lab: client, bird2 router (ECMP), 2 Fulcrum instances, 4 backends (about a minute)"
