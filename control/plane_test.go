@@ -2,7 +2,6 @@ package control
 
 import (
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,13 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 
 	"github.com/fulcrumlb/fulcrum/config"
-	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dataplane"
-	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
 )
 
 const baseConfig = `
@@ -53,15 +49,11 @@ port = 80
   address = "10.0.1.4"
 `
 
-// lcore is a worker driven by its own goroutine, as on a real lcore: it
-// forwards the frames it is given and otherwise polls for operations.
+// lcore is the dataplane worker of the tests, driven by a goroutine as a
+// real lcore would be (package dptest).
 type lcore struct {
-	w     *dataplane.Worker
-	in    chan []byte
-	out   chan result
-	stop  chan struct{}
-	done  chan struct{}
-	start time.Time
+	*dptest.Lcore
+	w *dataplane.Worker
 }
 
 type result struct {
@@ -70,64 +62,18 @@ type result struct {
 }
 
 func newLcore(t *testing.T, shared *dataplane.Shared, cfg *config.Config) *lcore {
-	enc, err := dataplane.NewEncapsulator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := flow.ParseKey(cfg.Dataplane.HashKey)
-	ctc := conntrack.DefaultConfig()
-	ctc.Capacity = cfg.Conntrack.Capacity
-	w, err := dataplane.NewWorker(0, shared, ctc, enc, key, [6]byte{2, 0, 0, 0, 0, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &lcore{w: w, in: make(chan []byte), out: make(chan result), stop: make(chan struct{}), done: make(chan struct{}), start: time.Now()}
-	go l.loop()
-	t.Cleanup(func() { close(l.stop); <-l.done })
-	return l
-}
-
-func (l *lcore) loop() {
-	defer close(l.done)
-	buf := make([]byte, 2048)
-	pkts := make([]dataplane.Pkt, 1)
-	for {
-		now := conntrack.Time(time.Since(l.start) / time.Millisecond)
-		select {
-		case <-l.stop:
-			return
-		case f := <-l.in:
-			copy(buf[128:], f)
-			pkts[0] = dataplane.Pkt{Buf: buf, Off: 128, Len: len(f)}
-			l.w.Process(pkts, now)
-			r := result{verdict: l.w.Verdicts[0]}
-			if r.verdict == dataplane.Tx {
-				fr := buf[pkts[0].Off : pkts[0].Off+pkts[0].Len]
-				r.dst, _ = netip.AddrFromSlice(fr[30:34]) // outer IPv4 destination
-			}
-			l.out <- r
-		default:
-			l.w.Idle(now)
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
+	l := dptest.NewLcore(t, shared, cfg)
+	return &lcore{Lcore: l, w: l.Worker}
 }
 
 func (l *lcore) send(f []byte) result {
-	l.in <- f
-	return <-l.out
+	r := l.Send(f)
+	return result{verdict: r.Verdict, dst: r.Backend}
 }
 
+// syn builds a TCP frame from the test client to the "web" VIP.
 func syn(t *testing.T, sport uint16, flags string) []byte {
-	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 60, Protocol: layers.IPProtocolTCP, SrcIP: net.IP{198, 51, 100, 10}, DstIP: net.IP{203, 0, 113, 7}, Flags: layers.IPv4DontFragment}
-	tcp := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: 80, SYN: strings.Contains(flags, "S"), ACK: strings.Contains(flags, "A"), Window: 100}
-	_ = tcp.SetNetworkLayerForChecksum(ip)
-	buf := gopacket.NewSerializeBuffer()
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		&layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 0xaa}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, EthernetType: layers.EthernetTypeIPv4}, ip, tcp); err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(nil), buf.Bytes()...)
+	return dptest.TCP(t, sport, netip.MustParseAddrPort("203.0.113.7:80"), flags)
 }
 
 type fixture struct {
