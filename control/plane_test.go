@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
