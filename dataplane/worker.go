@@ -64,7 +64,8 @@ type Worker struct {
 
 	// Per-burst scratch, reused.
 	parsed   [MaxBurst]packet.Parsed
-	keys     [MaxBurst]flow.Tuple // the flow a packet belongs to (reversed quote for ICMP errors)
+	keys     [MaxBurst]*flow.Tuple // the flow a packet belongs to: its own tuple, or quoted[i]
+	quoted   [MaxBurst]flow.Tuple  // for an ICMP error: the reversed quoted flow
 	hashes   [MaxBurst]uint64
 	vips     [MaxBurst]*VIP
 	ctIdx    [MaxBurst]uint8 // packets that go through conntrack, in order
@@ -133,13 +134,13 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 		w.vips[i] = nil
 		if v := w.classify(&pkts[i], i, svc); v != nil {
 			w.vips[i] = v
-			w.hashes[i] = w.hasher.Hash(&w.keys[i])
+			w.hashes[i] = w.hasher.Hash(w.keys[i])
 			if w.parsed[i].Fragment {
 				continue // stateless: fragments carry no flow state (fragment policy)
 			}
 			w.ctIdx[m] = uint8(i)
 			w.ctHashes[m] = w.hashes[i]
-			w.ctKeys[m] = &w.keys[i]
+			w.ctKeys[m] = w.keys[i]
 			m++
 		}
 	}
@@ -227,7 +228,7 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
 		// packet for an exact port.
 		k := makeVIPKey(&ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto)
 		if v := svc.index.get(&k); v != nil && (ps.Proto == packet.ProtoTCP || ps.Proto == packet.ProtoUDP) {
-			w.keys[i] = ps.Tuple
+			w.keys[i] = &ps.Tuple
 			return v
 		}
 	}
@@ -238,7 +239,7 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
 		w.Verdicts[i] = Punt
 		return nil
 	}
-	w.keys[i] = ps.Tuple
+	w.keys[i] = &ps.Tuple
 	var v *VIP
 	switch {
 	case ps.Fragment:
@@ -259,7 +260,8 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
 			w.drop(i, DropICMPNotOurs)
 			return nil
 		}
-		w.keys[i] = k
+		w.quoted[i] = k
+		w.keys[i] = &w.quoted[i]
 		c.ICMPErrors++
 		v = svc.lookup(&k.Dst, k.DstPort, k.Proto)
 	case ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6:
@@ -350,7 +352,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 	if !icmp {
 		// An ICMP error for a flow this instance has not seen is routed by
 		// the table alone; it never creates state.
-		w.ct.Insert(w.hashes[i], &w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
+		w.ct.Insert(w.hashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
 	}
 	return be
 }
