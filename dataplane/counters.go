@@ -16,26 +16,28 @@ import (
 type DropReason uint8
 
 const (
-	DropNoService   DropReason = iota // to a VIP address, but no VIP serves that port/protocol
-	DropNoBackend                     // the VIP's table named no usable backend
-	DropNoNextHop                     // the next hop's MAC is not resolved yet
-	DropVIPICMP                       // ICMP to a VIP that is not an error (echo etc.)
-	DropICMPNotOurs                   // an ICMP error whose quote is not from this VIP
-	DropBadBuffer                     // the buffer's offsets are inconsistent (a driver bug)
-	DropMultiSeg                      // a multi-segment mbuf (jumbo frames are not supported yet)
-	DropNoException                   // non-VIP traffic with the exception path disabled
+	DropNoService       DropReason = iota // to a VIP address, but no VIP serves that port/protocol
+	DropNoBackend                         // the VIP's table named no usable backend
+	DropNoNextHop                         // the next hop's MAC is not resolved yet
+	DropVIPICMP                           // ICMP to a VIP that is not an error (echo etc.)
+	DropICMPNotOurs                       // an ICMP error whose quote is not from this VIP
+	DropBadBuffer                         // the buffer's offsets are inconsistent (a driver bug)
+	DropMultiSeg                          // a multi-segment mbuf (jumbo frames are not supported yet)
+	DropNoException                       // non-VIP traffic with the exception path disabled
+	DropICMPRateLimited                   // an ICMP too-big reply over the lcore's rate limit
 	NumDropReasons
 )
 
 var dropNames = [NumDropReasons]string{
-	DropNoService:   "no-service",
-	DropNoBackend:   "no-backend",
-	DropNoNextHop:   "no-next-hop",
-	DropVIPICMP:     "vip-icmp-not-error",
-	DropICMPNotOurs: "icmp-error-not-ours",
-	DropBadBuffer:   "bad-buffer",
-	DropMultiSeg:    "multi-segment",
-	DropNoException: "no-exception-path",
+	DropNoService:       "no-service",
+	DropNoBackend:       "no-backend",
+	DropNoNextHop:       "no-next-hop",
+	DropVIPICMP:         "vip-icmp-not-error",
+	DropICMPNotOurs:     "icmp-error-not-ours",
+	DropBadBuffer:       "bad-buffer",
+	DropMultiSeg:        "multi-segment",
+	DropNoException:     "no-exception-path",
+	DropICMPRateLimited: "icmp-rate-limited",
 }
 
 // String is the reason's metric label.

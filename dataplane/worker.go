@@ -90,6 +90,12 @@ type Worker struct {
 	loadsSeen *Loads
 	localNew  []int64
 	rng       sched.Rand
+
+	// ICMP too-big replies: a token bucket per lcore (RFC 1812 4.3.2.8,
+	// RFC 4443 2.4(f): rate-limit ICMP errors), so spoofed big packets
+	// cannot turn the LB into a reflector.
+	icmpTokens int
+	icmpLast   conntrack.Time
 }
 
 // NewWorker creates a worker with its own conntrack table.
@@ -99,7 +105,7 @@ func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, enc *encap.Encaps
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{ID: id, shared: shared, ct: ct, enc: enc, hasher: flow.NewHasher(key), portMAC: portMAC,
+	w := &Worker{ID: id, shared: shared, ct: ct, enc: enc, hasher: flow.NewHasher(key), portMAC: portMAC, icmpTokens: ICMPBurst,
 		localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
 	w.c.init()
 	return w, nil
@@ -180,6 +186,10 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 			dst = nh.MAC4
 		}
 		start, length, res := w.enc.Encap(p.Buf, p.Off, p.Len, ps, w.hashes[i], v.Encap, &be.Target, dst, w.portMAC)
+		if res == encap.ICMPReply && !w.icmpToken(now) {
+			w.drop(i, DropICMPRateLimited)
+			continue
+		}
 		c.Encap[res]++
 		if res.Drop() {
 			w.Verdicts[i] = Drop
@@ -465,4 +475,25 @@ func backendCounters(c *Counters, be *Backend) *PacketBytes {
 		*bc = PacketBytes{Gen: be.Gen}
 	}
 	return bc
+}
+
+// ICMP reply budget per lcore: ICMPRate per second, bursts of ICMPBurst
+// (Linux's icmp_msgs_per_sec and icmp_msgs_burst defaults).
+const (
+	ICMPRate  = 1000
+	ICMPBurst = 50
+)
+
+// icmpToken takes one ICMP reply token, refilling by the time since the
+// last refill (now is in milliseconds).
+func (w *Worker) icmpToken(now conntrack.Time) bool {
+	if el := int(int32(now - w.icmpLast)); el > 0 {
+		w.icmpTokens = min(ICMPBurst, w.icmpTokens+el*ICMPRate/1000)
+		w.icmpLast = now
+	}
+	if w.icmpTokens <= 0 {
+		return false
+	}
+	w.icmpTokens--
+	return true
 }

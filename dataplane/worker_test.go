@@ -774,3 +774,28 @@ scheduler = "least-conn"`, 1)
 		}
 	}
 }
+
+// Too-big replies are rate-limited per lcore: a flood of big DF packets
+// gets ICMPBurst answers at once and then ICMPRate per second.
+func TestICMPRepliesAreRateLimited(t *testing.T) {
+	r := newRig(t, testConfig)
+	big := frame(t, "198.51.100.10", "203.0.113.7", 2, 80, layers.IPProtocolTCP, "A", 1480, true)
+	var frames [][]byte
+	for i := 0; i < 32; i++ {
+		frames = append(frames, big)
+	}
+	for i := 0; i < 3; i++ {
+		r.run(frames...) // the clock moves 10 ms per run: 10 more tokens
+	}
+	c := &r.w.c
+	want := uint64(ICMPBurst + 2*10)
+	if got := c.Encap[encap.ICMPReply]; got != want {
+		t.Errorf("%d ICMP replies to 96 big packets, want %d", got, want)
+	}
+	if c.Drops[DropICMPRateLimited] != 96-want {
+		t.Errorf("rate-limited %d, want %d", c.Drops[DropICMPRateLimited], 96-want)
+	}
+	if got := c.Encap[encap.ICMPReply] + c.Dropped(); got != c.RxPackets {
+		t.Errorf("replies + drops = %d, received %d", got, c.RxPackets)
+	}
+}
