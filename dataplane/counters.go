@@ -76,6 +76,7 @@ type Counters struct {
 	FromKernel         uint64 // sent on the wire from the exception port
 	Fragments          uint64 // VIP packets that were IP fragments
 	ICMPErrors         uint64 // ICMP errors routed to the backend owning the quoted flow
+	EchoReplies        uint64 // pings to a VIP answered by the LB
 	CTHits, CTMisses   uint64
 	Moved              uint64 // conntrack hits whose backend was removed: re-selected
 	Bursts, IdlePolls  uint64

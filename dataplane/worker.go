@@ -275,6 +275,12 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
 		c.ICMPErrors++
 		v = svc.lookup(&k.Dst, k.DstPort, k.Proto)
 	case ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6:
+		if isEchoRequest(ps) && w.icmpToken(w.now) {
+			echoReply(p.Buf[p.Off:p.Off+p.Len], ps, w.portMAC)
+			c.EchoReplies++
+			w.Verdicts[i] = Tx
+			return nil
+		}
 		w.drop(i, DropVIPICMP)
 		return nil
 	default:

@@ -15,6 +15,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/internal/inetsum"
 	"github.com/fulcrumlb/fulcrum/maglev"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
@@ -797,5 +798,71 @@ func TestICMPRepliesAreRateLimited(t *testing.T) {
 	}
 	if got := c.Encap[encap.ICMPReply] + c.Dropped(); got != c.RxPackets {
 		t.Errorf("replies + drops = %d, received %d", got, c.RxPackets)
+	}
+}
+
+// A ping to a VIP is answered by the LB: addresses swapped, type changed,
+// checksums right (recomputed independently by gopacket).
+func TestEchoToVIPIsAnswered(t *testing.T) {
+	r := newRig(t, testConfig)
+	for _, tc := range []struct{ client, vip string }{{"198.51.100.10", "203.0.113.7"}, {"2001:db8:aaaa::1", "2001:db8:ffff::7"}} {
+		c, v := netip.MustParseAddr(tc.client), netip.MustParseAddr(tc.vip)
+		var ls []gopacket.SerializableLayer
+		if c.Is4() {
+			ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 50, Protocol: layers.IPProtocolICMPv4, SrcIP: c.AsSlice(), DstIP: v.AsSlice()}
+			ls = []gopacket.SerializableLayer{&layers.Ethernet{SrcMAC: clientMAC, DstMAC: portMAC[:], EthernetType: layers.EthernetTypeIPv4}, ip,
+				&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0), Id: 7, Seq: 3}, gopacket.Payload("ping!")}
+		} else {
+			ip := &layers.IPv6{Version: 6, HopLimit: 50, NextHeader: layers.IPProtocolICMPv6, SrcIP: c.AsSlice(), DstIP: v.AsSlice()}
+			ic := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(128, 0)}
+			ic.SetNetworkLayerForChecksum(ip)
+			ls = []gopacket.SerializableLayer{&layers.Ethernet{SrcMAC: clientMAC, DstMAC: portMAC[:], EthernetType: layers.EthernetTypeIPv6}, ip,
+				ic, &layers.ICMPv6Echo{Identifier: 7, SeqNumber: 3}, gopacket.Payload("ping!")}
+		}
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
+			t.Fatal(err)
+		}
+		out, verdict := r.run(buf.Bytes())
+		if verdict[0] != Tx {
+			t.Fatalf("%s: verdict %v", tc.vip, verdict[0])
+		}
+		pk := gopacket.NewPacket(out[0], layers.LayerTypeEthernet, gopacket.Default)
+		eth := pk.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+		if !bytes.Equal(eth.DstMAC, clientMAC) || !bytes.Equal(eth.SrcMAC, portMAC[:]) {
+			t.Errorf("%s: ethernet %v -> %v", tc.vip, eth.SrcMAC, eth.DstMAC)
+		}
+		src, dst := pk.NetworkLayer().NetworkFlow().Endpoints()
+		if src.String() != tc.vip || dst.String() != tc.client {
+			t.Errorf("reply %v -> %v", src, dst)
+		}
+		// The checksums must verify: a full ones'-complement sum over the
+		// IPv4 header, and over the ICMP message (with the IPv6
+		// pseudo-header for ICMPv6), folds to 0xffff.
+		l3 := out[0][14:]
+		if c.Is4() {
+			if got := inetsum.Fold(inetsum.Add(0, l3[:20])); got != 0xffff {
+				t.Errorf("IPv4 header checksum does not verify (%#x)", got)
+			}
+			if got := inetsum.Fold(inetsum.Add(0, l3[20:])); got != 0xffff {
+				t.Errorf("ICMP checksum does not verify (%#x)", got)
+			}
+		} else {
+			msg := l3[40:]
+			sum := inetsum.Add(0, l3[8:40]) + uint64(len(msg)) + 58
+			if got := inetsum.Fold(inetsum.Add(sum, msg)); got != 0xffff {
+				t.Errorf("ICMPv6 checksum does not verify (%#x)", got)
+			}
+		}
+		if c.Is4() {
+			if ic := pk.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4); ic.TypeCode.Type() != 0 || ic.Id != 7 {
+				t.Errorf("icmp %v", ic.TypeCode)
+			}
+		} else if ic := pk.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6); ic.TypeCode.Type() != 129 {
+			t.Errorf("icmpv6 %v", ic.TypeCode)
+		}
+	}
+	if r.w.c.EchoReplies != 2 {
+		t.Errorf("echo replies %d", r.w.c.EchoReplies)
 	}
 }
