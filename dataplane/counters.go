@@ -239,6 +239,7 @@ func (sum *Counters) Add(c *Counters) {
 	sum.FromKernel += c.FromKernel
 	sum.Fragments += c.Fragments
 	sum.ICMPErrors += c.ICMPErrors
+	sum.EchoReplies += c.EchoReplies
 	sum.CTHits += c.CTHits
 	sum.CTMisses += c.CTMisses
 	sum.Moved += c.Moved

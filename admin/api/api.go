@@ -100,6 +100,7 @@ type Worker struct {
 	TxBytes     uint64            `json:"tx_bytes"`
 	Forwarded   uint64            `json:"forwarded"`    // encapsulated toward a backend
 	ICMPReplies uint64            `json:"icmp_replies"` // too-big answered to the client
+	EchoReplies uint64            `json:"echo_replies"` // pings to a VIP answered by the LB
 	Punted      uint64            `json:"punted"`       // handed to the kernel
 	FromKernel  uint64            `json:"from_kernel"`
 	Fragments   uint64            `json:"fragments"`
