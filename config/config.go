@@ -74,6 +74,10 @@ type EAL struct {
 	PCI          []string `toml:"pci"`           // PCI devices to use (-a); none: --no-pci
 	Vdevs        []string `toml:"vdevs"`         // virtual devices (--vdev), e.g. "net_pcap0,rx_pcap=in.pcap"
 	ExtraArgs    []string `toml:"extra_args"`    // appended verbatim
+	// LcoreMap places lcores on CPUs ("0@0,1@0,2@1": DPDK's --lcores), for
+	// more lcores than CPUs (tests, small labs); empty: lcore N on CPU N.
+	// It must name the main lcore and every worker lcore.
+	LcoreMap string `toml:"lcore_map"`
 }
 
 // Dataplane holds the forwarding settings.

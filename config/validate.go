@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,27 @@ func (c *Config) finish() error {
 	}
 	if len(e.WorkerLcores) == 0 {
 		e.WorkerLcores = []int{e.MainLcore + 1}
+	}
+	if e.LcoreMap != "" {
+		mapped := map[int]bool{}
+		for _, part := range strings.Split(e.LcoreMap, ",") {
+			id, cpu, found := strings.Cut(part, "@")
+			n, err := strconv.Atoi(id)
+			if err != nil || n < 0 {
+				return errAt("eal.lcore_map", "%q: %q is not LCORE or LCORE@CPU", e.LcoreMap, part)
+			}
+			if found {
+				if c, err := strconv.Atoi(cpu); err != nil || c < 0 {
+					return errAt("eal.lcore_map", "%q: %q is not LCORE@CPU", e.LcoreMap, part)
+				}
+			}
+			mapped[n] = true
+		}
+		for _, l := range append([]int{e.MainLcore}, e.WorkerLcores...) {
+			if !mapped[l] {
+				return errAt("eal.lcore_map", "%q does not place lcore %d", e.LcoreMap, l)
+			}
+		}
 	}
 	seen := map[int]bool{e.MainLcore: true}
 	for i, w := range e.WorkerLcores {

@@ -25,7 +25,11 @@ func EALArgs(c *config.Config) []string {
 	for _, w := range e.WorkerLcores {
 		lcores += "," + strconv.Itoa(w)
 	}
-	args := []string{"-l", lcores, "--main-lcore", strconv.Itoa(e.MainLcore), "--file-prefix", e.FilePrefix, "-m", strconv.Itoa(e.MemoryMB)}
+	lflag := "-l"
+	if e.LcoreMap != "" {
+		lflag, lcores = "--lcores", e.LcoreMap
+	}
+	args := []string{lflag, lcores, "--main-lcore", strconv.Itoa(e.MainLcore), "--file-prefix", e.FilePrefix, "-m", strconv.Itoa(e.MemoryMB)}
 	if !e.Hugepages {
 		args = append(args, "--no-huge")
 	}

@@ -141,7 +141,7 @@ func TestWindow(t *testing.T) {
 func TestScenarioConfigs(t *testing.T) {
 	for _, s := range Scenarios {
 		pcaps := s.PcapPaths("/cache", "digest")
-		text, err := s.FulcrumConfig("fbench-test", pcaps)
+		text, err := s.FulcrumConfig("fbench-test", pcaps, "")
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name, err)
 		}

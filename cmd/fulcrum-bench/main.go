@@ -237,16 +237,15 @@ func runScenario(ctx context.Context, o *options, s *Scenario, genDigest string,
 			return sum, err
 		}
 	}
-	lcores, fulcrumSkip := "0,1", ""
+	lcores, lcoreMap, fulcrumSkip := "0,1", "", ""
 	if w := s.workers(); w > 1 {
 		lcores = "0-" + fmt.Sprint(w)
 		if runtime.NumCPU() < w+1 {
-			// testpmd's main lcore only prints statistics, so it may share
-			// a CPU with a forwarding lcore. Fulcrum's cannot: EALArgs
-			// passes -l (lcore = CPU), and EAL ignores a later --lcores.
+			// Both programs' main lcores only wait or print statistics, so
+			// they share a CPU with the first forwarding lcore.
 			lcores = "0@0,1@0,2@1"
-			fulcrumSkip = fmt.Sprintf("Fulcrum needs %d CPUs (main lcore + %d workers; [eal] has no lcore@cpu map) and this machine has %d", w+1, w, runtime.NumCPU())
-			sum.Note = fulcrumSkip
+			lcoreMap = lcores
+			sum.Note = fmt.Sprintf("main lcore shares CPU 0 with worker 1 (%d CPUs)", runtime.NumCPU())
 		}
 	}
 	var firstErr error
@@ -265,7 +264,7 @@ func runScenario(ctx context.Context, o *options, s *Scenario, genDigest string,
 				tag += fmt.Sprintf("r%d", attempt)
 			}
 			began := time.Now()
-			p, err := runPair(ctx, o, s, pcaps, lcores, fulcrumSkip, tag, pids)
+			p, err := runPair(ctx, o, s, pcaps, lcores, lcoreMap, fulcrumSkip, tag, pids)
 			if err != nil {
 				return sum, err
 			}
@@ -297,7 +296,7 @@ func runScenario(ctx context.Context, o *options, s *Scenario, genDigest string,
 // runPair measures testpmd (A), then Fulcrum (B). Its error is a setup
 // error or an interruption; a run that could not be measured is in the
 // pair's TErr/FErr.
-func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcores, fulcrumSkip, tag string, pids *PIDFile) (pair, error) {
+func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcores, lcoreMap, fulcrumSkip, tag string, pids *PIDFile) (pair, error) {
 	var p pair
 	var nice []string
 	if o.nice != 0 {
@@ -318,7 +317,7 @@ func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcore
 		return p, nil
 	}
 	fp := fmt.Sprintf("%s-%s-%s-f", o.prefix, s.Name, tag)
-	cfg, err := s.FulcrumConfig(fp, pcaps)
+	cfg, err := s.FulcrumConfig(fp, pcaps, lcoreMap)
 	if err != nil {
 		return p, err
 	}

@@ -214,7 +214,7 @@ func lcoresFlag(lcores string) string {
 // backoff), no kernel exception path, a static next hop, and a conntrack
 // of twice the flows per worker (docs/benchmarks.md: 0.8% of flows find
 // their bucket full at 50% occupancy).
-func (s *Scenario) FulcrumConfig(prefix string, pcaps []string) (string, error) {
+func (s *Scenario) FulcrumConfig(prefix string, pcaps []string, lcoreMap string) (string, error) {
 	mem, err := s.MemoryMB()
 	if err != nil {
 		return "", err
@@ -230,6 +230,10 @@ func (s *Scenario) FulcrumConfig(prefix string, pcaps []string) (string, error) 
 	fmt.Fprintf(&b, "# fulcrum-bench scenario %s: %s\n", s.Name, s.Title)
 	fmt.Fprintf(&b, "[eal]\nmain_lcore = 0\nworker_lcores = [%s]\nmemory_mb = %d\nhugepages = false\nfile_prefix = %q\nvdevs = [%q, %q]\n\n",
 		strings.Join(workers, ", "), mem, prefix, vdevs[0], vdevs[1])
+	if lcoreMap != "" {
+		// Still in [eal]: more lcores than CPUs (main lcore shares a CPU).
+		fmt.Fprintf(&b, "lcore_map = %q\n\n", lcoreMap)
+	}
 	fmt.Fprintf(&b, "[dataplane]\nport = \"net_pcap0\"\ntx_port = \"net_null0\"\nmempool_size = %d\nexception = false\nidle_backoff = false\n", pool)
 	fmt.Fprintf(&b, "lb_ipv4 = %q\nlb_ipv6 = %q\nnext_hop_mac = %q\nencap = \"gre\"\nhash_key = %q\n", lbIPv4, lbIPv6, nextHopMAC, hashKey)
 	if s.MTU != 0 {
