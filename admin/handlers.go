@@ -234,7 +234,7 @@ func (s *Server) getVIPs(r *http.Request) (any, error) {
 	st := s.status(true)
 	out := make([]api.VIP, 0, len(st.VIPs))
 	for i := range st.VIPs {
-		v := vipJSON(&st.VIPs[i], st.Workers)
+		v := vipJSON(&st.VIPs[i])
 		v.Backends = nil
 		out = append(out, v)
 	}
@@ -251,7 +251,7 @@ func (s *Server) getVIP(r *http.Request) (any, error) {
 	if v == nil {
 		return nil, vipNotFound(name)
 	}
-	return vipJSON(v, st.Workers), nil
+	return vipJSON(v), nil
 }
 
 func (s *Server) getBackend(r *http.Request) (any, error) {
@@ -268,7 +268,7 @@ func (s *Server) backendNow(vip, backend string) (api.Backend, error) {
 	if v := findVIP(&st, vip); v != nil {
 		for i := range v.Backends {
 			if v.Backends[i].Name == backend {
-				return backendJSON(&v.Backends[i], st.Workers), nil
+				return backendJSON(&v.Backends[i]), nil
 			}
 		}
 	}
@@ -286,14 +286,14 @@ func findVIP(st *control.Status, name string) *control.VIPStatus {
 
 func vipNotFound(name string) error { return fmt.Errorf("vip %q: %w", name, control.ErrNotFound) }
 
-func vipJSON(v *control.VIPStatus, workers []dataplane.Counters) api.VIP {
+func vipJSON(v *control.VIPStatus) api.VIP {
 	out := api.VIP{
 		Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol, Encap: v.Encap,
 		TableSize: v.TableSize, Panic: v.Panic, Serving: v.Serving, Packets: v.Packets, Bytes: v.Bytes,
 		BackendCount: len(v.Backends), Backends: make([]api.Backend, 0, len(v.Backends)),
 	}
 	for i := range v.Backends {
-		b := backendJSON(&v.Backends[i], workers)
+		b := backendJSON(&v.Backends[i])
 		// Every new flow is counted on its VIP and its backend together
 		// (dataplane.Worker.pin), so the VIP's are its backends' sum.
 		out.NewFlows += b.NewFlows
@@ -309,7 +309,7 @@ func vipJSON(v *control.VIPStatus, workers []dataplane.Counters) api.VIP {
 	return out
 }
 
-func backendJSON(b *control.BackendStatus, workers []dataplane.Counters) api.Backend {
+func backendJSON(b *control.BackendStatus) api.Backend {
 	out := api.Backend{
 		VIP: b.VIP, Name: b.Name, Address: b.Address, ID: b.ID, Health: b.Health, Reason: b.Reason,
 		Weight: b.Weight, EffectiveWeight: effectiveWeight(b), Drained: b.Drained, Down: b.Down,

@@ -92,7 +92,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	for i := range st.VIPs {
-		v := vipJSON(&st.VIPs[i], st.Workers)
+		v := vipJSON(&st.VIPs[i])
 		counter(c.vipPackets, v.Packets, v.Name)
 		counter(c.vipBytes, v.Bytes, v.Name)
 		counter(c.vipNewFlows, v.NewFlows, v.Name)
