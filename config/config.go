@@ -228,6 +228,10 @@ type VIP struct {
 	Backends  []Backend `toml:"backend"`
 }
 
+// Key is "address:port/protocol", what identifies the VIP (two VIPs may not
+// share it, and the dataplane keeps a VIP's id across reloads by it).
+func (v *VIP) Key() string { return fmt.Sprintf("%s:%d/%s", v.Address, v.Port, v.Protocol) }
+
 // Backend is one real server behind a VIP.
 type Backend struct {
 	Name    string `toml:"name"` // stable identity in the Maglev table; default: the address

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/maglev"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
@@ -260,10 +261,10 @@ func (c *Config) finishVIP(i int, seen map[string]int) error {
 	if v.Protocol != "tcp" && v.Protocol != "udp" {
 		return errAt(at+".protocol", "%q is not tcp or udp", v.Protocol)
 	}
+	key := v.Key()
 	if v.Name == "" {
-		v.Name = fmt.Sprintf("%s:%d/%s", v.Address, v.Port, v.Protocol)
+		v.Name = key
 	}
-	key := fmt.Sprintf("%s:%d/%s", v.Address, v.Port, v.Protocol)
 	if j, dup := seen[key]; dup {
 		return errAt(at+".address", "VIP %s is already configured by vip #%d", key, j+1)
 	}
@@ -281,7 +282,7 @@ func (c *Config) finishVIP(i int, seen map[string]int) error {
 	if v.TableSize == 0 {
 		v.TableSize = DefaultTableSize
 	}
-	if v.TableSize < 3 || !isPrime(uint64(v.TableSize)) {
+	if v.TableSize < 3 || !maglev.IsPrime(uint64(v.TableSize)) {
 		return errAt(at+".table_size", "%d is not a prime: Maglev's permutation needs a prime table size (e.g. 65537, 655373)", v.TableSize)
 	}
 	if v.Scheduler == "" {
@@ -350,19 +351,6 @@ func (c *Config) finishVIP(i int, seen map[string]int) error {
 		return errAt(at, "every backend has weight 0: the VIP could not take a new flow")
 	}
 	return nil
-}
-
-// isPrime is trial division; table sizes are at most a few million.
-func isPrime(n uint64) bool {
-	if n < 2 {
-		return false
-	}
-	for p := uint64(2); p*p <= n; p++ {
-		if n%p == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // Control-plane defaults.

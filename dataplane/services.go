@@ -75,13 +75,12 @@ type Services struct {
 	Backends []*Backend // by id; nil where an id is free
 
 	byKey   map[vipKey]*VIP
-	index   vipIndex              // byKey for the fast path
-	addrIdx vipIndex              // every VIP address, as (addr, 0, 0)
-	addrs   map[[16]byte]struct{} // every VIP address: "is this packet for a VIP at all?"
-	fragVIP map[vipKey]*VIP       // (addr, proto) -> the VIP fragments go to (see fragment policy)
-	ids     map[string]uint32     // backend identity (vip key + name) -> id, for the next build
-	gens    []uint32              // last generation of every id ever used
-	vipIDs  map[string]uint16     // vip key -> id, for the next build
+	index   vipIndex          // byKey for the fast path
+	addrIdx vipIndex          // every VIP address, as (addr, 0, 0)
+	fragVIP map[vipKey]*VIP   // (addr, proto) -> the VIP fragments go to (see fragment policy)
+	ids     map[string]uint32 // backend identity (vip key + name) -> id, for the next build
+	gens    []uint32          // last generation of every id ever used
+	vipIDs  map[string]uint16 // vip key -> id, for the next build
 }
 
 func protoNum(s string) uint8 {
@@ -118,7 +117,6 @@ func BackendKey(vip, backend string) string { return vip + "/" + backend }
 func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, over Overrides) (*Services, error) {
 	s := &Services{
 		byKey:   map[vipKey]*VIP{},
-		addrs:   map[[16]byte]struct{}{},
 		fragVIP: map[vipKey]*VIP{},
 		ids:     map[string]uint32{},
 		vipIDs:  map[string]uint16{},
@@ -148,13 +146,8 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 			}
 		}
 	}
-	type pendingB struct {
-		vip   int
-		b     int
-		ident string
-	}
 	for _, v := range cfg.VIPs {
-		vk := fmt.Sprintf("%s:%d/%s", v.Address, v.Port, v.Protocol)
+		vk := v.Key()
 		if id, ok := prevVIPIDs[vk]; ok {
 			usedV[id] = true
 		}
@@ -184,7 +177,7 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 		return 0, fmt.Errorf("more than %d backends in all", MaxBackends)
 	}
 	for _, cv := range cfg.VIPs {
-		vk := fmt.Sprintf("%s:%d/%s", cv.Address, cv.Port, cv.Protocol)
+		vk := cv.Key()
 		vid, ok := prevVIPIDs[vk]
 		if !ok {
 			var err error
@@ -249,7 +242,6 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 		setAt(&s.VIPs, int(vid), v)
 		a16 := v.Addr.As16()
 		s.byKey[makeVIPKey(&a16, v.Port, v.Proto)] = v
-		s.addrs[a16] = struct{}{}
 		// Fragment policy: fragments after the first carry no ports, so they
 		// go to the every-port VIP of their address and protocol if there is
 		// one, otherwise to the VIP with the lowest port.
@@ -296,10 +288,7 @@ func (s *Services) isVIPAddr(addr *[16]byte) bool {
 
 // LookupVIP is lookup for the slow path (admin API, tests).
 func (s *Services) LookupVIP(addr netip.Addr, port uint16, proto uint8) *VIP {
-	a := addr.Unmap().As16()
-	if addr.Unmap().Is4() {
-		a = netip.AddrFrom16(a).As16() // already v4-mapped by As16
-	}
+	a := addr.As16() // IPv4 in its mapped form, as in flow.Tuple
 	return s.lookup(&a, port, proto)
 }
 
