@@ -50,15 +50,18 @@ func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 	changed := false
 	loads := &dataplane.Loads{Active: make([]int64, len(svc.Backends)), Latency: make([]sched.EWMA, len(svc.Backends))}
 	defer p.shared.Loads.Store(loads) // the schedulers' view, about once a second
-	for _, v := range p.cfg.VIPs {
-		h := &v.Health
-		for _, cb := range v.Backends {
-			st := p.backends[dataplane.BackendKey(v.Name, cb.Name)]
+	checks := make(map[string]*config.Health, len(p.cfg.VIPs))
+	for i := range p.cfg.VIPs {
+		checks[p.cfg.VIPs[i].Name] = &p.cfg.VIPs[i].Health
+	}
+	for _, v := range svc.VIPs {
+		if v == nil || checks[v.Name] == nil {
+			continue
+		}
+		h := checks[v.Name]
+		for _, id := range v.Members {
+			st := p.backends[dataplane.BackendKey(v.Name, svc.Backends[id].Name)]
 			if st == nil {
-				continue
-			}
-			id, ok := backendID(svc, v.Name, cb.Name)
-			if !ok {
 				continue
 			}
 			var syns, est, retrans, hsMs, active int64
@@ -162,20 +165,6 @@ func sat(a, b uint64) uint64 {
 		return 0
 	}
 	return a - b
-}
-
-func backendID(svc *dataplane.Services, vip, name string) (uint32, bool) {
-	for _, v := range svc.VIPs {
-		if v == nil || v.Name != vip {
-			continue
-		}
-		for _, id := range v.Members {
-			if b := svc.Backends[id]; b != nil && b.Name == name {
-				return id, true
-			}
-		}
-	}
-	return 0, false
 }
 
 // RunSignals folds the dataplane's signals once a second (passive health)

@@ -26,12 +26,6 @@ import (
 func ConfigureExceptionIface(cfg *config.Config, mac [6]byte, netns string) error {
 	d := &cfg.Dataplane
 	ifc := d.ExceptionIf
-	ip := func(a ...string) *exec.Cmd {
-		if netns != "" {
-			a = append([]string{"-n", netns}, a...)
-		}
-		return exec.Command("ip", a...)
-	}
 	if netns != "" {
 		if out, err := exec.Command("ip", "link", "set", "dev", ifc, "netns", netns).CombinedOutput(); err != nil {
 			return fmt.Errorf("exception interface %s: move to netns %s: %v: %s", ifc, netns, err, out)
@@ -49,11 +43,20 @@ func ConfigureExceptionIface(cfg *config.Config, mac [6]byte, netns string) erro
 		cmds = append(cmds, []string{"-6", "addr", "replace", fmt.Sprintf("%s/%d", d.LBIPv6, d.LBPrefix6), "dev", ifc, "nodad"})
 	}
 	for _, a := range cmds {
-		if out, err := ip(a...).CombinedOutput(); err != nil {
+		if out, err := ipCommand(netns, a...).CombinedOutput(); err != nil {
 			return fmt.Errorf("exception interface %s: ip %v: %v: %s", ifc, a, err, out)
 		}
 	}
 	return nil
+}
+
+// ipCommand is iproute2's ip with args, in network namespace netns ("": the
+// current one).
+func ipCommand(netns string, args ...string) *exec.Cmd {
+	if netns != "" {
+		args = append([]string{"-n", netns}, args...)
+	}
+	return exec.Command("ip", args...)
 }
 
 // neighbor is one row of `ip -j neigh`.
@@ -68,11 +71,7 @@ type neighbor struct {
 // FAILED or INCOMPLETE do not count.
 func LookupNeighbor(netns, ifc string, ip netip.Addr) ([6]byte, bool) {
 	var mac [6]byte
-	args := []string{"-j", "neigh", "show", "to", ip.String(), "dev", ifc}
-	if netns != "" {
-		args = append([]string{"-n", netns}, args...)
-	}
-	out, err := exec.Command("ip", args...).Output()
+	out, err := ipCommand(netns, "-j", "neigh", "show", "to", ip.String(), "dev", ifc).Output()
 	if err != nil {
 		return mac, false
 	}

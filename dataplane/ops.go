@@ -39,14 +39,13 @@ type Op struct {
 	done   atomic.Bool
 
 	// Results.
-	Flows    []uint32 // opCountFlows: live entries by backend id
-	Found    bool     // opLookup: the flow has an entry
-	Backend  uint32   // opLookup: its backend id and generation
-	Gen      uint32
-	VIP      uint16
-	State    conntrack.State
-	IdleMs   uint32 // opLookup: milliseconds since its last packet
-	Finished time.Time
+	Flows   []uint32 // opCountFlows: live entries by backend id
+	Found   bool     // opLookup: the flow has an entry
+	Backend uint32   // opLookup: its backend id and generation
+	Gen     uint32
+	VIP     uint16
+	State   conntrack.State
+	IdleMs  uint32 // opLookup: milliseconds since its last packet
 }
 
 // ErrBusy is returned when a worker still runs an earlier Op.
@@ -130,7 +129,6 @@ func (w *Worker) serveOp(now conntrack.Time) {
 		finished = true
 	}
 	if finished {
-		op.Finished = time.Now()
 		w.op.Store(nil)
 		op.done.Store(true)
 	}

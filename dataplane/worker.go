@@ -237,7 +237,7 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
 		// The common case first: one probe finds the VIP of a TCP/UDP
 		// packet for an exact port.
 		k := makeVIPKey(&ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto)
-		if v := svc.index.get(&k); v != nil && (ps.Proto == packet.ProtoTCP || ps.Proto == packet.ProtoUDP) {
+		if v := svc.index.get(&k); v != nil { // VIPs are TCP or UDP: ICMP never matches
 			w.keys[i] = &ps.Tuple
 			return v
 		}
