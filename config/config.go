@@ -147,6 +147,11 @@ type Health struct {
 	Jitter     float64  `toml:"jitter"`
 	Backoff    Duration `toml:"flap_backoff"`
 	BackoffMax Duration `toml:"flap_backoff_max"`
+	// FlapWindow is how many checks back a backend's transitions are
+	// counted to detect flapping (damped with flap_backoff once it has
+	// flapped); in checks, not derived from rise/fall, so any period of
+	// flapping shorter than the window is caught. 0: the default.
+	FlapWindow int `toml:"flap_window"`
 
 	// Passive checks at L4: a backend whose TCP handshakes fail (SYNs
 	// unanswered or refused: the client never sends its first ACK) is
@@ -168,6 +173,15 @@ type Admin struct {
 	// Listen is not loopback or a unix socket; the config is rejected
 	// without one then.
 	Token string `toml:"token"`
+	// TokenFile reads the token from a file (first line), so the secret
+	// need not live in the main config. Exclusive with Token.
+	TokenFile string `toml:"token_file"`
+	// TLSCert and TLSKey serve the API over TLS (both or neither).
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// MaxConns caps concurrent API connections (default 64), so a peer
+	// cannot exhaust the process's file descriptors.
+	MaxConns int `toml:"max_conns"`
 }
 
 // BGP is the embedded BGP speaker that announces the VIPs to the routers
@@ -221,11 +235,17 @@ type VIP struct {
 	// Scheduler picks the backend of a new flow: maglev (default; the
 	// same answer on every instance), p2c, least-conn, peak-ewma,
 	// round-robin, random. See README "Choosing a scheduler".
-	Scheduler string    `toml:"scheduler"`
-	Draws     int       `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
-	Penalty   Duration  `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples
-	Health    Health    `toml:"health"`
-	Backends  []Backend `toml:"backend"`
+	Scheduler string   `toml:"scheduler"`
+	Draws     int      `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
+	Penalty   Duration `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples
+	Health    Health   `toml:"health"`
+	// OnDown is what happens to a backend's tracked flows when it goes
+	// down or is ejected: "keep" (default; IPVS expire_nodest_conn=0,
+	// HAProxy without shutdown-sessions) leaves them pinned until they end
+	// or the backend is removed from the config; "move" re-selects them.
+	// Either way a down backend gets no new flows.
+	OnDown   string    `toml:"on_down"`
+	Backends []Backend `toml:"backend"`
 }
 
 // Key is "address:port/protocol", what identifies the VIP (two VIPs may not

@@ -285,6 +285,12 @@ func (c *Config) finishVIP(i int, seen map[string]int) error {
 	if v.TableSize < 3 || !maglev.IsPrime(uint64(v.TableSize)) {
 		return errAt(at+".table_size", "%d is not a prime: Maglev's permutation needs a prime table size (e.g. 65537, 655373)", v.TableSize)
 	}
+	if v.OnDown == "" {
+		v.OnDown = "keep"
+	}
+	if v.OnDown != "keep" && v.OnDown != "move" {
+		return errAt(at+".on_down", "%q is not keep or move", v.OnDown)
+	}
 	if v.Scheduler == "" {
 		v.Scheduler = "maglev"
 	}
@@ -358,6 +364,10 @@ const (
 	DefaultPanicThreshold = 0.5 // the chapter's section 5.4 and Envoy's healthy_panic_threshold
 	DefaultSlowStartMin   = 0.1 // a ramping backend starts at 10% of its weight
 	DefaultAdminListen    = "127.0.0.1:9180"
+	DefaultAdminMaxConns  = 64
+	// DefaultHealthFlapWindow: transitions within the last 20 checks
+	// count toward flapping (a 2 s flap at a 200 ms interval is caught).
+	DefaultHealthFlapWindow = 20
 )
 
 // Health-check defaults (HAProxy's inter 2s, rise 2, fall 3).
@@ -394,6 +404,18 @@ func (c *Config) finishControl() error {
 	a := &c.Admin
 	if a.Listen == "" {
 		a.Listen = DefaultAdminListen
+	}
+	if a.MaxConns == 0 {
+		a.MaxConns = DefaultAdminMaxConns
+	}
+	if a.MaxConns < 1 || a.MaxConns > 4096 {
+		return errAt("admin.max_conns", "%d is outside 1..4096", a.MaxConns)
+	}
+	if (a.TLSCert == "") != (a.TLSKey == "") {
+		return errAt("admin.tls_cert", "tls_cert and tls_key go together")
+	}
+	if a.Token != "" && a.TokenFile != "" {
+		return errAt("admin.token_file", "set token or token_file, not both")
 	}
 	if a.Listen != "off" && !strings.HasPrefix(a.Listen, "unix:") {
 		host, _, err := net.SplitHostPort(a.Listen)
@@ -441,6 +463,9 @@ func finishHealth(at string, h, def *Health, vipPort int) error {
 		}
 		if h.Jitter == 0 {
 			h.Jitter = def.Jitter
+		}
+		if h.FlapWindow == 0 {
+			h.FlapWindow = def.FlapWindow
 		}
 		if h.Passive == "" {
 			h.Passive = def.Passive
@@ -513,6 +538,12 @@ func finishHealth(at string, h, def *Health, vipPort int) error {
 	}
 	if h.Backoff.Duration == 0 {
 		h.Backoff.Duration = DefaultHealthBackoff
+	}
+	if h.FlapWindow == 0 {
+		h.FlapWindow = DefaultHealthFlapWindow
+	}
+	if h.FlapWindow < 2 || h.FlapWindow > 1000 {
+		return errAt(at+".flap_window", "%d is outside 2..1000 checks", h.FlapWindow)
 	}
 	if h.BackoffMax.Duration == 0 {
 		h.BackoffMax.Duration = DefaultHealthBackoffMax
