@@ -182,6 +182,8 @@ type Admin struct {
 	// MaxConns caps concurrent API connections (default 64), so a peer
 	// cannot exhaust the process's file descriptors.
 	MaxConns int `toml:"max_conns"`
+
+	secret string // the token read from TokenFile; see Secret
 }
 
 // BGP is the embedded BGP speaker that announces the VIPs to the routers

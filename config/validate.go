@@ -408,8 +408,8 @@ func (c *Config) finishControl() error {
 	if a.MaxConns == 0 {
 		a.MaxConns = DefaultAdminMaxConns
 	}
-	if a.MaxConns < 1 || a.MaxConns > 4096 {
-		return errAt("admin.max_conns", "%d is outside 1..4096", a.MaxConns)
+	if a.MaxConns < 1 || a.MaxConns > MaxAdminConns {
+		return errAt("admin.max_conns", "%d is outside 1..%d", a.MaxConns, MaxAdminConns)
 	}
 	if (a.TLSCert == "") != (a.TLSKey == "") {
 		return errAt("admin.tls_cert", "tls_cert and tls_key go together")
@@ -417,15 +417,15 @@ func (c *Config) finishControl() error {
 	if a.Token != "" && a.TokenFile != "" {
 		return errAt("admin.token_file", "set token or token_file, not both")
 	}
+	if err := a.finishAdminToken(); err != nil {
+		return err
+	}
 	if a.Listen != "off" && !strings.HasPrefix(a.Listen, "unix:") {
-		host, _, err := net.SplitHostPort(a.Listen)
-		if err != nil {
+		if _, _, err := net.SplitHostPort(a.Listen); err != nil {
 			return errAt("admin.listen", "%q is not host:port, unix:/path or off", a.Listen)
 		}
-		ip, err := netip.ParseAddr(host)
-		loopback := host == "localhost" || (err == nil && ip.IsLoopback())
-		if !loopback && a.Token == "" {
-			return errAt("admin.token", "is required when admin.listen (%s) is not loopback: mutating calls must be authenticated", a.Listen)
+		if !AdminListenLocal(a.Listen) && a.Secret() == "" {
+			return errAt("admin.token", "is required (or token_file) when admin.listen (%s) is not loopback: every call from the network must be authenticated", a.Listen)
 		}
 	}
 	return finishHealth("health", &c.Health, nil, 0)

@@ -1,0 +1,134 @@
+package config
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Admin API limits an operator may need.
+const (
+	// MinAdminTokenLen is the shortest admin token accepted: 16 characters
+	// of a random string (base64, hex) are 64 bits or more, out of reach
+	// of guessing over the network at the rate one listener answers.
+	MinAdminTokenLen = 16
+	// MaxAdminConns bounds [admin] max_conns: far below any sensible
+	// RLIMIT_NOFILE (the daemon raises it to the hard limit at start), so
+	// the admin API can never take the descriptors health checks need.
+	MaxAdminConns = 4096
+	// maxTokenFileBytes is as much of a token file as is read: the token
+	// is its first line.
+	maxTokenFileBytes = 4 << 10
+)
+
+// AdminListenLocal reports whether an [admin] listen value can be reached
+// only from the LB host: a unix socket, "localhost", or a loopback address
+// (127.0.0.0/8, ::1). Anything else is reachable from the network, where
+// the token guards every call. It is decided from the configured string,
+// not from the socket, so the rule is the same in validation, in the
+// daemon and in tests.
+func AdminListenLocal(listen string) bool {
+	if listen == "off" || strings.HasPrefix(listen, "unix:") {
+		return true
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// Secret is the admin token in force: [admin] token, or the first line of
+// [admin] token_file as Load read it. "" means none. The file's secret is
+// kept out of the exported fields so `fulcrum check` does not print it.
+func (a *Admin) Secret() string {
+	if a.secret != "" {
+		return a.secret
+	}
+	return a.Token
+}
+
+// finishAdminToken reads token_file and checks the token rules: at least
+// MinAdminTokenLen characters, none of them blank or control characters
+// (the token travels in an Authorization header, and a blank one would
+// be split or trimmed on the way).
+func (a *Admin) finishAdminToken() error {
+	if a.TokenFile != "" {
+		tok, err := readTokenFile(a.TokenFile)
+		if err != nil {
+			return errAt("admin.token_file", "%v", err)
+		}
+		a.secret = tok
+		if err := checkToken(tok); err != nil {
+			return errAt("admin.token_file", "token in %s: %v", a.TokenFile, err)
+		}
+		return nil
+	}
+	if a.Token != "" {
+		if err := checkToken(a.Token); err != nil {
+			return errAt("admin.token", "%v", err)
+		}
+	}
+	return nil
+}
+
+func checkToken(tok string) error {
+	if !utf8.ValidString(tok) {
+		return errors.New("is not valid UTF-8")
+	}
+	for _, r := range tok {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Errorf("contains a blank or control character (%U): use a random string such as `openssl rand -hex 32`", r)
+		}
+	}
+	if n := utf8.RuneCountInString(tok); n < MinAdminTokenLen {
+		return fmt.Errorf("is %d characters long, shorter than %d: use a random string such as `openssl rand -hex 32`", n, MinAdminTokenLen)
+	}
+	return nil
+}
+
+// readTokenFile returns the first line of path, trimmed. The file must
+// not be readable by everyone: a secret any local user can read guards
+// nothing.
+func readTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is said once
+		}
+		return "", fmt.Errorf("token file %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("token file %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("token file %s: not a regular file", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o004 != 0 {
+		return "", fmt.Errorf("token file %s: mode %04o lets every user read it: chmod o-r (0600 or 0640)", path, perm)
+	}
+	line, err := bufio.NewReader(io.LimitReader(f, maxTokenFileBytes)).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return "", fmt.Errorf("token file %s: %w", path, err)
+	}
+	tok := strings.TrimSpace(line)
+	if tok == "" {
+		return "", fmt.Errorf("token file %s: the first line is empty", path)
+	}
+	return tok, nil
+}

@@ -1,0 +1,135 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var errAtAdmin = regexp.MustCompile(`^f\.toml:[1-9][0-9]*: admin\.(token|token_file): `)
+
+func TestAdminListenLocal(t *testing.T) {
+	for listen, want := range map[string]bool{
+		"127.0.0.1:9180":     true,
+		"127.0.0.2:9180":     true,
+		"[::1]:9180":         true,
+		"localhost:9180":     true,
+		"unix:/run/f.sock":   true,
+		"off":                true,
+		"0.0.0.0:9180":       false,
+		"[::]:9180":          false,
+		":9180":              false, // every address
+		"192.0.2.1:9180":     false,
+		"[2001:db8::1]:9180": false,
+		"lb1.example:9180":   false, // a name may resolve anywhere
+		"127.0.0.1":          false, // not host:port: not trusted
+	} {
+		if got := AdminListenLocal(listen); got != want {
+			t.Errorf("AdminListenLocal(%q) = %v, want %v", listen, got, want)
+		}
+	}
+}
+
+// tokenFile writes content to a file with mode perm and returns its path.
+func tokenFile(t *testing.T, content string, perm os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(p, []byte(content), perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, perm); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestAdminToken(t *testing.T) {
+	const good = "0123456789abcdef0123"
+	dir := t.TempDir()
+	unreadable := tokenFile(t, good+"\n", 0o200)
+	okFile := tokenFile(t, "  "+good+"  \nsecond line ignored\n", 0o600)
+	groupFile := tokenFile(t, good, 0o640)
+	cases := []struct {
+		name   string
+		admin  string // the [admin] section's keys
+		want   string // substring of the error; "" accepts
+		secret string // Secret() when accepted
+	}{
+		{"blank token", `token = "   "`, "admin.token: contains a blank", ""},
+		{"short token", `token = "abc"`, "admin.token: is 3 characters long, shorter than 16", ""},
+		{"15 characters", `token = "` + good[:15] + `"`, "shorter than 16", ""},
+		{"inner blank", `token = "01234567 89abcdef"`, "contains a blank", ""},
+		{"tab", `token = "0123456789abcdef\t"`, "contains a blank", ""},
+		{"16 characters", `token = "` + good[:16] + `"`, "", good[:16]},
+		{"non-loopback without a token", `listen = "192.0.2.10:9180"`, "admin.token: is required (or token_file)", ""},
+		{"non-loopback with a token", `listen = "192.0.2.10:9180"` + "\n" + `token = "` + good + `"`, "", good},
+		{"token file", `listen = "0.0.0.0:9180"` + "\n" + `token_file = "` + okFile + `"`, "", good},
+		{"group-readable token file", `token_file = "` + groupFile + `"`, "", good},
+		{"both", `token = "` + good + `"` + "\n" + `token_file = "` + okFile + `"`, "not both", ""},
+		{"missing token file", `token_file = "` + filepath.Join(dir, "nope") + `"`, "token file " + filepath.Join(dir, "nope") + ": no such file", ""},
+		{"empty token file", `token_file = "` + tokenFile(t, "", 0o600) + `"`, "the first line is empty", ""},
+		{"blank first line", `token_file = "` + tokenFile(t, " \n"+good+"\n", 0o600) + `"`, "the first line is empty", ""},
+		{"world-readable token file", `token_file = "` + tokenFile(t, good, 0o644) + `"`, "mode 0644 lets every user read it", ""},
+		{"short token in file", `token_file = "` + tokenFile(t, "short\n", 0o600) + `"`, "is 5 characters long", ""},
+		{"token file under a file", `token_file = "` + okFile + `/x"`, "token file " + okFile + "/x: not a directory", ""},
+		{"token file is a directory", `token_file = "` + dir + `"`, "token file " + dir + ": not a regular file", ""},
+	}
+	if os.Geteuid() != 0 { // root reads a mode-0200 file anyway
+		cases = append(cases, struct {
+			name, admin, want, secret string
+		}{"unreadable token file", `token_file = "` + unreadable + `"`, "token file " + unreadable + ": permission denied", ""})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := base + "\n[admin]\n" + tc.admin + "\n"
+			c, err := Parse([]byte(src), "f.toml")
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := c.Admin.Secret(); got != tc.secret {
+					t.Errorf("Secret() = %q, want %q", got, tc.secret)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			// The error names the file, a line and the [admin] key.
+			if !errAtAdmin.MatchString(err.Error()) {
+				t.Errorf("error %q is not at f.toml:LINE: admin.KEY", err)
+			}
+		})
+	}
+}
+
+// A token read from token_file stays out of the effective configuration
+// `fulcrum check` prints, which still loads.
+func TestAdminTokenFileNotEncoded(t *testing.T) {
+	const secret = "s3cret-from-the-file-0123"
+	p := tokenFile(t, secret+"\n", 0o600)
+	c, err := Parse([]byte(base+"\n[admin]\ntoken_file = \""+p+"\"\n"), "f.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("the encoded configuration holds the secret:\n%s", out)
+	}
+	c2, err := Parse([]byte(out), "encoded")
+	if err != nil {
+		t.Fatalf("re-parse: %v", err)
+	}
+	if c2.Admin.Secret() != secret {
+		t.Errorf("re-parsed Secret() = %q", c2.Admin.Secret())
+	}
+}
