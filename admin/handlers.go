@@ -77,8 +77,9 @@ func (s *Server) routes() http.Handler {
 	return s.guard(mux)
 }
 
-// guard is the outermost layer: the DNS-rebinding check, and a recover so a
-// bug answers 500 instead of killing the daemon.
+// guard is the outermost layer: the DNS-rebinding check, the token on
+// every call off loopback, and a recover so a bug answers 500 instead of
+// killing the daemon.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -94,8 +95,23 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			s.writeError(w, r, &httpError{http.StatusForbidden, fmt.Sprintf("Host %q is not an address: refused (DNS rebinding guard; connect by IP or localhost)", r.Host)})
 			return
 		}
+		if !s.local && !s.authorized(r) {
+			s.unauthorized(w, r)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// unauthorized answers 401. Off loopback the connection is closed after
+// it, so a peer without the token cannot keep a max_conns slot alive.
+func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
+	s.log.Warn("admin API: unauthorized call refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="fulcrum"`)
+	if !s.local {
+		w.Header().Set("Connection", "close")
+	}
+	s.writeError(w, r, &httpError{http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <admin.token>"})
 }
 
 // methods answers 405 (as JSON, with Allow) to any other method.
@@ -112,7 +128,8 @@ func (s *Server) methods(h http.Handler, allowed ...string) http.Handler {
 	})
 }
 
-// read serves a GET endpoint: open to whoever can connect.
+// read serves a GET endpoint: open to whoever can connect to a local
+// listener (guard asks for the token on any other).
 func (s *Server) read(f apiFunc) http.Handler {
 	return s.methods(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, err := f(r)
@@ -132,9 +149,7 @@ func (s *Server) mutate(f apiFunc) http.Handler {
 			return
 		}
 		if !s.authorized(r) {
-			s.log.Warn("admin API: unauthorized call refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
-			w.Header().Set("WWW-Authenticate", `Bearer realm="fulcrum"`)
-			s.writeError(w, r, &httpError{http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <admin.token>"})
+			s.unauthorized(w, r)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)

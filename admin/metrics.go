@@ -27,6 +27,7 @@ type collector struct {
 	ctFlows, ctEvictions, ctInsertFailed        *prometheus.Desc
 	rebuilds, rebuildSeconds, generation        *prometheus.Desc
 	bgpEstablished, bgpAnnounced                *prometheus.Desc
+	adminConns, adminRefused                    *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -66,6 +67,9 @@ func newCollector(s *Server) *collector {
 
 		bgpEstablished: d("bgp_session_established", "1 while the BGP session to a router is established.", "peer"),
 		bgpAnnounced:   d("bgp_announced_vips", "VIP prefixes announced over BGP."),
+
+		adminConns:   d("admin_connections", "Open admin API connections (at most admin.max_conns)."),
+		adminRefused: d("admin_connections_refused_total", "Admin API connections closed at accept because admin.max_conns were open."),
 	}
 }
 
@@ -76,6 +80,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.bePackets, c.beBytes, c.beNewFlows, c.beActive, c.beHealthy, c.beWeight, c.beEffective, c.beDrained, c.beOutlier, c.beEjections,
 		c.drops, c.workerRx, c.workerTx, c.ctFlows, c.ctEvictions, c.ctInsertFailed,
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced,
+		c.adminConns, c.adminRefused,
 	} {
 		ch <- d
 	}
@@ -144,6 +149,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.bgpEstablished, bool01(p.State == "established"), p.Address)
 	}
 	gauge(c.bgpAnnounced, float64(len(st.Announced)))
+	conns := c.s.Conns()
+	gauge(c.adminConns, float64(conns.Open))
+	counter(c.adminRefused, conns.Refused)
 }
 
 func bool01(b bool) float64 {

@@ -17,14 +17,19 @@
 //     control, a token is optional.
 //   - any other address: the configuration is rejected unless a token is
 //     set (package config), and New refuses to listen without one too.
+//     Every call, reads and /metrics included, needs the token: status,
+//     lookups and tables map the service and its backends, which is worth
+//     as much to an attacker as a drain. Serve it over TLS (tls_cert,
+//     tls_key) so the token does not cross the network in clear text.
 //   - "off": no listener.
 //
-// When a token is configured, the mutating calls (drain, undrain, weight,
-// reload) need "Authorization: Bearer <token>"; the comparison takes
-// constant time. Reads (status, VIPs, lookup, table, metrics) stay open to
-// whoever can connect, so a monitoring system needs no secret: do not put
-// the listener where untrusted hosts can reach it. The token is read at
-// start; change it with a restart.
+// Whether a listener is local is decided from the configured string
+// (config.AdminListenLocal), the one rule validation and the daemon share.
+// On a local listener with a token, the mutating calls (drain, undrain,
+// weight, reload) need "Authorization: Bearer <token>" and reads stay open,
+// so a local monitoring agent needs no secret. Tokens are compared as
+// SHA-256 digests in constant time. The token is read at start; change it
+// with a restart.
 //
 // Browsers are the other way in to a loopback listener: a web page can make
 // the operator's browser send requests to 127.0.0.1. Mutating calls that a
@@ -32,12 +37,27 @@
 // CrossOriginProtection), and without a token a TCP listener answers only
 // requests whose Host is an IP address or "localhost", so a DNS-rebinding
 // page cannot pass as same-origin.
+//
+// # Exhaustion
+//
+// A peer that opens connections and sends nothing once took the process to
+// its file descriptor limit in seconds; health checks then failed to open
+// sockets and every backend went down. So the listener holds at most
+// [admin] max_conns connections (default 64): a connection beyond that is
+// accepted and closed at once, and counted in
+// fulcrum_admin_connections_refused_total. Every connection has deadlines
+// (see the limits below), so a slow or silent peer frees its slot within
+// seconds. The daemon raises RLIMIT_NOFILE to its hard limit at start, far
+// above max_conns (at most config.MaxAdminConns), so the API can never take
+// the descriptors the health checks need.
+
 package admin
 
 import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -56,19 +76,44 @@ import (
 	"github.com/fulcrumlb/fulcrum/control"
 )
 
-// Limits of the HTTP server. Status with flow counts scans every worker's
-// conntrack table (a few ms per million entries, up to 5 s per worker when
-// one is stuck), hence the generous write timeout.
+// Limits of the HTTP server. An accepted connection holds one of
+// max_conns slots until it closes, so every phase has a deadline:
+//
+//   - readHeaderTimeout: a peer that connects and sends nothing, or
+//     trickles its header (slowloris), is closed after 5 s; the TLS
+//     handshake falls under it too. A local client sends its request at
+//     once.
+//   - readTimeout: the whole request; the largest body is 4 KiB.
+//   - writeTimeout: from the end of the header to the last byte of the
+//     answer. Status with flow counts scans every worker's conntrack table
+//     (a few ms per million entries, up to 5 s per worker when one is
+//     stuck), and the largest answer is a Maglev table: 721 KB for the
+//     default 65537 slots, about 10 MB for a million, which 60 s carries
+//     at 1.5 Mbit/s.
+//   - idleTimeout: a keep-alive connection between requests. Prometheus
+//     scrapes every 15-60 s over one connection; 30 s keeps the common
+//     15 s scrape warm without letting idle clients sit on slots for long.
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 10 * time.Second
 	writeTimeout      = 60 * time.Second
-	idleTimeout       = 2 * time.Minute
+	idleTimeout       = 30 * time.Second
 	maxHeaderBytes    = 16 << 10
 	maxBodyBytes      = 4 << 10 // the largest body is {"weight": N}
 	shutdownTimeout   = 5 * time.Second
 	socketMode        = 0o660
+	// refusalLogEvery spaces the warnings about refused connections: a
+	// flood must not flood the log too.
+	refusalLogEvery = 10 * time.Second
 )
+
+// timeouts are the http.Server's deadlines (the constants above; tests
+// shorten them).
+type timeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+var defaultTimeouts = timeouts{readHeaderTimeout, readTimeout, writeTimeout, idleTimeout}
 
 // ErrDisabled is returned by Listen when [admin] listen is "off".
 var ErrDisabled = errors.New("admin API is off")
@@ -80,8 +125,13 @@ type Server struct {
 	reloadPath string
 	log        *slog.Logger
 
-	tokenSum  [sha256.Size]byte // of cfg.Token, compared in constant time
+	token     string            // cfg.Secret(): [admin] token or the token_file's
+	tokenSum  [sha256.Size]byte // of token, compared in constant time
+	local     bool              // loopback or unix listener; else every call needs the token
 	checkHost bool              // TCP listener without a token: DNS-rebinding guard
+	timeouts  timeouts
+	tls       *tls.Config // nil: plain HTTP
+	conns     connStats
 	cop       *http.CrossOriginProtection
 	reg       *prometheus.Registry
 	handler   http.Handler
@@ -101,12 +151,17 @@ func New(plane *control.Plane, cfg config.Admin, reloadPath string, log *slog.Lo
 	if cfg.Listen == "" {
 		cfg.Listen = config.DefaultAdminListen
 	}
-	s := &Server{plane: plane, cfg: cfg, reloadPath: reloadPath, log: log.With("component", "admin"),
-		cop: http.NewCrossOriginProtection()}
-	if cfg.Token != "" {
-		s.tokenSum = sha256.Sum256([]byte(cfg.Token))
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = config.DefaultAdminMaxConns
 	}
-	s.checkHost = cfg.Token == "" && !strings.HasPrefix(cfg.Listen, "unix:")
+	s := &Server{plane: plane, cfg: cfg, reloadPath: reloadPath, log: log.With("component", "admin"),
+		cop: http.NewCrossOriginProtection(), timeouts: defaultTimeouts}
+	s.token = cfg.Secret()
+	if s.token != "" {
+		s.tokenSum = sha256.Sum256([]byte(s.token))
+	}
+	s.local = config.AdminListenLocal(cfg.Listen)
+	s.checkHost = s.token == "" && !strings.HasPrefix(cfg.Listen, "unix:")
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(newCollector(s))
 	s.reg.MustRegister(prometheusGoCollectors()...)
@@ -119,21 +174,24 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Listen opens the configured listener: "host:port", or "unix:/path" (a
 // stale socket file left by a previous run is removed; the new one gets
-// mode 0660). It returns ErrDisabled for "off".
+// mode 0660). It returns ErrDisabled for "off". With tls_cert and tls_key
+// it loads the certificate, so a bad one stops the daemon at start.
 func (s *Server) Listen() (net.Listener, error) {
 	l := s.cfg.Listen
-	switch {
-	case l == "off":
+	if l == "off" {
 		return nil, ErrDisabled
-	case strings.HasPrefix(l, "unix:"):
-		return listenUnix(strings.TrimPrefix(l, "unix:"))
 	}
-	host, _, err := net.SplitHostPort(l)
-	if err != nil {
+	if err := s.loadTLS(); err != nil {
+		return nil, err
+	}
+	if path, ok := strings.CutPrefix(l, "unix:"); ok {
+		return listenUnix(path)
+	}
+	if _, _, err := net.SplitHostPort(l); err != nil {
 		return nil, fmt.Errorf("admin listen %q: %w", l, err)
 	}
-	if s.cfg.Token == "" && !isLoopback(host) {
-		return nil, fmt.Errorf("admin listen %q: not loopback, and no admin.token is set", l)
+	if s.token == "" && !s.local {
+		return nil, fmt.Errorf("admin listen %q: not loopback, and no admin.token or admin.token_file is set", l)
 	}
 	ln, err := net.Listen("tcp", l)
 	if err != nil {
@@ -142,12 +200,23 @@ func (s *Server) Listen() (net.Listener, error) {
 	return ln, nil
 }
 
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
+// loadTLS reads [admin] tls_cert and tls_key once. TLS 1.2 is the floor
+// (RFC 9325); HTTP/1.1 only, as on plain connections, so one connection
+// carries one request at a time and max_conns bounds the work in flight.
+func (s *Server) loadTLS() error {
+	if s.tls != nil || s.cfg.TLSCert == "" && s.cfg.TLSKey == "" {
+		return nil
 	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
+	if err != nil {
+		return fmt.Errorf("admin tls_cert %s, tls_key %s: %w", s.cfg.TLSCert, s.cfg.TLSKey, err)
+	}
+	s.tls = &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		NextProtos:   []string{"http/1.1"},
+	}
+	return nil
 }
 
 func listenUnix(path string) (net.Listener, error) {
@@ -195,20 +264,37 @@ func removeStaleSocket(path string) error {
 
 // Serve answers requests on ln until ctx is done, then shuts down
 // gracefully (in-flight requests get a few seconds) and returns nil. It
-// closes ln.
+// closes ln. At most [admin] max_conns connections are open at a time (the
+// rest are closed as they arrive), and with tls_cert and tls_key every
+// connection speaks TLS.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.loadTLS(); err != nil {
+		ln.Close()
+		return err
+	}
+	ln = &limitListener{Listener: ln, max: int64(s.cfg.MaxConns), stats: &s.conns, log: s.log}
+	if s.tls != nil {
+		// Under the limit, so a connection holds its slot from accept on,
+		// handshake included.
+		ln = tls.NewListener(ln, s.tls)
+	}
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: s.timeouts.readHeader,
+		ReadTimeout:       s.timeouts.read,
+		WriteTimeout:      s.timeouts.write,
+		IdleTimeout:       s.timeouts.idle,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	if s.tls != nil {
+		// No HTTP/2 (see loadTLS): an empty map turns it off.
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("admin API listening", "addr", ln.Addr().String(), "token", s.cfg.Token != "")
+	s.log.Info("admin API listening", "addr", ln.Addr().String(), "token", s.token != "",
+		"token_for_reads", !s.local, "tls", s.tls != nil, "max_conns", s.cfg.MaxConns)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("admin API: %w", err)
@@ -238,11 +324,13 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// authorized reports whether a mutating request carries the token (or
-// none is configured).
+// authorized reports whether a request carries the token. Without a
+// token, a local listener lets every call through and any other refuses
+// them all (Listen does not open such a listener; this fails closed if a
+// caller serves one anyway).
 func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.Token == "" {
-		return true
+	if s.token == "" {
+		return s.local
 	}
 	h := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(h, " ")
