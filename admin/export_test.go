@@ -1,0 +1,9 @@
+package admin
+
+import "time"
+
+// SetTimeouts shortens the server's connection deadlines for a test; call
+// it before Serve.
+func (s *Server) SetTimeouts(readHeader, read, write, idle time.Duration) {
+	s.timeouts = timeouts{readHeader, read, write, idle}
+}
