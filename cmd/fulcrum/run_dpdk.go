@@ -41,6 +41,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fulcrum run: %v\n", err)
 		return 2
 	}
+	raiseNoFileLimit(log) // before anything opens descriptors; see rlimit.go
 	cfg, code := loadConfig(fs, *path, stderr)
 	if cfg == nil {
 		return code
