@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -26,9 +29,38 @@ type client struct {
 	hc    *http.Client
 }
 
-// newClient accepts "host:port", "unix:/path", or an http(s) URL.
-func newClient(addr, token string, timeout time.Duration) (*client, error) {
+// tlsOptions say how fulcrumctl checks the daemon's certificate.
+type tlsOptions struct {
+	caFile   string // PEM certificates to trust instead of the system's
+	insecure bool   // no check at all (tests, first setup)
+}
+
+func (o tlsOptions) set() bool { return o.caFile != "" || o.insecure }
+
+// config is the TLS client configuration for o: TLS 1.2 at least, as the
+// daemon requires.
+func (o tlsOptions) config() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.insecure}
+	if o.caFile != "" {
+		pem, err := os.ReadFile(o.caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca %s: %w", o.caFile, err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca %s: no PEM certificate in the file", o.caFile)
+		}
+	}
+	return tc, nil
+}
+
+// newClient accepts "host:port", "unix:/path", or an http(s) URL. With
+// --ca or --insecure, host:port means https.
+func newClient(addr, token string, timeout time.Duration, to tlsOptions) (*client, error) {
 	c := &client{addr: addr, token: token, hc: &http.Client{Timeout: timeout}}
+	if to.set() && (strings.HasPrefix(addr, "unix:") || strings.HasPrefix(addr, "http://")) {
+		return nil, fmt.Errorf("--addr %q: --ca and --insecure need an https:// or host:port address", addr)
+	}
 	switch {
 	case strings.HasPrefix(addr, "unix:"):
 		path := strings.TrimPrefix(addr, "unix:")
@@ -49,6 +81,16 @@ func newClient(addr, token string, timeout time.Duration) (*client, error) {
 			return nil, fmt.Errorf("--addr %q: not host:port, unix:/path or a URL", addr)
 		}
 		c.base = "http://" + addr
+		if to.set() {
+			c.base = "https://" + addr
+		}
+	}
+	if strings.HasPrefix(c.base, "https://") {
+		tc, err := to.config()
+		if err != nil {
+			return nil, err
+		}
+		c.hc.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
 	}
 	return c, nil
 }
@@ -98,6 +140,9 @@ func (c *client) do(ctx context.Context, method, path string, body []byte) ([]by
 		}
 		if resp.StatusCode == http.StatusUnauthorized && c.token == "" {
 			ae.Error += " (set --token or FULCRUM_TOKEN)"
+		}
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(ae.Error, "HTTPS server") {
+			ae.Error += " (the admin API speaks TLS: use --ca FILE or an https:// address)"
 		}
 		return nil, &apiError{resp.StatusCode, ae.Error}
 	}

@@ -2,7 +2,7 @@
 // API, the way HAProxy's runtime socket is used: show the state, drain a
 // backend, change a weight, ask where a flow goes, reload.
 //
-//	fulcrumctl [--addr 127.0.0.1:9180 | --addr unix:/path] [--token T] [--json] COMMAND
+//	fulcrumctl [--addr 127.0.0.1:9180 | --addr unix:/path] [--token T] [--ca FILE] [--json] COMMAND
 //
 // Human-readable tables by default; --json prints the API's JSON. Exit
 // codes: 0 ok, 1 the API refused or could not be reached, 2 bad usage.
@@ -43,7 +43,12 @@ A VIP is its name, or ADDRESS:PORT; a BACKEND is its name or address.
 flags (before or after the command):
   --addr ADDR      admin API: host:port, unix:/path or http(s)://... (default
                    $FULCRUM_ADDR or 127.0.0.1:9180)
-  --token TOKEN    bearer token for drain, undrain, weight, reload (default $FULCRUM_TOKEN)
+  --token TOKEN    bearer token (default $FULCRUM_TOKEN): drain, undrain, weight
+                   and reload need it; off loopback every call does
+  --ca FILE        speak TLS to host:port and trust the PEM certificate(s) in
+                   FILE (default $FULCRUM_CA); an https:// address uses the
+                   system's roots without it
+  --insecure       speak TLS without checking the certificate (tests only)
   --json           print the API's JSON instead of tables
   --timeout D      give up on the daemon after D (default 30s)
 `
@@ -74,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	addr := fs.String("addr", envOr("FULCRUM_ADDR", defaultAddr), "")
 	token := fs.String("token", os.Getenv("FULCRUM_TOKEN"), "")
+	caFile := fs.String("ca", os.Getenv("FULCRUM_CA"), "")
+	insecure := fs.Bool("insecure", false, "")
 	asJSON := fs.Bool("json", false, "")
 	timeout := fs.Duration("timeout", 30*time.Second, "")
 	help := fs.Bool("help", false, "")
@@ -105,7 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fulcrumctl: --timeout %v: must be positive\n", *timeout)
 		return exitUsage
 	}
-	c, err := newClient(*addr, *token, *timeout)
+	c, err := newClient(*addr, *token, *timeout, tlsOptions{caFile: *caFile, insecure: *insecure})
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrumctl: %v\n", err)
 		return exitUsage
