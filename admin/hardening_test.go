@@ -34,6 +34,21 @@ func serveOn(t *testing.T, srv *admin.Server, ln net.Listener) {
 	})
 }
 
+// startTimed serves a fresh plane's API as ac says, with the given header
+// timeout and 5 s for the rest, and returns the server and its address.
+func startTimed(t *testing.T, ac config.Admin, headerTimeout time.Duration) (*admin.Server, string) {
+	t.Helper()
+	p := admintest.New(t, admintest.Config)
+	srv := admin.New(p.Plane, ac, "", nil)
+	srv.SetTimeouts(headerTimeout, 5*time.Second, 5*time.Second, 5*time.Second)
+	ln, err := srv.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveOn(t, srv, ln)
+	return srv, ln.Addr().String()
+}
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
@@ -57,18 +72,10 @@ func closedByPeer(c net.Conn, within time.Duration) bool {
 
 func TestConnectionLimit(t *testing.T) {
 	const max, extra = 8, 5
-	p := admintest.New(t, admintest.Config)
-	srv := admin.New(p.Plane, config.Admin{Listen: "127.0.0.1:0", MaxConns: max}, "", nil)
 	// Silent peers are closed after the header timeout; long enough that
 	// none is closed before the refusals are counted.
 	const headerTimeout = 2 * time.Second
-	srv.SetTimeouts(headerTimeout, 5*time.Second, 5*time.Second, 5*time.Second)
-	ln, err := srv.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveOn(t, srv, ln)
-	addr := ln.Addr().String()
+	srv, addr := startTimed(t, config.Admin{Listen: "127.0.0.1:0", MaxConns: max}, headerTimeout)
 
 	// max+extra peers connect and send nothing (the attack, scaled down).
 	var conns []net.Conn
@@ -129,16 +136,9 @@ func TestConnectionLimit(t *testing.T) {
 // A peer that trickles its request header one byte at a time (slowloris)
 // is cut off at the header timeout, however busy it looks.
 func TestSlowHeaderIsCut(t *testing.T) {
-	p := admintest.New(t, admintest.Config)
-	srv := admin.New(p.Plane, loopback(), "", nil)
 	const headerTimeout = 300 * time.Millisecond
-	srv.SetTimeouts(headerTimeout, 5*time.Second, 5*time.Second, 5*time.Second)
-	ln, err := srv.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveOn(t, srv, ln)
-	c, err := net.Dial("tcp", ln.Addr().String())
+	srv, addr := startTimed(t, loopback(), headerTimeout)
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
