@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
@@ -192,4 +193,16 @@ flap_backoff_max = "1s"
 		t.Errorf("ejected without backoff: %+v", hs)
 	}
 	waitFor(t, "be2 trusted again after its backoff", func() bool { return status("be2").Health == "up" })
+}
+
+// flap_window reaches the checkers, in checks.
+func TestHealthConfigFlapWindow(t *testing.T) {
+	toml := strings.Replace(baseConfig, "[[vip]]", "[health]\nkind = \"tcp\"\nflap_window = 35\n\n[[vip]]", 1)
+	cfg, err := config.Parse([]byte(toml), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := healthConfig(&cfg.VIPs[0].Health).EffectiveFlapWindow(); got != 35 {
+		t.Fatalf("flap window %d checks, want 35", got)
+	}
 }
