@@ -154,7 +154,8 @@ flap_backoff_max = "1s"
 	// Kill be2's server: after fall failed checks it leaves the table.
 	be2 := f.addr("be2")
 	servers[be2].stop()
-	waitFor(t, "be2 down", func() bool { s := status("be2"); return s.Health == "down" && s.Slots == 0 && s.Down })
+	// on_down keeps its tracked flows (the default): no slots, not down.
+	waitFor(t, "be2 down", func() bool { s := status("be2"); return s.Health == "down" && s.Slots == 0 && !s.Down })
 	if s := status("be2"); !strings.Contains(s.Reason, "connect") {
 		t.Errorf("be2 down reason %q", s.Reason)
 	}
