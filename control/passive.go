@@ -43,9 +43,15 @@ import (
 //     never eject one of four, so each backend is compared with its peers
 //     pooled, leaving it out): its success rate is at most
 //     passiveRelative of the peers', and the gap exceeds passiveZ standard
-//     errors of the difference of two binomial proportions, so the noise of
-//     small counts is never taken for a fault;
-//  4. few enough already out: at most passiveMaxEjectShare of the VIP's
+//     errors of the difference of two binomial proportions (passiveZ), so the noise of
+//     small counts is not taken for a fault;
+//  4. persistent: 1 to 3 held at every judgement (once a second) for a
+//     whole window, so the evidence is two windows that share no period.
+//     A refusing backend fails all the time; a run of bad luck in the hash
+//     does not last (a random-hash simulation at the lab's rates, 5
+//     handshakes a backend a second, half forged, made one chance ejection
+//     every 1.5 hours without this rule, none in 10 hours with it);
+//  5. few enough already out: at most passiveMaxEjectShare of the VIP's
 //     backends (at least one) are ejected at once (Envoy's
 //     max_ejection_percent), and never one whose ejection would leave fewer
 //     healthy backends than panic mode needs (the last healthy ones stay).
@@ -56,7 +62,7 @@ import (
 //
 // What each defence stops, and what it does not:
 //
-//   - The peer comparison (3) stops a blind flood of forged SYNs at any rate:
+//   - The peer comparison (3, 4) stops a blind flood of forged SYNs at any rate:
 //     the keyed hash spreads it evenly, every backend's success rate drops
 //     alike, and nobody stands out. It does not stop an attacker who can
 //     aim forged SYNs at one backend: one who knows dataplane.hash_key, or
@@ -64,7 +70,7 @@ import (
 //     dropping its ACKs). It also lets a real failure of every backend at
 //     once (a shared dependency) go unejected: that is the active checks'
 //     and panic mode's job (section 5.4).
-//   - The ejection cap (4) bounds the damage of any attack that gets past
+//   - The ejection cap (5) bounds the damage of any attack that gets past
 //     (3), and of a true multi-backend failure: at most one backend in ten
 //     (at least one) leaves on passive evidence, and never the last healthy
 //     ones. It does not stop a slow rotation: an attacker able to aim at
@@ -89,10 +95,13 @@ const (
 	// success rate is at most this share of its peers' ("clearly worse").
 	passiveRelative = 0.5
 	// passiveZ: the gap to the peers must exceed this many standard errors
-	// (Envoy uses a 1.9 stddev factor across hosts; 3 here because the
-	// comparison is against pooled peers and runs every second, so a
-	// chance ejection must be rare: p < 0.0015 per judgement).
-	passiveZ = 3.0
+	// (Envoy uses a 1.9 stddev factor across hosts). 4, because the
+	// judgement runs every second for every backend: at the lab's rates
+	// (about 30 handshakes a backend per window, half of them forged) a
+	// chance ejection needs 2 or fewer of 30 to complete, p < 1e-6, where
+	// 3 would allow 5 of 30, p ≈ 2e-4, several a day. A backend that
+	// refuses everything while its peers are fine clears 4 at 20 attempts.
+	passiveZ = 4.0
 )
 
 // signalPeriod is how often the signals are folded and the loads published.
@@ -109,6 +118,7 @@ type passiveState struct {
 	reason            string
 	stableSince       time.Time
 	retrans           uint64
+	suspectSince      time.Time // judged an outlier at every fold since; zero: not
 
 	// Latency for peak-ewma: handshake times (SYN to the client's first
 	// ACK, a client round trip through the backend) and health-check round
@@ -143,9 +153,13 @@ func (p *Plane) foldWindow(st *backendState, h *config.Health, syns, est, retran
 	return true
 }
 
-// windowTotals are the handshakes tried and completed in the window.
-// Attempts of the newest period are left out: their handshakes may still
-// be under way. Completions never exceed attempts.
+// windowTotals are the handshakes tried and completed in the window. The
+// newest period is left out of both: its handshakes may still be under
+// way. Leaving it out of the attempts only (as before) counted a whole
+// period more completions than attempts, which skews every rate and
+// doubles the noise a peer comparison must tell from a fault; leaving it
+// out of both only misses the completions of SYNs sent in the last round
+// trip before a period boundary. Completions never exceed attempts.
 func (ps *passiveState) windowTotals() (attempts, done uint64) {
 	n := len(ps.syns)
 	if n == 0 {
@@ -153,9 +167,9 @@ func (ps *passiveState) windowTotals() (attempts, done uint64) {
 	}
 	newest := (ps.pos + n - 1) % n
 	for i := range ps.syns {
-		done += ps.est[i]
 		if i != newest {
 			attempts += ps.syns[i]
+			done += ps.est[i]
 		}
 	}
 	return attempts, min(done, attempts)
@@ -181,6 +195,7 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 		}
 		att, done := st.passive.windowTotals()
 		if att < uint64(h.PassiveMin) {
+			st.passive.suspectSince = time.Time{} // no evidence: not an outlier now
 			if !st.passive.stableSince.IsZero() && now.Sub(st.passive.stableSince) > 10*h.BackoffMax.Duration {
 				st.passive.backoff = 0 // well behaved for long: forget past ejections
 			}
@@ -189,8 +204,11 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 		r := float64(done) / float64(att)
 		js = append(js, judged{st, att, done, r, 1 - r})
 	}
-	if len(js) < 2 {
-		return false // nobody to compare with
+	if len(js) < 2 { // nobody to compare with
+		for _, j := range js {
+			j.st.passive.suspectSince = time.Time{}
+		}
+		return false
 	}
 	limit := max(1, int(passiveMaxEjectShare*float64(len(members))))
 	sort.SliceStable(js, func(i, j int) bool { return js[i].rate < js[j].rate }) // worst first
@@ -201,25 +219,22 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 	}
 	changed := false
 	for _, j := range js {
-		if out >= limit {
-			break
-		}
-		if j.share < h.PassiveThreshold {
-			break // sorted: the rest failed less
-		}
+		ps := &j.st.passive
 		pAtt, pDone := allAtt-j.att, allDone-j.done
 		peer := float64(pDone) / float64(pAtt)
-		if j.rate > passiveRelative*peer {
-			continue
-		}
 		pooled := float64(allDone) / float64(allAtt)
 		se := math.Sqrt(pooled * (1 - pooled) * (1/float64(j.att) + 1/float64(pAtt)))
-		if peer-j.rate <= passiveZ*se {
+		if j.share < h.PassiveThreshold || j.rate > passiveRelative*peer || peer-j.rate <= passiveZ*se {
+			ps.suspectSince = time.Time{}
 			continue
 		}
-		if p.lastHealthyLocked(v, j.st) {
+		if ps.suspectSince.IsZero() {
+			ps.suspectSince = now
+		}
+		if now.Sub(ps.suspectSince) < h.PassiveWindow.Duration || out >= limit || p.lastHealthyLocked(v, j.st) {
 			continue
 		}
+		ps.suspectSince = time.Time{}
 		p.eject(j.st, h, now, fmt.Sprintf("passive: %d of %d handshakes failed in %v, its peers' %d of %d (%d SYN retransmissions)",
 			j.att-j.done, j.att, h.PassiveWindow.Duration, pAtt-pDone, pAtt, j.st.passive.retrans))
 		out++

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -92,9 +93,15 @@ func TestPassiveSpoofedSYNsEjectNobody(t *testing.T) {
 func TestPassiveRefusingBackendEjected(t *testing.T) {
 	f := newFixture(t, passiveConfig)
 	sim := newSim(f)
-	for round := 0; round < 4; round++ {
-		sim.period(map[string]uint64{"be1": 15, "be2": 15, "be3": 15, "be4": 15},
+	// Evidence needs two periods (passive_min 20 at 15 a second, the newest
+	// period left out), then must hold for a whole window (4 s): the
+	// ejection comes at the 7th fold, and not before.
+	for round := 1; round <= 7; round++ {
+		ch := sim.period(map[string]uint64{"be1": 15, "be2": 15, "be3": 15, "be4": 15},
 			map[string]uint64{"be1": 15, "be2": 0, "be3": 15, "be4": 15})
+		if ch != (round == 7) {
+			t.Fatalf("fold %d: tables changed %v", round, ch)
+		}
 	}
 	st := f.backend("be2")
 	if !st.Outlier || st.Ejections != 1 || st.Slots != 0 || st.Down {
@@ -116,5 +123,30 @@ func TestPassiveEjectionCapped(t *testing.T) {
 	}
 	if out, _ := ejections(f); out != 1 {
 		t.Fatalf("%d of 4 backends ejected at once, want 1 (max share)", out)
+	}
+}
+
+// The spoofer through a random hash, as in the lab: 20 real handshakes and
+// 20 forged SYNs a second, each flow landing on a backend at random. Ten
+// minutes of the noise of small counts eject nobody.
+func TestPassiveSpoofedSYNsRandomHash(t *testing.T) {
+	f := newFixture(t, passiveConfig)
+	sim := newSim(f)
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []string{"be1", "be2", "be3", "be4"}
+	for round := 0; round < 600; round++ {
+		syns, est := map[string]uint64{}, map[string]uint64{}
+		for i := 0; i < 20; i++ {
+			b := names[rng.IntN(len(names))]
+			syns[b]++
+			est[b]++
+		}
+		for i := 0; i < 20; i++ {
+			syns[names[rng.IntN(len(names))]]++
+		}
+		sim.period(syns, est)
+	}
+	if out, n := ejections(f); out != 0 || n != 0 {
+		t.Fatalf("spoofed SYNs ejected backends: %d outliers, %d ejections", out, n)
 	}
 }

@@ -558,7 +558,7 @@ func TestPassiveEjection(t *testing.T) {
 		return ch
 	}
 	port := uint16(10000)
-	for round := 0; round < 4; round++ {
+	for round := 0; round < 8; round++ { // ejected at the 7th fold (see passive_test.go)
 		for i := 0; i < 60; i++ {
 			port++
 			if r := f.lc.send(syn(t, port, "S")); r.dst != be2 {
