@@ -93,3 +93,34 @@ func TestConvergingDownVerdict(t *testing.T) {
 		t.Fatalf("not announced after every verdict: %v", calls)
 	}
 }
+
+// The announced prefix covers every port of the address: while one VIP on
+// it waits for its checks, the address is withheld, even if another VIP on
+// it has settled.
+func TestAnnouncementWaitsForEveryVIPOnTheAddress(t *testing.T) {
+	toml := checkedConfig("") + `
+[[vip]]
+name = "tls"
+address = "203.0.113.7"
+port = 443
+  [[vip.backend]]
+  name = "t1"
+  address = "10.0.2.1"
+`
+	f := newFixture(t, toml)
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(set []netip.Prefix) { calls = append(calls, set) }, nil)
+	for _, b := range []string{"be1", "be2", "be3", "be4"} {
+		f.setHealth(b, true)
+	}
+	if len(calls) > 0 && len(calls[len(calls)-1]) > 0 {
+		t.Fatalf("address announced while VIP tls has no verdict: %v", calls)
+	}
+	if err := f.plane.SetHealth("tls", "t1", true, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.rebuild()
+	if len(calls) == 0 || len(calls[len(calls)-1]) != 1 {
+		t.Fatalf("not announced once both VIPs settled: %v", calls)
+	}
+}
