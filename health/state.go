@@ -10,7 +10,9 @@ import (
 type State uint8
 
 const (
-	// Unknown: not yet checked enough to say; routes like Down.
+	// Unknown: not yet checked enough to say; not Routable. (Fulcrum's
+	// control plane routes the Unknown of a backend configured at start
+	// like Up, so a fresh instance matches its fleet: control/converge.go.)
 	Unknown State = iota
 	// Up: passed rise consecutive checks (or started Up with StartUp).
 	Up
