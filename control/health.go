@@ -25,6 +25,7 @@ func healthConfig(h *config.Health) health.Config {
 	c.Jitter = h.Jitter
 	c.BackoffBase = h.Backoff.Duration
 	c.BackoffMax = h.BackoffMax.Duration
+	c.FlapWindow = h.FlapWindow // checks; config fills in the default (20)
 	return c
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
@@ -153,7 +154,8 @@ flap_backoff_max = "1s"
 	// Kill be2's server: after fall failed checks it leaves the table.
 	be2 := f.addr("be2")
 	servers[be2].stop()
-	waitFor(t, "be2 down", func() bool { s := status("be2"); return s.Health == "down" && s.Slots == 0 && s.Down })
+	// on_down keeps its tracked flows (the default): no slots, not down.
+	waitFor(t, "be2 down", func() bool { s := status("be2"); return s.Health == "down" && s.Slots == 0 && !s.Down })
 	if s := status("be2"); !strings.Contains(s.Reason, "connect") {
 		t.Errorf("be2 down reason %q", s.Reason)
 	}
@@ -192,4 +194,16 @@ flap_backoff_max = "1s"
 		t.Errorf("ejected without backoff: %+v", hs)
 	}
 	waitFor(t, "be2 trusted again after its backoff", func() bool { return status("be2").Health == "up" })
+}
+
+// flap_window reaches the checkers, in checks.
+func TestHealthConfigFlapWindow(t *testing.T) {
+	toml := strings.Replace(baseConfig, "[[vip]]", "[health]\nkind = \"tcp\"\nflap_window = 35\n\n[[vip]]", 1)
+	cfg, err := config.Parse([]byte(toml), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := healthConfig(&cfg.VIPs[0].Health).EffectiveFlapWindow(); got != 35 {
+		t.Fatalf("flap window %d checks, want 35", got)
+	}
 }

@@ -14,11 +14,17 @@
 //  1. the configured weight, or the operator's override (SetWeight);
 //  2. drained (config or Drain): 0, no new flows; its established flows stay
 //     until they end, or until the drain timeout passes, when they are moved;
-//  3. failing its health checks: 0 and down (its established flows move);
-//     unless the VIP is in panic mode: when fewer than panic_threshold of
-//     its backends are healthy, all of them (drained ones excepted) are used
-//     as if healthy, because sending everything to the few survivors would
-//     overload them too (section 5.4);
+//  3. failing its health checks, or ejected by the passive ones: 0, no new
+//     flows; its established flows stay (on_down = "keep", the default,
+//     like IPVS expire_nodest_conn=0 and HAProxy without shutdown-sessions:
+//     a dead backend's connections are dead anyway, a flapping health
+//     endpoint's are not) or are moved (on_down = "move"); unless the VIP
+//     is in panic mode: when fewer than panic_threshold of its backends are
+//     healthy, all of them (drained ones excepted) are used as if healthy,
+//     because sending everything to the few survivors would overload them
+//     too (section 5.4). Leaving panic mode never moves a flow: a backend
+//     still down then gets 0 but keeps the flows panic mode gave it, even
+//     with "move" (they were placed there knowingly);
 //  4. slow start: a backend that was added or came back up ramps linearly
 //     from slow_start_min of its weight to all of it over slow_start,
 //     rebuilt every slow_start_step (HAProxy's slowstart).
@@ -42,6 +48,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/health"
+	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // WeightScale multiplies every weight in the tables so slow start can ramp
@@ -56,6 +63,11 @@ const (
 	HealthUnchecked Health = iota // no health check configured: trusted
 	HealthUp
 	HealthDown
+	// HealthUnknown: checked, but no verdict yet; routed like up. A fresh
+	// instance must build the table its fleet peers use, and they still
+	// believe these backends up (finding 4 of the hardening round: routing
+	// them as down reset flows after a restart).
+	HealthUnknown
 )
 
 func (h Health) String() string {
@@ -64,6 +76,8 @@ func (h Health) String() string {
 		return "up"
 	case HealthDown:
 		return "down"
+	case HealthUnknown:
+		return "unknown"
 	}
 	return "unchecked"
 }
@@ -81,6 +95,9 @@ type backendState struct {
 	everUp    bool // came up at least once in this process
 	initial   bool // configured when the process started (not added by a reload)
 	passive   passiveState
+	// panicUsed: down (or ejected) but given new flows by panic mode; when
+	// panic mode ends it keeps them (never Down) until it is healthy again.
+	panicUsed bool
 	upSince   time.Time // last time it became usable (added, or came back up): slow start
 	changedAt time.Time
 }
@@ -107,8 +124,11 @@ type Plane struct {
 
 	announce     func([]netip.Prefix) // publishes the serving VIPs (BGP); nil: none
 	announced    string               // the last set passed to announce, to skip repeats
-	wasAnnounced map[string]bool      // VIPs announced at least once by this process
+	wasAnnounced map[netip.Addr]bool  // VIP addresses announced at least once by this process
 	peers        func() []PeerInfo    // BGP session states, for Status
+
+	convergingFlows uint64 // new flows forwarded while converging (converge.go)
+	convergedFold   bool   // convergingFlows is final
 }
 
 // PeerInfo is one BGP session as the admin API shows it.
@@ -119,64 +139,6 @@ type PeerInfo struct {
 	UptimeSec    float64 `json:"uptime_seconds"`
 	PrefixesSent uint64  `json:"prefixes_sent"`
 	LastError    string  `json:"last_error,omitempty"`
-}
-
-// SetAnnouncer hands the control plane the function that announces the VIPs
-// that can serve (at least one backend takes new flows, or panic mode) and
-// withdraws the others; it is called at once and after every rebuild that
-// changes the set. The daemon sets it only while the dataplane forwards,
-// and sets nil before it withdraws everything on shutdown. peers reports
-// the BGP sessions for Status.
-func (p *Plane) SetAnnouncer(announce func([]netip.Prefix), peers func() []PeerInfo) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.announce, p.announced = announce, ""
-	if peers != nil {
-		p.peers = peers
-	}
-	p.announceLocked()
-}
-
-// announceLocked passes the serving VIPs to the announcer if they changed.
-func (p *Plane) announceLocked() {
-	if p.announce == nil {
-		return
-	}
-	svc := p.shared.Services.Load()
-	var set []netip.Prefix
-	seen := map[netip.Addr]bool{}
-	// Until every health check of a VIP gave its first verdict, this fresh
-	// instance's table may differ from the fleet's: do not announce it yet.
-	// A backend added later by a reload does not withdraw a VIP already
-	// announced.
-	unsettled := map[string]bool{}
-	for _, st := range p.backends {
-		if st.health != HealthUnchecked && !st.settled && !p.wasAnnounced[st.vip] {
-			unsettled[st.vip] = true
-		}
-	}
-	for _, v := range svc.VIPs {
-		// Not before every health check of the VIP gave its first verdict:
-		// until then this instance's table may differ from the fleet's.
-		if v == nil || v.Table == nil || seen[v.Addr] || unsettled[v.Name] {
-			continue
-		}
-		// One address may carry several VIPs (ports); it is announced
-		// while any of them can serve.
-		seen[v.Addr] = true
-		if p.wasAnnounced == nil {
-			p.wasAnnounced = map[string]bool{}
-		}
-		p.wasAnnounced[v.Name] = true
-		set = append(set, netip.PrefixFrom(v.Addr, v.Addr.BitLen()))
-	}
-	sort.Slice(set, func(i, j int) bool { return set[i].Addr().Less(set[j].Addr()) })
-	key := fmt.Sprint(set)
-	if key == p.announced {
-		return
-	}
-	p.announced = key
-	p.announce(set)
 }
 
 // New makes a control plane for cfg whose snapshots go to shared and whose
@@ -195,6 +157,7 @@ func newPlane(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncBackends(cfg, true)
+	p.convergedFold = !p.convergingLocked() // nothing to wait for, nothing to count
 	if err := p.rebuildLocked(); err != nil {
 		return nil, err
 	}
@@ -230,8 +193,13 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 					st.initial = true
 				}
 				if checked {
-					st.health = HealthDown
-					st.reason = "not checked yet"
+					// At start, unknown routes like up (the fleet's
+					// view); a backend added by a reload never served
+					// and waits for its checks.
+					st.health, st.reason = HealthDown, "not checked yet"
+					if initial {
+						st.health = HealthUnknown
+					}
 				}
 				p.backends[k] = st
 			}
@@ -246,7 +214,9 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 			if !checked {
 				st.health, st.reason = HealthUnchecked, ""
 			} else if st.health == HealthUnchecked {
-				st.health, st.reason = HealthDown, "not checked yet"
+				// A check added by a reload: the backend served
+				// unchecked until now; keep it serving until a verdict.
+				st.health, st.reason = HealthUnknown, "not checked yet"
 			}
 		}
 	}
@@ -295,8 +265,13 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 					eff.Down = true
 				}
 			case (st.health == HealthDown || !st.passive.until.IsZero()) && !panic:
-				eff = dataplane.Effective{Weight: 0, Down: true}
+				// No new flows; whether the tracked ones leave is the
+				// VIP's on_down, except for flows panic mode placed here.
+				eff = dataplane.Effective{Weight: 0, Down: v.OnDown == "move" && !st.panicUsed}
 			default:
+				// Recorded here, where panic mode is decided; a build
+				// that then fails only leaves the flag a step early.
+				st.panicUsed = panic && (st.health == HealthDown || !st.passive.until.IsZero())
 				if ss := c.SlowStart.Duration; ss > 0 && !st.upSince.IsZero() && w > 0 {
 					if el := now.Sub(st.upSince); el < ss {
 						frac := math.Max(c.SlowStartMin, float64(el)/float64(ss))
@@ -648,6 +623,15 @@ type Status struct {
 	// announced VIPs.
 	BGP       []PeerInfo `json:"bgp_peers,omitempty"`
 	Announced []string   `json:"announced,omitempty"`
+	// Converging is true from start until every active health check of
+	// the backends configured at start has given its first verdict: until
+	// then nothing is announced and new flows use every configured backend
+	// (health unknown counts as up). ConvergingNewFlows counts the new
+	// flows forwarded meanwhile (the router may still send traffic over
+	// the old route); it stops counting at the first signals fold after
+	// convergence, so it may include up to one fold period (1 s) more.
+	Converging         bool   `json:"converging"`
+	ConvergingNewFlows uint64 `json:"converging_new_flows"`
 }
 
 // Status reports every VIP and backend with their counters. With flows, it
@@ -678,6 +662,10 @@ func (p *Plane) Status(withFlows bool) Status {
 	defer p.mu.Unlock()
 	svc := p.shared.Services.Load()
 	st := Status{Generation: svc.Gen, Rebuilds: p.rebuilds, LastRebuildMs: float64(p.lastDur.Microseconds()) / 1000, Workers: counters, Stale: stale}
+	st.Converging, st.ConvergingNewFlows = p.convergingLocked(), p.convergingFlows
+	if st.Converging {
+		st.ConvergingNewFlows = vipNewFlows(counters) // all of them so far
+	}
 	if p.peers != nil {
 		st.BGP = p.peers()
 	}
@@ -752,19 +740,46 @@ type LookupResult struct {
 	VIP     string `json:"vip"`
 	Backend string `json:"backend,omitempty"`
 	Address string `json:"address,omitempty"`
-	// Reason: "conntrack" (pinned by an earlier packet, on Worker), "table"
-	// (a new flow would take table slot Slot), "no-backend" (the VIP takes
-	// no new flows), or "not-a-vip".
+	// Reason: "conntrack" (pinned by an earlier packet, on Worker),
+	// "conntrack-stale" (pinned to a backend that is gone or down: the next
+	// packet is placed as a new flow), "table" (Maglev: a new flow would
+	// take table slot Slot), "scheduler" (another scheduler picks a new
+	// flow's backend at connection time, by load: Backend is empty and
+	// Candidates lists what it picks from), "no-backend" (the VIP takes no
+	// new flows), or "not-a-vip".
 	Reason string `json:"reason"`
 	Worker int    `json:"worker,omitempty"`
 	State  string `json:"state,omitempty"`
 	IdleMs uint32 `json:"idle_ms,omitempty"`
-	Slot   int    `json:"slot"`
+	Slot   int    `json:"slot"` // -1 unless a Maglev table slot decides
 	Hash   string `json:"hash"`
+	// Scheduler is the VIP's scheduler ("maglev", "p2c", "least-conn",
+	// ...). Candidates are the backends a non-Maglev scheduler picks a new
+	// flow from, with the weights and loads it compares.
+	Scheduler  string            `json:"scheduler,omitempty"`
+	Candidates []LookupCandidate `json:"candidates,omitempty"`
+}
+
+// LookupCandidate is one backend a load-aware scheduler may pick for a
+// new flow, as the workers see it now.
+type LookupCandidate struct {
+	Backend string `json:"backend"`
+	Address string `json:"address"`
+	// Weight is the effective weight (scaled by WeightScale); 0: not
+	// eligible (down, drained, ejected).
+	Weight int `json:"weight"`
+	// Active is the load the schedulers read: active flows over every
+	// worker, as published at the last signals fold (about a second old).
+	Active int64 `json:"active_flows"`
+	// LatencyUs is the peak-EWMA latency estimate (peak-ewma only reads
+	// it); 0 without samples.
+	LatencyUs int64 `json:"latency_us,omitempty"`
 }
 
 // Lookup tells where a client's flow goes: its conntrack entry if a worker
-// has one, otherwise the VIP's table slot.
+// has one; otherwise, for a Maglev VIP, its table slot, and for another
+// scheduler, the candidates it picks from when the SYN arrives (the choice
+// depends on the loads at that moment, so it cannot be named in advance).
 func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (LookupResult, error) {
 	t, ok := flow.TupleFrom(src, dst, sport, dport, proto)
 	if !ok {
@@ -783,7 +798,7 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 	if v == nil {
 		return res, nil
 	}
-	res.VIP = v.Name
+	res.VIP, res.Scheduler = v.Name, v.Sched.String()
 	for i, w := range p.workers {
 		op := dataplane.LookupOp(t, h)
 		if err := w.Run(op, 2*time.Second); err != nil {
@@ -804,6 +819,16 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 		res.Reason = "no-backend"
 		return res, nil
 	}
+	if v.Sched != sched.Maglev {
+		// The worker's picker decides at the SYN, by the loads of that
+		// moment (dataplane Worker.choose): no slot names the backend.
+		if res.Reason != "conntrack-stale" {
+			res.Reason = "scheduler"
+		}
+		res.Backend, res.Address = "", ""
+		res.Candidates = p.candidates(svc, v)
+		return res, nil
+	}
 	if res.Reason != "conntrack-stale" {
 		res.Reason = "table"
 	}
@@ -811,6 +836,30 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 	b := svc.Backends[v.Backends[v.Table.Lookup(h)]]
 	res.Backend, res.Address = b.Name, b.Addr.String()
 	return res, nil
+}
+
+// candidates lists what a load-aware scheduler picks a VIP's new flow
+// from: every member with the weight and load the workers read (the
+// published Loads; each worker adds its own picks since then).
+func (p *Plane) candidates(svc *dataplane.Services, v *dataplane.VIP) []LookupCandidate {
+	loads := p.shared.Loads.Load()
+	out := make([]LookupCandidate, 0, len(v.Members))
+	for _, id := range v.Members {
+		b := svc.Backends[id]
+		if b == nil {
+			continue
+		}
+		c := LookupCandidate{Backend: b.Name, Address: b.Addr.String()}
+		if !b.Down { // as Worker.choose weighs it
+			c.Weight = b.Weight
+		}
+		if loads != nil && int(id) < len(loads.Active) {
+			c.Active = loads.Active[id]
+			c.LatencyUs, _ = loads.Latency[id].Micros()
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // Table lists, slot by slot, the backend names of a VIP's current table

@@ -184,11 +184,10 @@ func TestDrainKeepsEstablishedFlows(t *testing.T) {
 }
 
 func TestHealthDownMovesFlowsAndPanicMode(t *testing.T) {
-	toml := strings.Replace(baseConfig, "[[vip]]", "[health]\nkind = \"tcp\"\n\n[[vip]]", 1)
-	f := newFixture(t, toml)
-	// Checked backends start down until their checks pass: before that the
-	// VIP is in panic mode (0 of 4 healthy) and uses all of them.
-	if v := f.plane.Status(false).VIPs[0]; !v.Panic || !v.Serving {
+	f := newFixture(t, checkedConfig("move"))
+	// Checked backends start unknown, routed like up, until their checks
+	// give a verdict (converge.go): no panic mode, all of them used.
+	if v := f.plane.Status(false).VIPs[0]; v.Panic || !v.Serving {
 		t.Fatalf("initial: panic %v serving %v", v.Panic, v.Serving)
 	}
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
@@ -559,7 +558,7 @@ func TestPassiveEjection(t *testing.T) {
 		return ch
 	}
 	port := uint16(10000)
-	for round := 0; round < 4; round++ {
+	for round := 0; round < 8; round++ { // ejected at the 7th fold (see passive_test.go)
 		for i := 0; i < 60; i++ {
 			port++
 			if r := f.lc.send(syn(t, port, "S")); r.dst != be2 {
@@ -569,7 +568,8 @@ func TestPassiveEjection(t *testing.T) {
 		fold()
 	}
 	st := f.backend("be2")
-	if !st.Outlier || !st.Down || st.Slots != 0 || !strings.Contains(st.Reason, "handshakes failed") {
+	// on_down keep (the default): no new flows, tracked ones stay.
+	if !st.Outlier || st.Down || st.Slots != 0 || !strings.Contains(st.Reason, "handshakes failed") {
 		t.Fatalf("be2 not ejected: %+v", st)
 	}
 	for _, b := range []string{"be1", "be3", "be4"} {

@@ -17,14 +17,15 @@ import (
 // beyond any check interval used here, so only a real bug hits it.
 const waitFor = 10 * time.Second
 
-// fastConfig checks every 50 ms. Flap damping is off (a 1 ns window) so
+// fastConfig checks every 50 ms. Flap damping is as good as off (the
+// smallest window, 2 checks, is shorter than any Up period at fall 3) so
 // that tests of rise and fall see no ejections.
 func fastConfig(kind string) Config {
 	c := DefaultConfig()
 	c.Kind = kind
 	c.Interval = 50 * time.Millisecond
 	c.Timeout = 45 * time.Millisecond
-	c.FlapWindow = time.Nanosecond
+	c.FlapWindow = MinFlapWindow
 	return c
 }
 
@@ -236,7 +237,7 @@ func TestFlappingBackendEjected(t *testing.T) {
 	cfg := fastConfig(KindHTTP)
 	cfg.Interval, cfg.Timeout = 20*time.Millisecond, 15*time.Millisecond
 	cfg.Rise, cfg.Fall = 1, 1
-	cfg.FlapWindow = time.Minute // every up period in this test is a flap
+	cfg.FlapWindow = MaxFlapWindow // every up period in this test is a flap
 	cfg.BackoffBase, cfg.BackoffMax = 40*time.Millisecond, 100*time.Millisecond
 	_, events := startChecker(t, Target{Addr: serverAddr(t, srv.URL), Config: cfg}, nil)
 

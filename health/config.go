@@ -83,10 +83,15 @@ type Config struct {
 	// StartUp makes a new backend start Up instead of Unknown (HAProxy's
 	// "init-state up"); its first failing check takes it Down. [start_up]
 	StartUp bool
-	// FlapWindow is the shortest Up period that is not a flap, and the Up
-	// time after which the backoff resets; 0 means 2×(Rise+Fall)×Interval.
-	// [flap_window]
-	FlapWindow time.Duration
+	// FlapWindow is a number of checks: a backend that goes Down fewer
+	// than FlapWindow checks after it came Up has flapped, and one that
+	// stays Up for FlapWindow checks is forgiven its past flaps; 0 means
+	// DefaultFlapWindow, otherwise MinFlapWindow..MaxFlapWindow. Counted in
+	// checks, not derived from Rise and Fall, so that any flap whose period
+	// is shorter than the window is damped: the old window,
+	// 2×(Rise+Fall)×Interval, was 1.6 s in the lab and never caught a 2 s
+	// flap. [flap_window]
+	FlapWindow int
 	// BackoffBase is the first flapping ejection; each further one doubles
 	// it. [backoff_base]
 	BackoffBase time.Duration
@@ -168,8 +173,8 @@ func (c Config) Validate() error {
 	if !(c.Jitter >= 0 && c.Jitter <= MaxJitter) { // also rejects NaN
 		return fieldErr("jitter", "%v is outside 0..%v", c.Jitter, MaxJitter)
 	}
-	if c.FlapWindow < 0 {
-		return fieldErr("flap_window", "%v is negative (0: 2×(rise+fall)×interval)", c.FlapWindow)
+	if c.FlapWindow != 0 && (c.FlapWindow < MinFlapWindow || c.FlapWindow > MaxFlapWindow) {
+		return fieldErr("flap_window", "%d is outside %d..%d checks (0: %d)", c.FlapWindow, MinFlapWindow, MaxFlapWindow, DefaultFlapWindow)
 	}
 	if c.BackoffBase <= 0 {
 		return fieldErr("backoff_base", "%v must be positive", c.BackoffBase)
@@ -180,13 +185,22 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// EffectiveFlapWindow is FlapWindow, or 2×(Rise+Fall)×Interval when it is 0:
-// twice the shortest cycle from Down to Up and back.
-func (c Config) EffectiveFlapWindow() time.Duration {
+// Flap window, in checks (Config.FlapWindow). The default, 20 checks, is
+// 4 s at the lab's 200 ms interval (a 2 s flap is caught) and 40 s at the
+// default 2 s interval; the limits match config's flap_window validation.
+const (
+	DefaultFlapWindow = 20
+	MinFlapWindow     = 2
+	MaxFlapWindow     = 1000
+)
+
+// EffectiveFlapWindow is FlapWindow, or DefaultFlapWindow when it is 0, in
+// checks.
+func (c Config) EffectiveFlapWindow() int {
 	if c.FlapWindow > 0 {
 		return c.FlapWindow
 	}
-	return 2 * time.Duration(c.Rise+c.Fall) * c.Interval
+	return DefaultFlapWindow
 }
 
 func checkPath(p string) error {

@@ -47,7 +47,10 @@ func TestValidate(t *testing.T) {
 		{"jitter negative", func(c *Config) { c.Jitter = -0.1 }, "jitter"},
 		{"jitter too big", func(c *Config) { c.Jitter = 0.6 }, "jitter"},
 		{"jitter NaN", func(c *Config) { c.Jitter = math.NaN() }, "jitter"},
-		{"flap window negative", func(c *Config) { c.FlapWindow = -time.Second }, "flap_window"},
+		{"flap window negative", func(c *Config) { c.FlapWindow = -1 }, "flap_window"},
+		{"flap window 1 check", func(c *Config) { c.FlapWindow = 1 }, "flap_window"},
+		{"flap window too big", func(c *Config) { c.FlapWindow = MaxFlapWindow + 1 }, "flap_window"},
+		{"flap window smallest", func(c *Config) { c.FlapWindow = MinFlapWindow }, ""},
 		{"backoff base zero", func(c *Config) { c.BackoffBase = 0 }, "backoff_base"},
 		{"backoff max below base", func(c *Config) { c.BackoffMax = c.BackoffBase / 2 }, "backoff_max"},
 	} {
@@ -79,12 +82,12 @@ func TestDefaults(t *testing.T) {
 	if c != want {
 		t.Fatalf("DefaultConfig = %+v, want %+v", c, want)
 	}
-	if got := c.EffectiveFlapWindow(); got != 20*time.Second {
-		t.Fatalf("EffectiveFlapWindow = %v, want 2×(2+3)×2s = 20s", got)
+	if got := c.EffectiveFlapWindow(); got != 20 {
+		t.Fatalf("EffectiveFlapWindow = %v, want the default 20 checks", got)
 	}
-	c.FlapWindow = time.Minute
-	if got := c.EffectiveFlapWindow(); got != time.Minute {
-		t.Fatalf("EffectiveFlapWindow = %v, want the configured 1m", got)
+	c.FlapWindow = 60
+	if got := c.EffectiveFlapWindow(); got != 60 {
+		t.Fatalf("EffectiveFlapWindow = %v, want the configured 60", got)
 	}
 }
 

@@ -43,16 +43,19 @@
 //
 // Section 5.2 of the seed chapter shows a backend that a passing check kept
 // bringing back while real traffic kept failing it: down six times in 13 s,
-// each return costing more errors. Checks must never fight. A backend whose
-// Up period lasts less than the flap window (Config.FlapWindow, by default
-// 2×(rise+fall)×interval: 20 s at the defaults, twice the shortest possible
-// up-and-down cycle) has flapped: it goes Down and is ejected for a backoff
+// each return costing more errors. Checks must never fight. A backend that
+// goes Down within the flap window after it came Up (Config.FlapWindow, a
+// number of checks, 20 by default: 4 s at a 200 ms interval, 40 s at the
+// default 2 s) has flapped: it goes Down and is ejected for a backoff
 // time, during which passing checks are counted but cannot bring it Up. The
 // first ejection lasts Config.BackoffBase; each further flap doubles it, up
 // to Config.BackoffMax (Envoy's outlier detection also lengthens each
 // ejection, base_ejection_time × times ejected, capped by max_ejection_time,
 // 300 s by default). The backoff returns to zero once
-// the backend has stayed Up for a whole flap window. One flap is enough to
+// the backend has stayed Up for a whole flap window. The window is counted
+// in checks, not derived from rise and fall, so that a flap of any period
+// shorter than the window is damped (the old 2×(rise+fall)×interval was
+// 1.6 s in the lab and let a 2 s flap through). One flap is enough to
 // eject: a backend that cannot stay up for one window is not worth the
 // errors of finding out again.
 //

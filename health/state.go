@@ -10,7 +10,9 @@ import (
 type State uint8
 
 const (
-	// Unknown: not yet checked enough to say; routes like Down.
+	// Unknown: not yet checked enough to say; not Routable. (Fulcrum's
+	// control plane routes the Unknown of a backend configured at start
+	// like Up, so a fresh instance matches its fleet: control/converge.go.)
 	Unknown State = iota
 	// Up: passed rise consecutive checks (or started Up with StartUp).
 	Up
@@ -98,12 +100,15 @@ type Event struct {
 // the check results and the times given to it, so its tests need no clock.
 type machine struct {
 	rise, fall int
-	window     time.Duration
+	window     uint64 // flap window, in checks
 	base, max  time.Duration
 
-	st          Status
-	upSince     time.Time // start of the current proven Up period
-	provisional bool      // Up by StartUp, not yet confirmed by a check
+	st Status
+	// upAt is the check (Status.Checks) that began the current proven Up
+	// period; 0 when there is none. Counting checks instead of time makes
+	// the window mean the same at any interval and under jitter.
+	upAt        uint64
+	provisional bool // Up by StartUp, not yet confirmed by a check
 }
 
 func newMachine(key string, addr netip.AddrPort, cfg Config, now time.Time) *machine {
@@ -121,7 +126,7 @@ func newMachine(key string, addr netip.AddrPort, cfg Config, now time.Time) *mac
 // checker whose config changed can inherit its predecessor's machine.
 func (m *machine) configure(cfg Config) {
 	m.rise, m.fall = cfg.Rise, cfg.Fall
-	m.window = cfg.EffectiveFlapWindow()
+	m.window = uint64(cfg.EffectiveFlapWindow())
 	m.base, m.max = cfg.BackoffBase, cfg.BackoffMax
 }
 
@@ -159,10 +164,10 @@ func (m *machine) observe(now time.Time, rtt time.Duration, err error) (Event, b
 			return Event{}, false
 		}
 		m.provisional = false
-		if m.upSince.IsZero() {
-			m.upSince = now // a StartUp backend's first pass starts its proven Up time
+		if m.upAt == 0 {
+			m.upAt = s.Checks // a StartUp backend's first pass starts its proven Up time
 		}
-		if s.Backoff > 0 && now.Sub(m.upSince) >= m.window {
+		if s.Backoff > 0 && s.Checks-m.upAt >= m.window {
 			s.Backoff = 0 // stable for a whole window: forgive past flaps
 		}
 		return Event{}, false
@@ -176,7 +181,7 @@ func (m *machine) observe(now time.Time, rtt time.Duration, err error) (Event, b
 		if err == nil && s.ConsecutiveOK >= m.rise {
 			s.State, s.Since = Up, now
 			s.Reason = fmt.Sprintf("%d consecutive checks passed", s.ConsecutiveOK)
-			m.upSince = now
+			m.upAt = s.Checks
 			return m.event(now, old, nil, false), true
 		}
 		if err != nil && old == Unknown && s.ConsecutiveFail >= m.fall {
@@ -187,12 +192,13 @@ func (m *machine) observe(now time.Time, rtt time.Duration, err error) (Event, b
 }
 
 // down moves the backend Down because of err and decides whether the Up
-// period that ends was a flap.
+// period that ends was a flap: its Up transition is within the last
+// FlapWindow checks, so one whole up-and-down cycle fits in the window.
 func (m *machine) down(now time.Time, old State, err error) Event {
 	s := &m.st
-	flapped := old == Up && !m.upSince.IsZero() && now.Sub(m.upSince) < m.window
+	flapped := old == Up && m.upAt != 0 && s.Checks-m.upAt < m.window
 	s.State, s.Since = Down, now
-	m.upSince = time.Time{}
+	m.upAt = 0
 	m.provisional = false
 	if !flapped {
 		s.Backoff = 0

@@ -1,0 +1,279 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/sched"
+)
+
+// Passive health at L4: outlier detection a blind spoofer cannot drive.
+//
+// The signal. The dataplane counts, per backend, the flows that began with
+// a SYN and the handshakes that completed (the client's first ACK came back
+// through the LB, so the backend's SYN-ACK reached it). Once a second the
+// control plane folds every worker's counters into a sliding window per
+// backend (passive_window). The active checks cannot see what this sees: a
+// server whose listen queue is full, or whose service port drops SYNs, may
+// still answer its health port (the seed chapter's section 5.2).
+//
+// The threat. In DSR the LB sees only the client's side, so a failed
+// handshake is the absence of an ACK, which anyone can manufacture with
+// SYNs from forged sources (the lab: 20 spoofed SYNs a second made every
+// backend an outlier, "11 of 22 handshakes failed", and the ejections
+// reset 200 of 200 connections). What a blind spoofer cannot manufacture:
+// an uneven failure pattern (forged SYNs are spread over every backend by
+// the same keyed hash as real ones) and a completed handshake from a forged
+// source (it never sees the SYN-ACK). See BRIEF "Design notes for the
+// hardening round".
+//
+// The model. A backend is ejected only when all of these hold over the
+// window (judgePassive):
+//
+//  1. enough evidence: at least passive_min handshakes tried, for it and
+//     for at least one peer of the same VIP;
+//  2. bad in absolute terms: at least passive_threshold of its handshakes
+//     failed (the old rule, now only a floor);
+//  3. bad compared with its peers (Envoy's success-rate outlier detection,
+//     adapted to few hosts: Envoy's mean − 1.9×stddev over all hosts can
+//     never eject one of four, so each backend is compared with its peers
+//     pooled, leaving it out): its success rate is at most
+//     passiveRelative of the peers', and the gap exceeds passiveZ standard
+//     errors of the difference of two binomial proportions (passiveZ), so the noise of
+//     small counts is not taken for a fault;
+//  4. persistent: 1 to 3 held at every judgement (once a second) for a
+//     whole window, so the evidence is two windows that share no period.
+//     A refusing backend fails all the time; a run of bad luck in the hash
+//     does not last (a random-hash simulation at the lab's rates, 5
+//     handshakes a backend a second, half forged, made one chance ejection
+//     every 1.5 hours without this rule, none in 10 hours with it);
+//  5. few enough already out: at most passiveMaxEjectShare of the VIP's
+//     backends (at least one) are ejected at once (Envoy's
+//     max_ejection_percent), and never one whose ejection would leave fewer
+//     healthy backends than panic mode needs (the last healthy ones stay).
+//
+// An ejection lasts flap_backoff, doubling with each ejection up to
+// flap_backoff_max (Envoy's base_ejection_time); it stops new flows only,
+// tracked flows follow the VIP's on_down (keep by default).
+//
+// What each defence stops, and what it does not:
+//
+//   - The peer comparison (3, 4) stops a blind flood of forged SYNs at any rate:
+//     the keyed hash spreads it evenly, every backend's success rate drops
+//     alike, and nobody stands out. It does not stop an attacker who can
+//     aim forged SYNs at one backend: one who knows dataplane.hash_key, or
+//     one who can make a backend's real clients fail (an on-path attacker
+//     dropping its ACKs). It also lets a real failure of every backend at
+//     once (a shared dependency) go unejected: that is the active checks'
+//     and panic mode's job (section 5.4).
+//   - The ejection cap (5) bounds the damage of any attack that gets past
+//     (3), and of a true multi-backend failure: at most one backend in ten
+//     (at least one) leaves on passive evidence, and never the last healthy
+//     ones. It does not stop a slow rotation: an attacker able to aim at
+//     backends can eject them one at a time.
+//   - Not done here, for want of counters: weighting evidence by source.
+//     The workers count per backend, not per source, so neither "count only
+//     failures from sources that recently completed a handshake" (the
+//     verified-source set, the idea behind SYN cookies) nor "cap the weight
+//     of one /24 (/48)" can be computed in the control plane. It would need,
+//     per worker: a verified-source set (prefixes /24 and /48 whose handshake
+//     completed within the window, e.g. two rotating 64 Ki-bit Bloom
+//     filters, one generation per passive_window) and two more counters per
+//     backend, SYNsVerified and EstablishedVerified, counting only flows
+//     from verified prefixes; passive health would then judge on those.
+const (
+	// passiveMaxEjectShare is the largest share of a VIP's backends ejected
+	// on passive evidence at once; at least one may always be. Envoy's
+	// max_ejection_percent defaults to 10 (outlier_detection.proto). No
+	// config key yet (passive_max_ejection would be its name).
+	passiveMaxEjectShare = 0.10
+	// passiveRelative: a backend is an outlier only if its handshake
+	// success rate is at most this share of its peers' ("clearly worse").
+	passiveRelative = 0.5
+	// passiveZ: the gap to the peers must exceed this many standard errors
+	// (Envoy uses a 1.9 stddev factor across hosts). 4, because the
+	// judgement runs every second for every backend: at the lab's rates
+	// (about 30 handshakes a backend per window, half of them forged) a
+	// chance ejection needs 2 or fewer of 30 to complete, p < 1e-6, where
+	// 3 would allow 5 of 30, p ≈ 2e-4, several a day. A backend that
+	// refuses everything while its peers are fine clears 4 at 20 attempts.
+	passiveZ = 4.0
+)
+
+// signalPeriod is how often the signals are folded and the loads published.
+const signalPeriod = time.Second
+
+// passiveState is one backend's window of handshake counts.
+type passiveState struct {
+	lastSYNs, lastEst uint64 // totals at the previous fold
+	syns, est         []uint64
+	pos               int
+	ejections         int
+	backoff           time.Duration
+	until             time.Time
+	reason            string
+	stableSince       time.Time
+	retrans           uint64
+	suspectSince      time.Time // judged an outlier at every fold since; zero: not
+
+	// Latency for peak-ewma: handshake times (SYN to the client's first
+	// ACK, a client round trip through the backend) and health-check round
+	// trips, folded into one peak EWMA.
+	lastHsMs, lastHsN uint64
+	latency           sched.EWMA
+}
+
+// foldWindow adds one period's totals to st's window, ends an ejection
+// whose time is up, and reports whether that changed the tables.
+func (p *Plane) foldWindow(st *backendState, h *config.Health, syns, est, retrans uint64, now time.Time) bool {
+	ps := &st.passive
+	n := int(h.PassiveWindow.Duration / signalPeriod)
+	if len(ps.syns) != n {
+		ps.syns, ps.est, ps.pos = make([]uint64, n), make([]uint64, n), 0
+	}
+	dSYN, dEst := sat(syns, ps.lastSYNs), sat(est, ps.lastEst)
+	ps.lastSYNs, ps.lastEst = syns, est
+	ps.retrans = retrans
+	ps.syns[ps.pos], ps.est[ps.pos] = dSYN, dEst
+	ps.pos = (ps.pos + 1) % n
+	if ps.until.IsZero() || now.Before(ps.until) {
+		return false
+	}
+	ps.until, ps.reason = time.Time{}, ""
+	ps.stableSince = now
+	st.upSince = now // slow-start back in
+	p.log.Info("passive ejection over", "vip", st.vip, "backend", st.name)
+	for i := range ps.syns { // judge it afresh
+		ps.syns[i], ps.est[i] = 0, 0
+	}
+	return true
+}
+
+// windowTotals are the handshakes tried and completed in the window. The
+// newest period is left out of both: its handshakes may still be under
+// way. Leaving it out of the attempts only (as before) counted a whole
+// period more completions than attempts, which skews every rate and
+// doubles the noise a peer comparison must tell from a fault; leaving it
+// out of both only misses the completions of SYNs sent in the last round
+// trip before a period boundary. Completions never exceed attempts.
+func (ps *passiveState) windowTotals() (attempts, done uint64) {
+	n := len(ps.syns)
+	if n == 0 {
+		return 0, 0
+	}
+	newest := (ps.pos + n - 1) % n
+	for i := range ps.syns {
+		if i != newest {
+			attempts += ps.syns[i]
+			done += ps.est[i]
+		}
+	}
+	return attempts, min(done, attempts)
+}
+
+// judgePassive decides the ejections of one VIP's backends from their
+// windows (the model above) and reports whether one began.
+func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *config.Health, now time.Time) bool {
+	if h.Passive != "on" {
+		return false
+	}
+	type judged struct {
+		st          *backendState
+		att, done   uint64
+		rate, share float64 // success rate, failed share
+	}
+	var js []judged
+	out := 0
+	for _, st := range members {
+		if !st.passive.until.IsZero() {
+			out++
+			continue
+		}
+		att, done := st.passive.windowTotals()
+		if att < uint64(h.PassiveMin) {
+			st.passive.suspectSince = time.Time{} // no evidence: not an outlier now
+			if !st.passive.stableSince.IsZero() && now.Sub(st.passive.stableSince) > 10*h.BackoffMax.Duration {
+				st.passive.backoff = 0 // well behaved for long: forget past ejections
+			}
+			continue
+		}
+		r := float64(done) / float64(att)
+		js = append(js, judged{st, att, done, r, 1 - r})
+	}
+	if len(js) < 2 { // nobody to compare with
+		for _, j := range js {
+			j.st.passive.suspectSince = time.Time{}
+		}
+		return false
+	}
+	limit := max(1, int(passiveMaxEjectShare*float64(len(members))))
+	sort.SliceStable(js, func(i, j int) bool { return js[i].rate < js[j].rate }) // worst first
+	var allAtt, allDone uint64
+	for _, j := range js {
+		allAtt += j.att
+		allDone += j.done
+	}
+	changed := false
+	for _, j := range js {
+		ps := &j.st.passive
+		pAtt, pDone := allAtt-j.att, allDone-j.done
+		peer := float64(pDone) / float64(pAtt)
+		pooled := float64(allDone) / float64(allAtt)
+		se := math.Sqrt(pooled * (1 - pooled) * (1/float64(j.att) + 1/float64(pAtt)))
+		if j.share < h.PassiveThreshold || j.rate > passiveRelative*peer || peer-j.rate <= passiveZ*se {
+			ps.suspectSince = time.Time{}
+			continue
+		}
+		if ps.suspectSince.IsZero() {
+			ps.suspectSince = now
+		}
+		if now.Sub(ps.suspectSince) < h.PassiveWindow.Duration || out >= limit || p.lastHealthyLocked(v, j.st) {
+			continue
+		}
+		ps.suspectSince = time.Time{}
+		p.eject(j.st, h, now, fmt.Sprintf("passive: %d of %d handshakes failed in %v, its peers' %d of %d (%d SYN retransmissions)",
+			j.att-j.done, j.att, h.PassiveWindow.Duration, pAtt-pDone, pAtt, j.st.passive.retrans))
+		out++
+		changed = true
+	}
+	return changed
+}
+
+// lastHealthyLocked reports whether ejecting st would leave its VIP with
+// fewer healthy backends than panic mode needs (or none): the last healthy
+// ones are never ejected on passive evidence.
+func (p *Plane) lastHealthyLocked(v *dataplane.VIP, st *backendState) bool {
+	total, healthy := 0, 0
+	for _, b := range p.backends {
+		if b.vip != v.Name || b.drained || p.baseWeight(b) == 0 {
+			continue
+		}
+		total++
+		if b.health != HealthDown && b.passive.until.IsZero() {
+			healthy++
+		}
+	}
+	if st.health == HealthDown || st.drained || p.baseWeight(st) == 0 {
+		return false // not counted as healthy: ejecting it changes nothing
+	}
+	after := healthy - 1
+	return after < 1 || float64(after) < p.cfg.Control.PanicThreshold*float64(total)
+}
+
+// eject takes st out of new flows for its backoff.
+func (p *Plane) eject(st *backendState, h *config.Health, now time.Time, why string) {
+	ps := &st.passive
+	if ps.backoff == 0 {
+		ps.backoff = h.Backoff.Duration
+	} else {
+		ps.backoff = min(2*ps.backoff, h.BackoffMax.Duration)
+	}
+	ps.ejections++
+	ps.until = now.Add(ps.backoff)
+	ps.reason = fmt.Sprintf("%s; ejected for %v", why, ps.backoff)
+	p.log.Warn("backend ejected as an outlier", "vip", st.vip, "backend", st.name, "reason", ps.reason)
+}
