@@ -36,8 +36,8 @@ func main() {
 	healthAddr := flag.String("health", "", "optional health-check listener, e.g. 10.0.1.1:8080")
 	flapPeriod := flag.Duration("flap-period", time.Second, "while flapping (SIGHUP), how long the health endpoint fails, then succeeds")
 	flag.Parse()
-	if *name == "" || *listen == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: fulcrum-labsrv -name NAME -listen ADDR:PORT [-health ADDR:PORT]")
+	if *name == "" || *listen == "" || *flapPeriod <= 0 || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: fulcrum-labsrv -name NAME -listen ADDR:PORT [-health ADDR:PORT] [-flap-period D > 0]")
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("backend", *name)
