@@ -183,8 +183,10 @@ func (c *checker) hold(ctx context.Context, id int, target string, interval, tim
 		delete(c.last, id)
 		c.mu.Unlock()
 	}()
-	// Stopping must not wait for a stalled exchange's -timeout.
-	defer context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })()
+	// Stopping must not wait for a stalled exchange's -timeout, but an
+	// exchange in flight gets stallAfter to finish: a working connection
+	// is still counted alive.
+	defer context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now().Add(stallAfter)) })()
 	br := bufio.NewReader(conn)
 	first := ""
 	switched := false

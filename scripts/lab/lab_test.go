@@ -727,7 +727,7 @@ func badBackends(t *testing.T) []string {
 	for lb := 1; lb <= 2; lb++ {
 		for name, b := range backends(t, lb) {
 			if b.Health != "up" || b.Down || b.Outlier {
-				bad = append(bad, fmt.Sprintf("lb%d/%s(health=%s down=%v outlier=%v %s)", lb, name, b.Health, b.Down, b.Outlier, b.Reason))
+				bad = append(bad, fmt.Sprintf("lb%d/%s(health=%s down=%v outlier=%v)", lb, name, b.Health, b.Down, b.Outlier))
 			}
 		}
 	}
