@@ -9,10 +9,12 @@ package lab
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -625,7 +627,8 @@ const spoofEnv = "FULCRUM_LAB_SPOOF"
 type spoofer struct {
 	cmd  *exec.Cmd
 	out  bytes.Buffer
-	done chan error
+	done chan struct{} // closed when it has exited
+	err  error         // its exit, once done
 }
 
 // startSpoofer sends rate SYNs a second for d from random sources in
@@ -638,7 +641,7 @@ func startSpoofer(t *testing.T, rate int, d time.Duration) *spoofer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &spoofer{cmd: ns("fl-client", self, "-test.run=^$"), done: make(chan error, 1)}
+	s := &spoofer{cmd: ns("fl-client", self, "-test.run=^$"), done: make(chan struct{})}
 	s.cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s,%s:80", spoofEnv, rate, d, vip))
 	s.cmd.Stdout = &s.out
 	s.cmd.Stderr = &s.out
@@ -646,15 +649,16 @@ func startSpoofer(t *testing.T, rate int, d time.Duration) *spoofer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.cmd.Process.Kill() })
-	go func() { s.done <- s.cmd.Wait() }()
+	go func() { s.err = s.cmd.Wait(); close(s.done) }()
 	return s
 }
 
 // sent waits for the spoofer to finish and returns how many SYNs it sent.
 func (s *spoofer) sent(t *testing.T) int {
 	t.Helper()
-	if err := <-s.done; err != nil {
-		t.Fatalf("spoofer: %v\n%s", err, s.out.String())
+	<-s.done
+	if s.err != nil {
+		t.Fatalf("spoofer: %v\n%s", s.err, s.out.String())
 	}
 	var n int
 	if _, err := fmt.Sscan(s.out.String(), &n); err != nil {
@@ -765,8 +769,7 @@ func TestSpoofedSYNsEjectNoBackend(t *testing.T) {
 	polls := 0
 	for running := true; running; {
 		select {
-		case err := <-sp.done:
-			sp.done <- err // for sent
+		case <-sp.done:
 			running = false
 		case <-time.After(500 * time.Millisecond):
 		}
@@ -882,15 +885,89 @@ func TestBothLBsRestartedNoConnectionBreaks(t *testing.T) {
 	}
 	both("stop-lb")
 	stopped := time.Since(start)
+	// Watch each fresh instance from its first answer: whenever it
+	// announces the VIP, every backend must be in its table (all four
+	// are healthy), or flows that ECMP brings it would go elsewhere.
+	watched := make(chan announceWatch, 2)
+	stop := make(chan struct{})
+	for lb := 1; lb <= 2; lb++ {
+		go func() { watched <- watchAnnounce(lb, stop) }()
+	}
 	both("start-lb")
 	waitHops(t, 2)
 	back := time.Now()
 	cc.settle(t, back.Add(time.Second), 45*time.Second)
+	close(stop)
 	r := cc.stop(t)
 	t.Logf("both stopped in %v, both announced again %v after the stop began; connections held %d, broken %d, switched %d, alive %d",
 		stopped.Round(100*time.Millisecond), back.Sub(start).Round(100*time.Millisecond), r.Connections, len(r.Broken), r.Switched, r.Alive)
+	for range 2 {
+		w := <-watched
+		t.Logf("lb%d from its start: %d admin API polls, %d while announced, %d of them with a backend missing from the table %v",
+			w.lb, w.polls, w.announced, len(w.partial), w.partial[:min(len(w.partial), 3)])
+		if w.announced == 0 {
+			t.Errorf("harness: lb%d was never seen announcing the VIP", w.lb)
+		}
+		if len(w.partial) != 0 {
+			t.Errorf("lb%d announced the VIP with a partial table %d times (first: %s)", w.lb, len(w.partial), w.partial[0])
+		}
+	}
 	if r.Connections != 200 || len(r.Broken) != 0 || r.Switched != 0 || r.Alive != 200 {
 		t.Errorf("after restarting both LBs: %d connections, %d broken (%v), %d switched, %d alive", r.Connections, len(r.Broken), brokenSample(r.Broken), r.Switched, r.Alive)
+	}
+}
+
+// announceWatch is what watchAnnounce saw of one instance.
+type announceWatch struct {
+	lb               int
+	polls, announced int      // admin API polls answered; of them, with the VIP announced
+	partial          []string // polls announced with a backend not in the table
+}
+
+// watchAnnounce polls lb's admin API as fast as it answers (fulcrumctl is
+// too slow for a window of 100 ms) until stop, recording every answer in
+// which the VIP is announced over BGP while a configured backend has no
+// slot in its table.
+func watchAnnounce(lb int, stop <-chan struct{}) announceWatch {
+	sock := filepath.Join(labDir, fmt.Sprintf("lb%d.sock", lb))
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	get := func(path string, v any) bool {
+		resp, err := c.Get("http://lb" + path)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(v) == nil
+	}
+	w := announceWatch{lb: lb}
+	for {
+		select {
+		case <-stop:
+			return w
+		case <-time.After(20 * time.Millisecond):
+		}
+		var s api.Status
+		var v api.VIP
+		if !get(api.StatusPath, &s) || !get(api.VIPPath("web"), &v) {
+			continue // not started yet
+		}
+		w.polls++
+		if len(s.Announced) == 0 {
+			continue
+		}
+		w.announced++
+		var missing []string
+		for _, b := range v.Backends {
+			if b.TableSlots == 0 {
+				missing = append(missing, fmt.Sprintf("%s(health=%s %s)", b.Name, b.Health, b.Reason))
+			}
+		}
+		if len(missing) > 0 {
+			w.partial = append(w.partial, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), missing))
+		}
 	}
 }
 
