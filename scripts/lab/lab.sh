@@ -97,7 +97,10 @@ protocol = "tcp"
   interval = "200ms"
   timeout = "150ms"
   rise = 2
-  fall = 2
+  # 3, not 2: on this shared 2-core host a check now and then misses its
+  # 150 ms timeout under load, and a fresh instance that sees a backend
+  # fall twice in a row at start damps it as flapping (lab check 12).
+  fall = 3
   flap_backoff = "2s"
   flap_backoff_max = "10s"
 EOC
