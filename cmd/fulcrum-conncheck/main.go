@@ -9,7 +9,10 @@
 //
 // At the end (or on SIGINT/SIGTERM) it prints a JSON report on stdout.
 // With -report FILE it also rewrites FILE with the report every second, so
-// a test can read progress while it runs.
+// a test can read progress while it runs: once a disturbance is over, a
+// report with "stalled": 0 says every connection that is still open has
+// exchanged again since, so the test can stop the checker there instead of
+// sleeping for a guessed time.
 package main
 
 import (
@@ -39,7 +42,11 @@ type Report struct {
 	Switched    int            `json:"switched"`  // connections answered by a different backend than at first
 	PerBackend  map[string]int `json:"per_backend"`
 	Alive       int            `json:"alive"` // connections still working at the end
-	Elapsed     string         `json:"elapsed"`
+	// Stalled counts the connections still open whose last successful
+	// exchange is older than stallAfter (a lost path that TCP is still
+	// retransmitting into; it breaks only after -timeout).
+	Stalled int    `json:"stalled"`
+	Elapsed string `json:"elapsed"`
 }
 
 // Break is one broken connection.
@@ -50,10 +57,15 @@ type Break struct {
 	Err     string `json:"err"`
 }
 
+// stallAfter is how old a connection's last successful exchange may be
+// before it counts as stalled: ten exchanges at the default interval.
+const stallAfter = time.Second
+
 type checker struct {
 	mu    sync.Mutex
 	start time.Time
 	rep   Report
+	last  map[int]time.Time // open connections: last successful exchange
 }
 
 func (c *checker) snapshot() Report {
@@ -65,6 +77,12 @@ func (c *checker) snapshot() Report {
 	r.PerBackend = map[string]int{}
 	for k, v := range c.rep.PerBackend {
 		r.PerBackend[k] = v
+	}
+	now := time.Now()
+	for _, at := range c.last {
+		if now.Sub(at) > stallAfter {
+			r.Stalled++
+		}
 	}
 	r.Elapsed = time.Since(c.start).Round(time.Millisecond).String()
 	return r
@@ -103,7 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
-	c := &checker{start: time.Now(), rep: Report{Target: *target, PerBackend: map[string]int{}}}
+	c := &checker{start: time.Now(), rep: Report{Target: *target, PerBackend: map[string]int{}}, last: map[int]time.Time{}}
 	var wg sync.WaitGroup
 	for i := 0; i < *n; i++ {
 		wg.Add(1)
@@ -158,18 +176,28 @@ func (c *checker) hold(ctx context.Context, id int, target string, interval, tim
 	defer conn.Close()
 	c.mu.Lock()
 	c.rep.Connections++
+	c.last[id] = time.Now()
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.last, id)
+		c.mu.Unlock()
+	}()
+	// Stopping must not wait for a stalled exchange's -timeout, but an
+	// exchange in flight gets stallAfter to finish: a working connection
+	// is still counted alive.
+	defer context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now().Add(stallAfter)) })()
 	br := bufio.NewReader(conn)
 	first := ""
 	switched := false
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
+	for ctx.Err() == nil {
 		conn.SetDeadline(time.Now().Add(timeout))
 		backend, err := exchange(conn, br, target)
 		if err != nil {
 			if ctx.Err() != nil {
-				break // stopping, not broken
+				return // stopping, not broken
 			}
 			c.mu.Lock()
 			c.rep.Broken = append(c.rep.Broken, Break{Conn: id, Backend: first, After: time.Since(c.start).Round(time.Millisecond).String(), Err: err.Error()})
@@ -178,6 +206,7 @@ func (c *checker) hold(ctx context.Context, id int, target string, interval, tim
 		}
 		c.mu.Lock()
 		c.rep.Exchanges++
+		c.last[id] = time.Now()
 		if first == "" {
 			first = backend
 			c.rep.PerBackend[backend]++
@@ -188,13 +217,12 @@ func (c *checker) hold(ctx context.Context, id int, target string, interval, tim
 		c.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			c.mu.Lock()
-			c.rep.Alive++
-			c.mu.Unlock()
-			return
 		case <-t.C:
 		}
 	}
+	c.mu.Lock()
+	c.rep.Alive++ // its last exchange succeeded
+	c.mu.Unlock()
 }
 
 func exchange(conn net.Conn, br *bufio.Reader, host string) (string, error) {

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -47,6 +50,43 @@ func TestAllAliveWithoutBreaks(t *testing.T) {
 	if r.Connections != 10 || len(r.Broken) != 0 || r.Alive != 10 {
 		t.Errorf("report %+v", r)
 	}
+}
+
+// A server that stops answering leaves its connections open but stalled:
+// the report that a test polls with -report must say so before -timeout
+// breaks them.
+func TestReportsStalledConnections(t *testing.T) {
+	var hang atomic.Bool
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hang.Load() {
+			<-release
+		}
+		w.Header().Set("X-Backend", "be3")
+	}))
+	defer srv.Close()
+	defer close(release)
+	file := filepath.Join(t.TempDir(), "report.json")
+	done := make(chan int)
+	go func() {
+		var out, errb bytes.Buffer
+		done <- run([]string{"-target", strings.TrimPrefix(srv.URL, "http://"), "-n", "5", "-interval", "20ms",
+			"-timeout", "20s", "-duration", "3500ms", "-report", file}, &out, &errb)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	hang.Store(true)
+	deadline := time.Now().Add(3 * time.Second)
+	var r Report
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(file); err == nil && json.Unmarshal(b, &r) == nil && r.Stalled == 5 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r.Stalled != 5 || len(r.Broken) != 0 {
+		t.Errorf("while the server hangs: report %+v, want 5 stalled, none broken", r)
+	}
+	<-done
 }
 
 func TestBadFlags(t *testing.T) {

@@ -11,6 +11,9 @@
 // SIGUSR2 toggles the service listener off and on: while it is off the
 // kernel refuses new connections to the service (RST) but the health
 // endpoint still says 200 (the chapter's "check that lies", section 5.2).
+// SIGHUP starts and stops flapping the health endpoint: 503 for
+// -flap-period, 200 for -flap-period, and so on, while the service itself
+// keeps answering (a flapping check in front of a healthy service).
 package main
 
 import (
@@ -31,13 +34,19 @@ func main() {
 	name := flag.String("name", "", "backend name, returned in X-Backend (required)")
 	listen := flag.String("listen", "", "service address, usually VIP:port (required)")
 	healthAddr := flag.String("health", "", "optional health-check listener, e.g. 10.0.1.1:8080")
+	flapPeriod := flag.Duration("flap-period", time.Second, "while flapping (SIGHUP), how long the health endpoint fails, then succeeds")
 	flag.Parse()
-	if *name == "" || *listen == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: fulcrum-labsrv -name NAME -listen ADDR:PORT [-health ADDR:PORT]")
+	if *name == "" || *listen == "" || *flapPeriod <= 0 || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: fulcrum-labsrv -name NAME -listen ADDR:PORT [-health ADDR:PORT] [-flap-period D > 0]")
 		os.Exit(2)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("backend", *name)
 	var sick atomic.Bool
+	var flapSince atomic.Int64 // unix nanoseconds; 0: not flapping
+	flapSick := func() bool {
+		since := flapSince.Load()
+		return since != 0 && (time.Now().UnixNano()-since)/int64(*flapPeriod)%2 == 0
+	}
 	var svcLn net.Listener
 	refusing := false
 	var served atomic.Uint64
@@ -49,7 +58,7 @@ func main() {
 	})
 	hc := http.NewServeMux()
 	hc.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if sick.Load() {
+		if sick.Load() || flapSick() {
 			http.Error(w, "sick", http.StatusServiceUnavailable)
 			return
 		}
@@ -74,7 +83,7 @@ func main() {
 	}
 	log.Info("serving", "listen", *listen, "health", *healthAddr)
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
 	for {
 		select {
 		case err := <-errs:
@@ -98,6 +107,16 @@ func main() {
 					svcLn, refusing = ln, false
 					go func() { errs <- servers[0].Serve(ln) }()
 					log.Info("service listener reopened")
+				}
+				continue
+			}
+			if s == syscall.SIGHUP {
+				if flapSince.Load() == 0 {
+					flapSince.Store(time.Now().UnixNano())
+					log.Info("health endpoint flapping", "period", *flapPeriod)
+				} else {
+					flapSince.Store(0)
+					log.Info("health endpoint steady")
 				}
 				continue
 			}

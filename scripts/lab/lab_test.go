@@ -9,16 +9,24 @@ package lab
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
 	"golang.org/x/sys/unix"
 
 	"github.com/fulcrumlb/fulcrum/admin/api"
@@ -35,6 +43,10 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(captureEnv); spec != "" {
 		// A child started with `ip netns exec` to capture in a namespace.
 		os.Exit(captureChild(spec))
+	}
+	if spec := os.Getenv(spoofEnv); spec != "" {
+		// A child started with `ip netns exec` to send spoofed SYNs.
+		os.Exit(spoofChild(spec))
 	}
 	os.Exit(run(m))
 }
@@ -169,8 +181,9 @@ func curlMany(t *testing.T, n int) (map[string]int, int) {
 // conncheck runs fulcrum-conncheck in the client namespace; wait returns
 // its report.
 type conncheck struct {
-	cmd *exec.Cmd
-	out bytes.Buffer
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	file string // -report, or ""
 }
 
 type report struct {
@@ -180,6 +193,7 @@ type report struct {
 	Switched    int            `json:"switched"`
 	PerBackend  map[string]int `json:"per_backend"`
 	Alive       int            `json:"alive"`
+	Stalled     int            `json:"stalled"` // open, no exchange for 1 s
 }
 
 type brk struct {
@@ -189,8 +203,21 @@ type brk struct {
 
 func startConncheck(t *testing.T, n int, d time.Duration) *conncheck {
 	t.Helper()
-	c := &conncheck{cmd: ns("fl-client", filepath.Join(labDir, "bin", "fulcrum-conncheck"), "-target", vip+":80",
-		"-n", fmt.Sprint(n), "-interval", "100ms", "-timeout", "10s", "-duration", d.String())}
+	return startConncheckWith(t, n, d, 10*time.Second, "")
+}
+
+// startConncheckWith also sets the checker's -timeout (an exchange that
+// makes no progress for that long breaks its connection) and its -report
+// file, which settle polls.
+func startConncheckWith(t *testing.T, n int, d, timeout time.Duration, reportFile string) *conncheck {
+	t.Helper()
+	args := []string{filepath.Join(labDir, "bin", "fulcrum-conncheck"), "-target", vip + ":80",
+		"-n", fmt.Sprint(n), "-interval", "100ms", "-timeout", timeout.String(), "-duration", d.String()}
+	if reportFile != "" {
+		os.Remove(reportFile)
+		args = append(args, "-report", reportFile)
+	}
+	c := &conncheck{cmd: ns("fl-client", args...), file: reportFile}
 	c.cmd.Stdout = &c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -198,6 +225,31 @@ func startConncheck(t *testing.T, n int, d time.Duration) *conncheck {
 	t.Cleanup(func() { c.cmd.Process.Kill() })
 	time.Sleep(time.Duration(n)*time.Millisecond + time.Second) // the checker spreads its SYNs 1 ms apart
 	return c
+}
+
+// settle polls the checker's report file until a report written after
+// since shows no stalled connection: every connection still open has
+// exchanged again since the disturbance (one that moved to another backend
+// has been reset by it, and counts as broken). It returns that report.
+func (c *conncheck) settle(t *testing.T, since time.Time, timeout time.Duration) report {
+	t.Helper()
+	var r report
+	waitFor(t, "every held connection exchanging again (conncheck: 0 stalled)", timeout, func() bool {
+		fi, err := os.Stat(c.file)
+		if err != nil || !fi.ModTime().After(since) {
+			return false
+		}
+		b, err := os.ReadFile(c.file)
+		return err == nil && json.Unmarshal(b, &r) == nil && r.Stalled == 0
+	})
+	return r
+}
+
+// stop ends the checker early (SIGINT) and returns its final report.
+func (c *conncheck) stop(t *testing.T) report {
+	t.Helper()
+	c.cmd.Process.Signal(os.Interrupt)
+	return c.wait(t)
 }
 
 func (c *conncheck) wait(t *testing.T) report {
@@ -426,37 +478,48 @@ func TestBackendAddedByReload(t *testing.T) {
 // The active checks cannot see it; the LBs see its handshakes fail and
 // eject it as an outlier, then take it back after its backoff.
 func TestPassiveEjectionOfABackendThatStopsAccepting(t *testing.T) {
-	lab(t, "signal-backend", "3", "USR2") // refuse
+	refusingBackendIsEjected(t, "3")
+}
+
+// refusingBackendIsEjected makes backend be<n> refuse connections on its
+// service port under client load and checks that both LBs eject it by
+// their passive checks alone: it shows outlier while its active check still
+// says up (its health endpoint keeps answering 200, so no active check can
+// take it out), and it gets no new flows. It takes it back at the end.
+func refusingBackendIsEjected(t *testing.T, n string) {
+	t.Helper()
+	be := "be" + n
+	lab(t, "signal-backend", n, "USR2") // refuse
 	refusing := true
 	t.Cleanup(func() {
 		if refusing {
-			exec.Command(script, "signal-backend", "3", "USR2").Run()
+			exec.Command(script, "signal-backend", n, "USR2").Run()
 		}
 	})
 	_, failed := curlMany(t, 200)
-	t.Logf("while be3 refuses: %d of 200 requests failed", failed)
+	t.Logf("while %s refuses: %d of 200 requests failed", be, failed)
 	for lb := 1; lb <= 2; lb++ {
-		waitFor(t, fmt.Sprintf("be3 ejected on lb%d", lb), 20*time.Second, func() bool {
-			if b := backends(t, lb)["be3"]; b.Outlier {
+		waitFor(t, fmt.Sprintf("%s ejected on lb%d", be, lb), 20*time.Second, func() bool {
+			if b := backends(t, lb)[be]; b.Outlier {
 				return true
 			}
 			curlMany(t, 40) // keep the handshake signal coming
 			return false
 		})
-		b := backends(t, lb)["be3"]
-		t.Logf("lb%d: be3 health %q, outlier, reason %q", lb, b.Health, b.Reason)
+		b := backends(t, lb)[be]
+		t.Logf("lb%d: %s health %q, outlier, reason %q", lb, be, b.Health, b.Reason)
 		if b.Health != "up" || b.TableSlots != 0 {
-			t.Errorf("lb%d: be3 %+v: want its active check still up and no table slots", lb, b)
+			t.Errorf("lb%d: %s %+v: want its active check still up and no table slots", lb, be, b)
 		}
 	}
-	if per, failed := curlMany(t, 200); failed != 0 || per["be3"] != 0 {
-		t.Errorf("after the ejection: %d failed, be3 answered %d", failed, per["be3"])
+	if per, failed := curlMany(t, 200); failed != 0 || per[be] != 0 {
+		t.Errorf("after the ejection: %d failed, %s answered %d", failed, be, per[be])
 	}
-	lab(t, "signal-backend", "3", "USR2") // accept again
+	lab(t, "signal-backend", n, "USR2") // accept again
 	refusing = false
 	for lb := 1; lb <= 2; lb++ {
-		waitFor(t, fmt.Sprintf("be3 back at full weight on lb%d after its backoff", lb), 30*time.Second, func() bool {
-			b := backends(t, lb)["be3"]
+		waitFor(t, fmt.Sprintf("%s back at full weight on lb%d after its backoff", be, lb), 30*time.Second, func() bool {
+			b := backends(t, lb)[be]
 			return !b.Outlier && b.TableSlots > 0 && !b.SlowStart
 		})
 	}
@@ -544,4 +607,441 @@ func TestBackendKilledOnlyItsConnectionsBreak(t *testing.T) {
 	for lb := 1; lb <= 2; lb++ {
 		waitFor(t, fmt.Sprintf("be2 up on lb%d", lb), 30*time.Second, func() bool { b := backends(t, lb)["be2"]; return b.Health == "up" && !b.SlowStart })
 	}
+}
+
+// The hardening round's checks (BRIEF, "Connections"): the most disruptive
+// of all, so they run last. Each holds connections through the VIP and
+// counts the broken ones; each leaves the lab as it found it.
+
+// spoofNet is where the spoofed SYNs come from: RFC 6598 shared address
+// space, routed nowhere in the lab. The router blackholes it while the
+// spoofer runs, so the backends' SYN-ACKs vanish as they would for a blind
+// spoofer (and no ICMP error about them comes back to the VIP).
+const spoofNet = "100.64.0.0/10"
+
+// spoofEnv asks the test binary, re-run inside a namespace, to send SYNs
+// from forged sources: "RATE,DURATION,VIP:PORT".
+const spoofEnv = "FULCRUM_LAB_SPOOF"
+
+// spoofer is a running spoofChild.
+type spoofer struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan struct{} // closed when it has exited
+	err  error         // its exit, once done
+}
+
+// startSpoofer sends rate SYNs a second for d from random sources in
+// spoofNet to the VIP's port 80, from the client namespace, through the
+// router: the test binary re-runs itself there (ip netns exec), so no
+// thread of this process changes namespace.
+func startSpoofer(t *testing.T, rate int, d time.Duration) *spoofer {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &spoofer{cmd: ns("fl-client", self, "-test.run=^$"), done: make(chan struct{})}
+	s.cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d,%s,%s:80", spoofEnv, rate, d, vip))
+	s.cmd.Stdout = &s.out
+	s.cmd.Stderr = &s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.cmd.Process.Kill() })
+	go func() { s.err = s.cmd.Wait(); close(s.done) }()
+	return s
+}
+
+// sent waits for the spoofer to finish and returns how many SYNs it sent.
+func (s *spoofer) sent(t *testing.T) int {
+	t.Helper()
+	<-s.done
+	if s.err != nil {
+		t.Fatalf("spoofer: %v\n%s", s.err, s.out.String())
+	}
+	var n int
+	if _, err := fmt.Sscan(s.out.String(), &n); err != nil {
+		t.Fatalf("spoofer: %q", s.out.String())
+	}
+	return n
+}
+
+// spoofChild sends the SYNs through a raw IPv4 socket (IP_HDRINCL), paced
+// by a ticker and bounded by the duration; it prints the count sent.
+func spoofChild(spec string) int {
+	var rate int
+	var d time.Duration
+	parts := strings.Split(spec, ",")
+	if len(parts) != 3 {
+		fmt.Fprintf(os.Stderr, "%s=%q: want RATE,DURATION,ADDR:PORT\n", spoofEnv, spec)
+		return 2
+	}
+	rate, err1 := strconv.Atoi(parts[0])
+	d, err2 := time.ParseDuration(parts[1])
+	dst, err3 := netip.ParseAddrPort(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil || rate < 1 || rate > 10000 || d > 5*time.Minute || !dst.Addr().Is4() {
+		fmt.Fprintf(os.Stderr, "%s=%q: want RATE (1..10000),DURATION (<= 5m),IPv4:PORT\n", spoofEnv, spec)
+		return 2
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "raw socket:", err)
+		return 1
+	}
+	defer unix.Close(fd)
+	base := netip.MustParsePrefix(spoofNet).Addr().As4()
+	to := &unix.SockaddrInet4{Addr: dst.Addr().As4()}
+	buf := gopacket.NewSerializeBuffer()
+	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	sent := 0
+	for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+		// A random host in 100.64.0.0/10: the low 22 bits.
+		r := rand.Uint32() & (1<<22 - 1)
+		src := base
+		src[1] |= byte(r >> 16)
+		src[2], src[3] = byte(r>>8), byte(r)
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolTCP, Flags: layers.IPv4DontFragment,
+			SrcIP: net.IP(src[:]), DstIP: net.IP(to.Addr[:])}
+		tcp := &layers.TCP{SrcPort: layers.TCPPort(1024 + rand.IntN(64511)), DstPort: layers.TCPPort(dst.Port()),
+			Seq: rand.Uint32(), SYN: true, Window: 64240}
+		tcp.SetNetworkLayerForChecksum(ip)
+		if err := gopacket.SerializeLayers(buf, opts, ip, tcp); err != nil {
+			fmt.Fprintln(os.Stderr, "build SYN:", err)
+			return 1
+		}
+		if err := unix.Sendto(fd, buf.Bytes(), 0, to); err != nil {
+			fmt.Fprintln(os.Stderr, "send SYN:", err)
+			return 1
+		}
+		sent++
+	}
+	fmt.Println(sent)
+	return 0
+}
+
+// badBackends lists, for both LBs, every backend that is not fully in
+// service by health: down by its active checks, marked down (its flows
+// moved) or ejected as an outlier.
+func badBackends(t *testing.T) []string {
+	t.Helper()
+	var bad []string
+	for lb := 1; lb <= 2; lb++ {
+		for name, b := range backends(t, lb) {
+			if b.Health != "up" || b.Down || b.Outlier {
+				bad = append(bad, fmt.Sprintf("lb%d/%s(health=%s down=%v outlier=%v)", lb, name, b.Health, b.Down, b.Outlier))
+			}
+		}
+	}
+	return bad
+}
+
+// vipCounters sums, over both LBs and every backend, the passive ejections
+// so far and the new flows.
+func vipCounters(t *testing.T) (ejections int, newFlows uint64) {
+	t.Helper()
+	for lb := 1; lb <= 2; lb++ {
+		for _, b := range backends(t, lb) {
+			ejections += b.Ejections
+			newFlows += b.NewFlows
+		}
+	}
+	return
+}
+
+// 10. Spoofed SYNs: 100 a second for 30 s from random sources in
+// 100.64.0.0/10 while 200 connections are held: no backend is ejected or
+// goes down on either LB, no connection breaks. A blind spoofer's
+// handshakes never complete, spread over every backend by the same hash as
+// real flows (BRIEF, "Passive health under a blind spoofer"). Then the
+// positive control: a backend that really refuses connections under real
+// client load is still ejected, by the passive checks (check 9's
+// assertions, right after the spoofer's failures).
+func TestSpoofedSYNsEjectNoBackend(t *testing.T) {
+	must(t, ns("fl-router", "ip", "route", "replace", "blackhole", spoofNet))
+	t.Cleanup(func() { ns("fl-router", "ip", "route", "del", "blackhole", spoofNet).Run() })
+	ej0, flows0 := vipCounters(t)
+	cc := startConncheck(t, 200, 34*time.Second)
+	sp := startSpoofer(t, 100, 30*time.Second)
+	seen := map[string]bool{} // every not-in-service state observed meanwhile
+	polls := 0
+	for running := true; running; {
+		select {
+		case <-sp.done:
+			running = false
+		case <-time.After(500 * time.Millisecond):
+		}
+		for _, b := range badBackends(t) {
+			seen[b] = true
+		}
+		polls++
+	}
+	sent := sp.sent(t)
+	r := cc.wait(t)
+	ej1, flows1 := vipCounters(t)
+	t.Logf("spoofed SYNs sent %d, new flows at the LBs %d; connections held %d, broken %d, switched %d, alive %d; passive ejections %d; backends seen out of service in %d polls: %v",
+		sent, flows1-flows0, r.Connections, len(r.Broken), r.Switched, r.Alive, ej1-ej0, polls, keys(seen))
+	// The harness: the SYNs must have reached the LBs as new flows, or
+	// the check proves nothing.
+	if sent < 2900 || flows1-flows0 < uint64(sent)*9/10 {
+		t.Fatalf("harness: %d SYNs sent, %d new flows at the LBs: the spoofed SYNs did not reach them", sent, flows1-flows0)
+	}
+	if r.Connections != 200 || len(r.Broken) != 0 || r.Switched != 0 || r.Alive != 200 {
+		t.Errorf("under spoofed SYNs: %d connections, %d broken (%v), %d switched, %d alive", r.Connections, len(r.Broken), brokenSample(r.Broken), r.Switched, r.Alive)
+	}
+	if ej1 != ej0 || len(seen) != 0 {
+		t.Errorf("under spoofed SYNs: %d passive ejections; out of service: %v", ej1-ej0, keys(seen))
+	}
+	// Whatever the spoofer did, let every backend back in before the
+	// positive control, so that it starts from a clean fleet.
+	waitFor(t, "every backend in service on both LBs", 60*time.Second, func() bool { return len(badBackends(t)) == 0 })
+	refusingBackendIsEjected(t, "3")
+}
+
+// 11. A flapping health endpoint: be1's health check fails for 1 s and
+// succeeds for 1 s, for 20 s, while its service keeps answering and 200
+// connections are held, some on be1: with on_down = "keep" (the default)
+// a backend that goes down gets no new flows but keeps its tracked ones,
+// so no connection breaks.
+func TestFlappingHealthEndpointBreaksNoConnection(t *testing.T) {
+	cc := startConncheck(t, 200, 24*time.Second)
+	lab(t, "signal-backend", "1", "HUP") // start flapping
+	flapping := true
+	t.Cleanup(func() {
+		if flapping {
+			exec.Command(script, "signal-backend", "1", "HUP").Run()
+		}
+	})
+	// Count be1's falls on each LB: the check proves something only if
+	// the LBs did see it go down.
+	falls := [3]int{}
+	wasDown := [3]bool{}
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		for lb := 1; lb <= 2; lb++ {
+			down := backends(t, lb)["be1"].Health == "down"
+			if down && !wasDown[lb] {
+				falls[lb]++
+			}
+			wasDown[lb] = down
+		}
+	}
+	lab(t, "signal-backend", "1", "HUP") // steady again
+	flapping = false
+	r := cc.wait(t)
+	t.Logf("connections held %d (on be1 %d), broken %d, switched %d, alive %d; be1 went down %d times on lb1, %d on lb2",
+		r.Connections, r.PerBackend["be1"], len(r.Broken), r.Switched, r.Alive, falls[1], falls[2])
+	if r.PerBackend["be1"] == 0 || falls[1] == 0 || falls[2] == 0 {
+		t.Fatalf("harness: be1 held %d connections and went down %d/%d times: the flap was not seen", r.PerBackend["be1"], falls[1], falls[2])
+	}
+	if r.Connections != 200 || len(r.Broken) != 0 || r.Switched != 0 || r.Alive != 200 {
+		t.Errorf("while be1's health flapped: %d connections, %d broken (%v), %d switched, %d alive", r.Connections, len(r.Broken), brokenSample(r.Broken), r.Switched, r.Alive)
+	}
+	// Its flap damping may hold it out for a while (flap_backoff up to
+	// flap_backoff_max, 10 s here).
+	for lb := 1; lb <= 2; lb++ {
+		waitFor(t, fmt.Sprintf("be1 back at full weight on lb%d", lb), 40*time.Second, func() bool {
+			b := backends(t, lb)["be1"]
+			return b.Health == "up" && !b.Down && b.TableSlots > 0 && !b.SlowStart
+		})
+	}
+}
+
+// 12. Both LBs restarted at once (SIGTERM, then started again) under 200
+// held connections: while both are away the router has no route and the
+// clients' TCP retransmits; the fresh instances must announce only once
+// every backend's first health verdict is in, and must pick each flow's
+// backend by the same table as before, so no connection breaks. An
+// exchange may stall for the whole restart: here a connection breaks on a
+// reset, or after 30 s without progress.
+func TestBothLBsRestartedNoConnectionBreaks(t *testing.T) {
+	cc := startConncheckWith(t, 200, 2*time.Minute, 30*time.Second, filepath.Join(labDir, "conncheck-restart.json"))
+	t.Cleanup(func() {
+		for lb := 1; lb <= 2; lb++ {
+			if _, err := os.Stat(filepath.Join(labDir, fmt.Sprintf("lb%d.pid", lb))); err != nil {
+				exec.Command(script, "start-lb", fmt.Sprint(lb)).Run()
+			}
+		}
+		waitHops(t, 2)
+	})
+	start := time.Now()
+	both := func(args ...string) {
+		errs := make(chan error, 2)
+		for _, lb := range []string{"1", "2"} {
+			go func() {
+				out, err := exec.Command(script, append(args, lb)...).CombinedOutput()
+				if err != nil {
+					err = fmt.Errorf("lab.sh %v %s: %v\n%s", args, lb, err, out)
+				}
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	both("stop-lb")
+	stopped := time.Since(start)
+	// Watch each fresh instance from its first answer: whenever it
+	// announces the VIP, every backend must be in its table (all four
+	// are healthy), or flows that ECMP brings it would go elsewhere.
+	watched := make(chan announceWatch, 2)
+	stop := make(chan struct{})
+	for lb := 1; lb <= 2; lb++ {
+		go func() { watched <- watchAnnounce(lb, stop) }()
+	}
+	both("start-lb")
+	waitHops(t, 2)
+	back := time.Now()
+	cc.settle(t, back.Add(time.Second), 45*time.Second)
+	close(stop)
+	r := cc.stop(t)
+	t.Logf("both stopped in %v, both announced again %v after the stop began; connections held %d, broken %d, switched %d, alive %d",
+		stopped.Round(100*time.Millisecond), back.Sub(start).Round(100*time.Millisecond), r.Connections, len(r.Broken), r.Switched, r.Alive)
+	for range 2 {
+		w := <-watched
+		t.Logf("lb%d from its start: %d admin API polls, %d while announced, %d of them with a backend missing from the table %v",
+			w.lb, w.polls, w.announced, len(w.partial), w.partial[:min(len(w.partial), 3)])
+		if w.announced == 0 {
+			t.Errorf("harness: lb%d was never seen announcing the VIP", w.lb)
+		}
+		if len(w.partial) != 0 {
+			t.Errorf("lb%d announced the VIP with a partial table %d times (first: %s)", w.lb, len(w.partial), w.partial[0])
+		}
+	}
+	if r.Connections != 200 || len(r.Broken) != 0 || r.Switched != 0 || r.Alive != 200 {
+		t.Errorf("after restarting both LBs: %d connections, %d broken (%v), %d switched, %d alive", r.Connections, len(r.Broken), brokenSample(r.Broken), r.Switched, r.Alive)
+	}
+}
+
+// announceWatch is what watchAnnounce saw of one instance.
+type announceWatch struct {
+	lb               int
+	polls, announced int      // admin API polls answered; of them, with the VIP announced
+	partial          []string // polls announced with a backend not in the table
+}
+
+// watchAnnounce polls lb's admin API as fast as it answers (fulcrumctl is
+// too slow for a window of 100 ms) until stop, recording every answer in
+// which the VIP is announced over BGP while a configured backend has no
+// slot in its table.
+func watchAnnounce(lb int, stop <-chan struct{}) announceWatch {
+	sock := filepath.Join(labDir, fmt.Sprintf("lb%d.sock", lb))
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	get := func(path string, v any) bool {
+		resp, err := c.Get("http://lb" + path)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(v) == nil
+	}
+	w := announceWatch{lb: lb}
+	for {
+		select {
+		case <-stop:
+			return w
+		case <-time.After(20 * time.Millisecond):
+		}
+		var s api.Status
+		var v api.VIP
+		if !get(api.StatusPath, &s) || !get(api.VIPPath("web"), &v) {
+			continue // not started yet
+		}
+		w.polls++
+		if len(s.Announced) == 0 {
+			continue
+		}
+		w.announced++
+		var missing []string
+		for _, b := range v.Backends {
+			if b.TableSlots == 0 {
+				missing = append(missing, fmt.Sprintf("%s(health=%s %s)", b.Name, b.Health, b.Reason))
+			}
+		}
+		if len(missing) > 0 {
+			w.partial = append(w.partial, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), missing))
+		}
+	}
+}
+
+// 13. A reload whose health check points at a wrong port (8081: nothing
+// listens, every check is refused): every backend goes down on both LBs,
+// the VIP goes into panic mode (fail open, section 5.4); a reload back to
+// 8080 brings them up and ends panic mode. 200 connections held
+// throughout: with on_down = "keep" nothing moves on the way down, and
+// leaving panic mode never moves a flow, so none breaks.
+func TestReloadWithWrongHealthPortBreaksNoConnection(t *testing.T) {
+	reload := func(port string) {
+		for lb := 1; lb <= 2; lb++ {
+			c := exec.Command(script, "lb-conf", fmt.Sprint(lb))
+			c.Env = append(os.Environ(), "HEALTH_PORT="+port)
+			conf := must(t, c)
+			if err := os.WriteFile(filepath.Join(labDir, fmt.Sprintf("lb%d.toml", lb)), []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctl(t, lb, "reload")
+		}
+	}
+	allUp := func(lb int) bool {
+		for _, b := range backends(t, lb) {
+			if b.Health != "up" || b.Down || b.SlowStart || b.TableSlots == 0 {
+				return false
+			}
+		}
+		return len(status(t, lb).PanicVIPs) == 0
+	}
+	cc := startConncheckWith(t, 200, 2*time.Minute, 10*time.Second, filepath.Join(labDir, "conncheck-reload.json"))
+	reload("8081")
+	wrong := true
+	t.Cleanup(func() {
+		if wrong {
+			reload("8080")
+		}
+		for lb := 1; lb <= 2; lb++ {
+			waitFor(t, fmt.Sprintf("every backend up on lb%d", lb), 30*time.Second, func() bool { return allUp(lb) })
+		}
+	})
+	for lb := 1; lb <= 2; lb++ {
+		waitFor(t, fmt.Sprintf("every backend down and the VIP in panic mode on lb%d", lb), 20*time.Second, func() bool {
+			for _, b := range backends(t, lb) {
+				if b.Health != "down" {
+					return false
+				}
+			}
+			p := status(t, lb).PanicVIPs
+			return len(p) == 1 && p[0] == "web"
+		})
+	}
+	panicked := time.Now()
+	reload("8080")
+	wrong = false
+	for lb := 1; lb <= 2; lb++ {
+		waitFor(t, fmt.Sprintf("every backend up at full weight, panic over, on lb%d", lb), 30*time.Second, func() bool { return allUp(lb) })
+	}
+	cc.settle(t, time.Now().Add(time.Second), 30*time.Second)
+	r := cc.stop(t)
+	t.Logf("panic mode on both LBs, left %v after the reload back; connections held %d, broken %d, switched %d, alive %d",
+		time.Since(panicked).Round(100*time.Millisecond), r.Connections, len(r.Broken), r.Switched, r.Alive)
+	if r.Connections != 200 || len(r.Broken) != 0 || r.Switched != 0 || r.Alive != 200 {
+		t.Errorf("through the wrong-port reload and back: %d connections, %d broken (%v), %d switched, %d alive", r.Connections, len(r.Broken), brokenSample(r.Broken), r.Switched, r.Alive)
+	}
+}
+
+// brokenSample is the first few breaks, for a readable failure.
+func brokenSample(b []brk) []brk { return b[:min(len(b), 3)] }
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
