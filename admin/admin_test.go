@@ -221,8 +221,10 @@ func TestStatusVIPsAndBackends(t *testing.T) {
 	if st.Generation != want.Generation || st.Rebuilds != want.Rebuilds || st.VIPs != 2 || st.ConfigFile != e.plane.File {
 		t.Errorf("status %+v; plane generation %d rebuilds %d", st, want.Generation, want.Rebuilds)
 	}
-	if !slices.Equal(st.PanicVIPs, []string{"dns"}) {
-		t.Errorf("panic VIPs %v, want [dns]", st.PanicVIPs)
+	// dns's checks have given no verdict: the instance is converging, and
+	// every new flow so far was forwarded while converging.
+	if len(st.PanicVIPs) != 0 || !st.Converging || st.ConvergingNewFlows != n+5 {
+		t.Errorf("panic VIPs %v, converging %v with %d new flows; want none, true, %d", st.PanicVIPs, st.Converging, st.ConvergingNewFlows, n+5)
 	}
 	if len(st.Workers) != 1 {
 		t.Fatalf("%d workers", len(st.Workers))
@@ -246,7 +248,7 @@ func TestStatusVIPsAndBackends(t *testing.T) {
 		t.Fatalf("vips %+v", vips)
 	}
 	dns, web := vips[0], vips[1]
-	if !dns.Panic || dns.Healthy != 0 || dns.BackendCount != 2 || dns.Protocol != "udp" || dns.Packets != 5 || dns.NewFlows != 5 || dns.ActiveFlows != 5 {
+	if dns.Panic || dns.Healthy != 2 || dns.Usable != 2 || dns.BackendCount != 2 || dns.Protocol != "udp" || dns.Packets != 5 || dns.NewFlows != 5 || dns.ActiveFlows != 5 {
 		t.Errorf("dns %+v", dns)
 	}
 	if web.Panic || web.Healthy != 4 || web.Usable != 4 || web.Packets != n || web.NewFlows != n || web.ActiveFlows != n ||
@@ -279,8 +281,8 @@ func TestStatusVIPsAndBackends(t *testing.T) {
 		t.Errorf("be4 (weight 2 of 5) has table share %v", s)
 	}
 	ns1 := findBackend(t, func() api.VIP { var v api.VIP; e.get(api.VIPPath("dns"), &v); return v }(), "ns1")
-	if ns1.Health != "down" || ns1.Reason == "" || ns1.EffectiveWeight != 1 {
-		t.Errorf("ns1 (checked, not yet up, panic mode) %+v", ns1)
+	if ns1.Health != "unknown" || ns1.Reason != "not checked yet" || ns1.EffectiveWeight != 1 || ns1.Down || ns1.TableSlots == 0 {
+		t.Errorf("ns1 (checked, no verdict yet: routed like up) %+v", ns1)
 	}
 
 	// A VIP may be named by address:port or by address; a backend by address.
@@ -302,6 +304,70 @@ func TestStatusVIPsAndBackends(t *testing.T) {
 	e.fails("GET", api.VIPPath("203.0.113.7:81"), "", 404, "203.0.113.7:81")
 	e.fails("GET", api.BackendPath("web", "be9"), "", 404, "be9")
 	e.fails("GET", api.BackendPath("nope", "be1"), "", 404, "nope")
+}
+
+// TestVerdictsPanicAndDown drives health verdicts through the control
+// plane: both dns backends down put the VIP in panic mode (fail open, both
+// still take new flows); one back up ends it, and the other, down under
+// on_down = "keep", gets weight 0 but keeps its flows (Down stays false).
+func TestVerdictsPanicAndDown(t *testing.T) {
+	e := start(t, admintest.Config, loopback())
+	for i := range 4 {
+		if r := e.plane.Send(admintest.UDP(t, uint16(5000+i), dnsVIP)); r.Verdict != dataplane.Tx {
+			t.Fatalf("udp %d: verdict %v", i, r.Verdict)
+		}
+	}
+	dns := func() api.VIP {
+		t.Helper()
+		var v api.VIP
+		e.get(api.VIPPath("dns"), &v)
+		return v
+	}
+	status := func() api.Status {
+		t.Helper()
+		var st api.Status
+		e.get(api.StatusPath, &st)
+		return st
+	}
+	if st := status(); !st.Converging || len(st.PanicVIPs) != 0 {
+		t.Fatalf("before any verdict: converging %v, panic %v", st.Converging, st.PanicVIPs)
+	}
+
+	e.plane.Verdict(t, "dns", "ns1", false)
+	if st := status(); !st.Converging {
+		t.Error("converged with ns2 still waiting for its first verdict")
+	}
+	e.plane.Verdict(t, "dns", "ns2", false)
+	st := status()
+	if st.Converging || !slices.Equal(st.PanicVIPs, []string{"dns"}) {
+		t.Errorf("both down: converging %v, panic VIPs %v; want false, [dns]", st.Converging, st.PanicVIPs)
+	}
+	v := dns()
+	if !v.Panic || v.Healthy != 0 || v.Usable != 2 || !v.Serving {
+		t.Errorf("dns, both down: %+v; want panic, 0 healthy, 2 usable", v)
+	}
+	for _, name := range []string{"ns1", "ns2"} {
+		if b := findBackend(t, v, name); b.Health != "down" || b.Reason != "test: check failed" || b.EffectiveWeight != 1 || b.Down || b.TableSlots == 0 {
+			t.Errorf("%s (down, used by panic mode) %+v", name, b)
+		}
+	}
+	if r := e.plane.Send(admintest.UDP(t, 6000, dnsVIP)); r.Verdict != dataplane.Tx {
+		t.Errorf("new flow to dns in panic mode: verdict %v, want forwarded", r.Verdict)
+	}
+
+	e.plane.Verdict(t, "dns", "ns2", true)
+	v = dns()
+	if st := status(); len(st.PanicVIPs) != 0 || v.Panic || v.Healthy != 1 || v.Usable != 1 {
+		t.Errorf("ns2 up: panic VIPs %v; dns %+v; want no panic, 1 healthy, 1 usable", st.PanicVIPs, v)
+	}
+	ns1, ns2 := findBackend(t, v, "ns1"), findBackend(t, v, "ns2")
+	// ns1 took new flows in panic mode: they stay with it (on_down keep).
+	if ns1.Health != "down" || ns1.EffectiveWeight != 0 || ns1.TableSlots != 0 || ns1.Down || ns1.ActiveFlows == 0 {
+		t.Errorf("ns1 (down, keep) %+v; want weight 0, no slots, not Down, its flows kept", ns1)
+	}
+	if ns2.Health != "up" || ns2.EffectiveWeight != 1 || ns2.TableShare != 1 {
+		t.Errorf("ns2 (up) %+v", ns2)
+	}
 }
 
 func TestDrainUndrainWeightOverUnixSocket(t *testing.T) {
@@ -439,6 +505,45 @@ func TestLookup(t *testing.T) {
 		{"src=fe80::1%25eth0&dst=fe80::2&sport=1&dport=80", "src"},
 	} {
 		e.fails("GET", api.LookupPath+"?"+tc.query, "", 400, tc.word)
+	}
+}
+
+// TestLookupScheduler: for a VIP whose scheduler is not Maglev the lookup
+// names the scheduler and its candidates, weights in configured units (as
+// every other weight of the API), and no slot; a tracked flow still names
+// its backend.
+func TestLookupScheduler(t *testing.T) {
+	e := start(t, strings.Replace(admintest.Config, "port = 80\n", "port = 80\nscheduler = \"p2c\"\n", 1), loopback())
+	var b api.Backend
+	e.ok("POST", api.ActionPath("web", "be3", api.ActionWeight), `{"weight": 0}`, &b)
+	lookup := func(dst netip.AddrPort, proto string) (l api.Lookup) {
+		t.Helper()
+		e.get(api.LookupQuery(admintest.Client.String(), dst.Addr().String(), 4343, dst.Port(), proto), &l)
+		return l
+	}
+	l := lookup(webVIP, "tcp")
+	if l.Reason != "scheduler" || l.Scheduler != "p2c" || l.Backend != "" || l.Address != "" || l.Slot != -1 || l.Worker != -1 {
+		t.Errorf("new flow of a p2c VIP: %+v", l)
+	}
+	want := map[string]float64{"be1": 1, "be2": 1, "be3": 0, "be4": 2}
+	if len(l.Candidates) != len(want) {
+		t.Fatalf("candidates %+v, want %d", l.Candidates, len(want))
+	}
+	for _, c := range l.Candidates {
+		if w, ok := want[c.Backend]; !ok || c.Weight != w || c.Address != e.plane.Backend(t, "web", c.Backend).String() || c.Active < 0 {
+			t.Errorf("candidate %+v, want weight %v", c, want[c.Backend])
+		}
+	}
+
+	r := e.plane.Send(admintest.TCP(t, 4343, webVIP, "S"))
+	l = lookup(webVIP, "tcp")
+	if l.Reason != "conntrack" || l.Scheduler != "p2c" || l.Address != r.Backend.String() || l.Worker != 0 {
+		t.Errorf("tracked flow of a p2c VIP: %+v; it went to %v", l, r.Backend)
+	}
+	// Maglev VIPs name the scheduler too, and list no candidates.
+	l = lookup(dnsVIP, "udp")
+	if l.Reason != "table" || l.Scheduler != "maglev" || l.Candidates != nil || l.Slot < 0 {
+		t.Errorf("maglev VIP: %+v", l)
 	}
 }
 

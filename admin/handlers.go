@@ -206,6 +206,7 @@ func (s *Server) getStatus(r *http.Request) (any, error) {
 		Generation: st.Generation, Rebuilds: st.Rebuilds, LastRebuildMs: st.LastRebuildMs, LastError: st.LastError,
 		ConfigFile: s.plane.Config().File, VIPs: len(st.VIPs), PanicVIPs: []string{},
 		Workers: make([]api.Worker, len(st.Workers)), StaleWorkers: st.Stale, Announced: st.Announced,
+		Converging: st.Converging, ConvergingNewFlows: st.ConvergingNewFlows,
 	}
 	for _, p := range st.BGP {
 		out.BGPPeers = append(out.BGPPeers, api.BGPPeer(p))
@@ -424,10 +425,16 @@ func (s *Server) getLookup(r *http.Request) (any, error) {
 	out := api.Lookup{
 		Src: src.String(), Dst: dst.String(), Sport: sport, Dport: dport, Proto: protoName,
 		VIP: res.VIP, Backend: res.Backend, Address: res.Address, Reason: res.Reason, Worker: -1,
-		State: res.State, IdleMs: res.IdleMs, Slot: res.Slot, Hash: res.Hash,
+		State: res.State, IdleMs: res.IdleMs, Slot: res.Slot, Hash: res.Hash, Scheduler: res.Scheduler,
 	}
 	if strings.HasPrefix(res.Reason, "conntrack") {
 		out.Worker = res.Worker
+	}
+	for _, c := range res.Candidates {
+		out.Candidates = append(out.Candidates, api.Candidate{
+			Backend: c.Backend, Address: c.Address, Weight: float64(c.Weight) / effectiveScale,
+			Active: c.Active, LatencyUs: c.LatencyUs,
+		})
 	}
 	return out, nil
 }

@@ -27,6 +27,7 @@ type collector struct {
 	ctFlows, ctEvictions, ctInsertFailed        *prometheus.Desc
 	rebuilds, rebuildSeconds, generation        *prometheus.Desc
 	bgpEstablished, bgpAnnounced                *prometheus.Desc
+	converging, convergingNewFlows              *prometheus.Desc
 	adminConns, adminRefused                    *prometheus.Desc
 }
 
@@ -46,7 +47,7 @@ func newCollector(s *Server) *collector {
 		beBytes:     d("backend_bytes_total", "Bytes forwarded to a backend.", vb...),
 		beNewFlows:  d("backend_new_flows_total", "New flows pinned to a backend.", vb...),
 		beActive:    d("backend_active_flows", "Live conntrack entries pinned to a backend, over all workers.", vb...),
-		beHealthy:   d("backend_healthy", "1 unless the backend fails its health checks (unchecked backends count as healthy).", vb...),
+		beHealthy:   d("backend_healthy", "1 unless the backend fails its health checks (unchecked backends, and checked ones without a verdict yet, count as healthy).", vb...),
 		beWeight:    d("backend_weight", "Configured weight, or the operator's override.", vb...),
 		beEffective: d("backend_effective_weight", "Weight in the Maglev table now (0 when drained or down; ramping in slow start).", vb...),
 		beDrained:   d("backend_drained", "1 while the backend is drained (no new flows).", vb...),
@@ -68,6 +69,9 @@ func newCollector(s *Server) *collector {
 		bgpEstablished: d("bgp_session_established", "1 while the BGP session to a router is established.", "peer"),
 		bgpAnnounced:   d("bgp_announced_vips", "VIP prefixes announced over BGP."),
 
+		converging:         d("converging", "1 from start until every health check has given its first verdict (nothing is announced meanwhile)."),
+		convergingNewFlows: d("converging_new_flows_total", "New flows forwarded while converging (before the first announcement)."),
+
 		adminConns:   d("admin_connections", "Open admin API connections (at most admin.max_conns)."),
 		adminRefused: d("admin_connections_refused_total", "Admin API connections closed at accept because admin.max_conns were open."),
 	}
@@ -80,6 +84,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.bePackets, c.beBytes, c.beNewFlows, c.beActive, c.beHealthy, c.beWeight, c.beEffective, c.beDrained, c.beOutlier, c.beEjections,
 		c.drops, c.workerRx, c.workerTx, c.ctFlows, c.ctEvictions, c.ctInsertFailed,
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced,
+		c.converging, c.convergingNewFlows,
 		c.adminConns, c.adminRefused,
 	} {
 		ch <- d
@@ -149,6 +154,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.bgpEstablished, bool01(p.State == "established"), p.Address)
 	}
 	gauge(c.bgpAnnounced, float64(len(st.Announced)))
+	gauge(c.converging, bool01(st.Converging))
+	counter(c.convergingNewFlows, st.ConvergingNewFlows)
 	conns := c.s.Conns()
 	gauge(c.adminConns, float64(conns.Open))
 	counter(c.adminRefused, conns.Refused)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
@@ -100,7 +99,9 @@ func TestMetrics(t *testing.T) {
 	st := e.plane.Status(true)
 	check(float64(st.VIPs[1].Bytes), "fulcrum_vip_bytes_total", "vip", "web")
 	check(0, "fulcrum_vip_panic_mode", "vip", "web")
-	check(1, "fulcrum_vip_panic_mode", "vip", "dns")
+	check(0, "fulcrum_vip_panic_mode", "vip", "dns") // its backends are "unknown", routed like up
+	check(1, "fulcrum_converging")
+	check(n+3, "fulcrum_converging_new_flows_total")
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
 		ps := e.backend("web", b)
 		check(float64(sent[b]), "fulcrum_backend_packets_total", "vip", "web", "backend", b)
@@ -113,7 +114,8 @@ func TestMetrics(t *testing.T) {
 		check(float64(ps.Weight), "fulcrum_backend_effective_weight", "vip", "web", "backend", b)
 	}
 	check(2, "fulcrum_backend_weight", "vip", "web", "backend", "be4")
-	check(0, "fulcrum_backend_healthy", "vip", "dns", "backend", "ns1")
+	check(1, "fulcrum_backend_healthy", "vip", "dns", "backend", "ns1")
+	check(1, "fulcrum_backend_effective_weight", "vip", "dns", "backend", "ns1")
 	check(1, "fulcrum_drops_total", "reason", "no-service")
 	check(0, "fulcrum_drops_total", "reason", "no-backend")
 	check(0, "fulcrum_drops_total", "reason", "truncated-tcp")
@@ -138,27 +140,44 @@ func TestMetrics(t *testing.T) {
 	// Drain and health show at the next scrape.
 	var b api.Backend
 	e.ok("POST", api.ActionPath("web", "be1", api.ActionDrain), "", &b)
-	for _, ns := range []string{"ns1", "ns2"} {
-		if err := e.plane.SetHealth("dns", ns, true, "tcp connect ok"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for deadline := time.Now().Add(5 * time.Second); e.plane.Panicked()["dns"]; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("dns still in panic mode after its backends came up")
-		}
-	}
+	e.plane.Verdict(t, "dns", "ns1", false)
+	e.plane.Verdict(t, "dns", "ns2", true)
 	fams = e.scrape()
 	check(1, "fulcrum_backend_drained", "vip", "web", "backend", "be1")
 	check(0, "fulcrum_backend_effective_weight", "vip", "web", "backend", "be1")
 	check(1, "fulcrum_backend_weight", "vip", "web", "backend", "be1")
 	check(float64(sent["be1"]), "fulcrum_backend_active_flows", "vip", "web", "backend", "be1")
-	check(0, "fulcrum_vip_panic_mode", "vip", "dns")
-	check(1, "fulcrum_backend_healthy", "vip", "dns", "backend", "ns1")
+	check(0, "fulcrum_vip_panic_mode", "vip", "dns") // one healthy of two: at the threshold, not under
+	check(0, "fulcrum_backend_healthy", "vip", "dns", "backend", "ns1")
+	check(0, "fulcrum_backend_effective_weight", "vip", "dns", "backend", "ns1")
+	check(1, "fulcrum_backend_healthy", "vip", "dns", "backend", "ns2")
+	check(0, "fulcrum_converging")
 	if r := e.plane.Send(admintest.TCP(t, 1000, webVIP, "A")); r.Verdict != dataplane.Tx {
 		t.Fatalf("established flow after drain: %v", r.Verdict)
 	}
 	fams = e.scrape()
 	check(n+1, "fulcrum_vip_packets_total", "vip", "web")
 	check(n, "fulcrum_vip_new_flows_total", "vip", "web")
+}
+
+// TestMetricsPanicMode: both dns backends failing their checks put the VIP
+// in panic mode; both stay in the table though neither is healthy.
+func TestMetricsPanicMode(t *testing.T) {
+	e := start(t, admintest.Config, loopback())
+	e.plane.Verdict(t, "dns", "ns1", false)
+	e.plane.Verdict(t, "dns", "ns2", false)
+	fams := e.scrape()
+	check := func(want float64, name string, labels ...string) {
+		t.Helper()
+		if got, ok := value(fams, name, labels...); !ok || got != want {
+			t.Errorf("%s%v = %v (found %v), want %v", name, labels, got, ok, want)
+		}
+	}
+	check(1, "fulcrum_vip_panic_mode", "vip", "dns")
+	check(0, "fulcrum_vip_panic_mode", "vip", "web")
+	check(0, "fulcrum_converging")
+	for _, ns := range []string{"ns1", "ns2"} {
+		check(0, "fulcrum_backend_healthy", "vip", "dns", "backend", ns)
+		check(1, "fulcrum_backend_effective_weight", "vip", "dns", "backend", ns)
+	}
 }

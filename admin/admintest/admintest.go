@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/control"
@@ -24,8 +25,10 @@ import (
 //   - "web", 203.0.113.7:80/tcp, backends be1..be4 (10.0.1.1-4, weight 1,
 //     be4 weight 2), no health checks: all usable;
 //   - "dns", 203.0.113.8:53/udp, backends ns1, ns2 with TCP health checks.
-//     Nothing runs the checks, so both stay down ("not checked yet") and
-//     the VIP is in panic mode (fail open) until SetHealth says otherwise.
+//     Nothing runs the checks, so both stay "unknown" ("not checked yet"),
+//     routed like up, and the plane is converging until Verdict (or
+//     SetHealth) gives each a first verdict. Both down puts the VIP in
+//     panic mode (fail open); one down of two does not.
 const Config = `
 [dataplane]
 port = "net_ring0"
@@ -137,4 +140,31 @@ func (p *Plane) Backend(t testing.TB, vip, name string) netip.Addr {
 	}
 	t.Fatalf("no backend %s/%s", vip, name)
 	return netip.Addr{}
+}
+
+// Verdict records a health check verdict for a backend, as a health
+// checker would, and waits until a snapshot built after it is published,
+// so the dataplane, Status and Panicked all reflect it.
+func (p *Plane) Verdict(t testing.TB, vip, name string, up bool) {
+	t.Helper()
+	reason := "test: check failed"
+	if up {
+		reason = "test: check passed"
+	}
+	if err := p.SetHealth(vip, name, up, reason); err != nil {
+		t.Fatal(err)
+	}
+	// A rebuild holds the plane's lock throughout, so one counted after
+	// this read started after the verdict; the Kick makes sure one comes
+	// (SetHealth kicks only when the verdict changes something).
+	n, _ := p.RebuildStats()
+	p.Kick()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if m, _ := p.RebuildStats(); m > n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/%s: no rebuild within 5s of the verdict (up=%v)", vip, name, up)
+		}
+	}
 }

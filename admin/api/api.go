@@ -79,6 +79,13 @@ type Status struct {
 	StaleWorkers  []int     `json:"stale_workers,omitempty"` // did not answer: their counters read 0
 	BGPPeers      []BGPPeer `json:"bgp_peers,omitempty"`
 	Announced     []string  `json:"announced,omitempty"` // VIP prefixes announced over BGP
+	// Converging is true from start until every health check of the
+	// backends configured at start has given its first verdict: meanwhile
+	// nothing is announced and those backends (health "unknown") are
+	// routed like up. ConvergingNewFlows counts the new flows forwarded
+	// while converging (traffic the router sent over an old route).
+	Converging         bool   `json:"converging"`
+	ConvergingNewFlows uint64 `json:"converging_new_flows"`
 }
 
 // BGPPeer is one BGP session.
@@ -150,12 +157,12 @@ type Backend struct {
 	Name            string  `json:"name"`
 	Address         string  `json:"address"`
 	ID              uint32  `json:"id"`
-	Health          string  `json:"health"` // up, down, or unchecked (no health check)
+	Health          string  `json:"health"` // up, down, unknown (checked, no verdict yet: routed like up), unchecked (no check)
 	Reason          string  `json:"reason,omitempty"`
 	Weight          int     `json:"weight"`           // configured, or set by the operator
 	EffectiveWeight float64 `json:"effective_weight"` // in the table now (drain, health, slow start)
 	Drained         bool    `json:"drained"`
-	Down            bool    `json:"down"` // its pinned flows are moved away
+	Down            bool    `json:"down"` // its pinned flows are moved away (on_down = "move"; "keep" only zeroes the weight)
 	SlowStart       bool    `json:"slow_start"`
 	Outlier         bool    `json:"outlier"`   // ejected by the passive (handshake) checks
 	Ejections       int     `json:"ejections"` // passive ejections so far
@@ -190,14 +197,33 @@ type Lookup struct {
 	Address string `json:"address,omitempty"`
 	// Reason: "conntrack" (pinned by an earlier packet, on Worker),
 	// "conntrack-stale" (pinned to a backend that is gone: the next packet
-	// takes Slot), "table" (a new flow would take Slot), "no-backend" (the
-	// VIP takes no new flows), "not-a-vip".
+	// is placed as a new flow), "table" (Maglev: a new flow would take
+	// Slot), "scheduler" (another scheduler picks a new flow's backend at
+	// connection time, by load: Backend is empty and Candidates lists what
+	// it picks from), "no-backend" (the VIP takes no new flows),
+	// "not-a-vip".
 	Reason string `json:"reason"`
 	Worker int    `json:"worker"` // -1 unless found in conntrack
 	State  string `json:"state,omitempty"`
 	IdleMs uint32 `json:"idle_ms,omitempty"`
 	Slot   int    `json:"slot"` // -1 when no table slot applies
 	Hash   string `json:"hash"`
+	// Scheduler is the VIP's scheduler ("maglev", "p2c", "least-conn",
+	// ...). Candidates are the backends a non-Maglev scheduler picks a new
+	// flow from, with the weights and loads it compares.
+	Scheduler  string      `json:"scheduler,omitempty"`
+	Candidates []Candidate `json:"candidates,omitempty"`
+}
+
+// Candidate is one backend a load-aware scheduler may pick for a new flow,
+// as the workers see it now.
+type Candidate struct {
+	Backend string  `json:"backend"`
+	Address string  `json:"address"`
+	Weight  float64 `json:"weight"`       // effective; 0: not eligible (down, drained, ejected)
+	Active  int64   `json:"active_flows"` // the load compared, about a second old
+	// LatencyUs is the peak-EWMA latency estimate; 0 without samples.
+	LatencyUs int64 `json:"latency_us,omitempty"`
 }
 
 // WeightRequest is the body of POST .../backends/{backend}/weight (the

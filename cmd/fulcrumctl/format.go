@@ -81,6 +81,9 @@ func printStatus(w io.Writer, s *api.Status) {
 		fmt.Fprintf(w, "  config %s", s.ConfigFile)
 	}
 	fmt.Fprintln(w)
+	if s.Converging {
+		fmt.Fprintf(w, "CONVERGING: health checks have not all given a first verdict; nothing announced; %d new flows forwarded meanwhile\n", s.ConvergingNewFlows)
+	}
 	if len(s.PanicVIPs) > 0 {
 		fmt.Fprintf(w, "PANIC MODE (fail open): %s\n", strings.Join(s.PanicVIPs, ", "))
 	}
@@ -146,18 +149,24 @@ func printVIPs(w io.Writer, vips *[]api.VIP) {
 }
 
 // state is a backend's one-word state, after HAProxy's (UP, DRAIN, DOWN).
+// It says why a backend takes new flows or not; Down (whether its tracked
+// flows move) is the VIP's on_down and is not part of it: with "keep" a
+// failing backend has weight 0 but is still "down" or "ejected".
 func state(b *api.Backend) string {
+	failing := b.Outlier || b.Health == "down"
 	switch {
 	case b.Drained:
 		return "drain"
-	case b.Outlier && b.Down:
+	case failing && b.EffectiveWeight > 0:
+		return "panic" // failing its checks, used anyway: the VIP fails open
+	case b.Outlier:
 		return "ejected" // by the passive checks
-	case b.Down:
+	case failing, b.Down:
 		return "down"
 	case b.EffectiveWeight == 0:
 		return "weight-0"
-	case b.Health == "down":
-		return "panic" // failing its checks, used anyway: the VIP fails open
+	case b.Health == "unknown":
+		return "checking" // no verdict yet: routed like up
 	case b.SlowStart:
 		return "slowstart"
 	}
@@ -211,6 +220,17 @@ func printLookup(w io.Writer, l *api.Lookup) {
 		fmt.Fprintf(w, "vip %s takes no new flows (no usable backend)\n", l.VIP)
 		return
 	}
+	// A scheduler other than Maglev picks at the SYN, by the loads of that
+	// moment: the daemon names no backend, only the candidates.
+	if l.Reason == "scheduler" || (l.Reason == "conntrack-stale" && l.Backend == "") {
+		fmt.Fprintf(w, "vip %s (scheduler %s)\n", l.VIP, l.Scheduler)
+		if l.Reason == "conntrack-stale" {
+			fmt.Fprintf(w, "  pinned on worker %d to a backend that is gone: the next packet is placed as a new flow\n", l.Worker)
+		}
+		fmt.Fprintf(w, "  new flow: chosen by %s among: %s\n", l.Scheduler, candidateList(l.Candidates))
+		fmt.Fprintf(w, "  flow hash %s\n", l.Hash)
+		return
+	}
 	fmt.Fprintf(w, "vip %s -> backend %s (%s)\n", l.VIP, l.Backend, l.Address)
 	switch l.Reason {
 	case "conntrack":
@@ -221,6 +241,27 @@ func printLookup(w io.Writer, l *api.Lookup) {
 		fmt.Fprintf(w, "  new flow: Maglev table slot %d\n", l.Slot)
 	}
 	fmt.Fprintf(w, "  flow hash %s\n", l.Hash)
+}
+
+// candidateList is "be1 (w 1, 3 flows, 1.2 ms), ...": what a load-aware
+// scheduler compares. The latency is left out without samples; weight 0
+// (down, drained, ejected) is not eligible.
+func candidateList(cs []api.Candidate) string {
+	if len(cs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		p := fmt.Sprintf("%s (w %s, %d flows", c.Backend, weight(c.Weight), c.Active)
+		if c.LatencyUs > 0 {
+			p += ", " + strconv.FormatFloat(float64(c.LatencyUs)/1000, 'f', 1, 64) + " ms"
+		}
+		if c.Weight == 0 {
+			p += ", not eligible"
+		}
+		parts[i] = p + ")"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func printTable(w io.Writer, t *api.Table) {

@@ -108,8 +108,8 @@ func TestReadCommands(t *testing.T) {
 	if strings.Contains(out, " \n") {
 		t.Errorf("trailing blanks in\n%s", out)
 	}
-	if r := rowOf(t, mustRun(t, "--addr", addr, "backends", "dns"), "ns1"); r[2] != "panic" || r[3] != "down" {
-		t.Errorf("ns1 (down, VIP in panic mode) row %v", r)
+	if r := rowOf(t, mustRun(t, "--addr", addr, "backends", "dns"), "ns1"); r[2] != "checking" || r[3] != "unknown" || r[5] != "1" {
+		t.Errorf("ns1 (no verdict yet, routed like up) row %v", r)
 	}
 	// Aligned: every row's second column starts where the header's does.
 	lines := strings.Split(out, "\n")
@@ -130,19 +130,21 @@ func TestReadCommands(t *testing.T) {
 	}
 
 	out = mustRun(t, "--addr", addr, "vips")
-	if r := rowOf(t, out, "dns"); r[1] != "203.0.113.8:53/udp" || r[6] != "yes" {
-		t.Errorf("dns row %v (want panic yes)", r)
+	if r := rowOf(t, out, "dns"); r[1] != "203.0.113.8:53/udp" || r[4] != "2" || r[6] != "no" {
+		t.Errorf("dns row %v (want 2 healthy, panic no)", r)
 	}
 	if r := rowOf(t, out, "web"); r[1] != "203.0.113.7:80/tcp" || r[9] != "100" {
 		t.Errorf("web row %v", r)
 	}
 
 	out = mustRun(t, "--addr", addr, "status")
-	if !strings.Contains(out, "PANIC MODE (fail open): dns") || rowOf(t, out, "0")[1] != "100" || rowOf(t, out, "total")[1] != "100" {
+	if !strings.Contains(out, "CONVERGING") || !strings.Contains(out, "100 new flows forwarded meanwhile") || strings.Contains(out, "PANIC MODE") ||
+		rowOf(t, out, "0")[1] != "100" || rowOf(t, out, "total")[1] != "100" {
 		t.Errorf("status:\n%s", out)
 	}
 	var st api.Status
-	if err := json.Unmarshal([]byte(mustRun(t, "--json", "--addr", addr, "status")), &st); err != nil || st.Workers[0].RxPackets != 100 {
+	if err := json.Unmarshal([]byte(mustRun(t, "--json", "--addr", addr, "status")), &st); err != nil || st.Workers[0].RxPackets != 100 ||
+		!st.Converging || st.ConvergingNewFlows != 100 {
 		t.Errorf("--json status: %+v %v", st, err)
 	}
 
@@ -170,6 +172,164 @@ func TestReadCommands(t *testing.T) {
 	}
 	if lines[1] != "0\t"+strings.TrimPrefix(keys[0], "web/") {
 		t.Errorf("slot 0: %q, plane %q", lines[1], keys[0])
+	}
+}
+
+// TestVerdicts: health verdicts driven through the control plane show in
+// the backends, vips and status commands: both dns backends down is panic
+// mode; one back up ends it and leaves the other "down" (on_down keep:
+// weight 0, flows kept).
+func TestVerdicts(t *testing.T) {
+	t.Setenv("FULCRUM_TOKEN", "")
+	t.Setenv("FULCRUM_ADDR", "")
+	p := admintest.New(t, admintest.Config)
+	addr := daemon(t, p, config.Admin{Listen: "127.0.0.1:0"})
+	p.Verdict(t, "dns", "ns1", false)
+	p.Verdict(t, "dns", "ns2", false)
+
+	out := mustRun(t, "--addr", addr, "backends", "dns")
+	if !strings.Contains(out, "PANIC MODE (fail open)") {
+		t.Errorf("backends dns, both down:\n%s", out)
+	}
+	for _, ns := range []string{"ns1", "ns2"} {
+		if r := rowOf(t, out, ns); r[2] != "panic" || r[3] != "down" || r[5] != "1" {
+			t.Errorf("%s (down, VIP in panic mode) row %v", ns, r)
+		}
+	}
+	if r := rowOf(t, mustRun(t, "--addr", addr, "vips"), "dns"); r[4] != "0" || r[6] != "yes" {
+		t.Errorf("dns row %v (want 0 healthy, panic yes)", r)
+	}
+	out = mustRun(t, "--addr", addr, "status")
+	if !strings.Contains(out, "PANIC MODE (fail open): dns") || strings.Contains(out, "CONVERGING") {
+		t.Errorf("status, both down, converged:\n%s", out)
+	}
+
+	p.Verdict(t, "dns", "ns2", true)
+	out = mustRun(t, "--addr", addr, "backends", "dns")
+	if strings.Contains(out, "PANIC MODE") {
+		t.Errorf("backends dns, ns2 up:\n%s", out)
+	}
+	if r := rowOf(t, out, "ns1"); r[2] != "down" || r[3] != "down" || r[5] != "0" {
+		t.Errorf("ns1 (down, keep) row %v", r)
+	}
+	if r := rowOf(t, out, "ns2"); r[2] != "ready" || r[3] != "up" {
+		t.Errorf("ns2 (up) row %v", r)
+	}
+}
+
+// TestLookupScheduler: a non-Maglev VIP's new flow is answered with the
+// scheduler and its candidates; a tracked one with its backend.
+func TestLookupScheduler(t *testing.T) {
+	t.Setenv("FULCRUM_TOKEN", "")
+	t.Setenv("FULCRUM_ADDR", "")
+	p := admintest.New(t, strings.Replace(admintest.Config, "port = 80\n", "port = 80\nscheduler = \"least-conn\"\n", 1))
+	addr := daemon(t, p, config.Admin{Listen: "127.0.0.1:0"})
+	out := mustRun(t, "--addr", addr, "lookup", admintest.Client.String(), "203.0.113.7", "5000", "80")
+	if !strings.Contains(out, "vip web (scheduler least-conn)") ||
+		!strings.Contains(out, "new flow: chosen by least-conn among: be1 (w 1, 0 flows), be2 (w 1, 0 flows), be3 (w 1, 0 flows), be4 (w 2, 0 flows)\n") {
+		t.Errorf("lookup of a new least-conn flow:\n%s", out)
+	}
+	to := p.Send(admintest.TCP(t, 5000, webVIP, "S")).Backend
+	out = mustRun(t, "--addr", addr, "lookup", admintest.Client.String(), "203.0.113.7", "5000", "80")
+	if !strings.Contains(out, "("+to.String()+")") || !strings.Contains(out, "conntrack on worker 0") || strings.Contains(out, "chosen by") {
+		t.Errorf("lookup of a tracked least-conn flow (to %v):\n%s", to, out)
+	}
+}
+
+// TestState covers every state the backends command shows, in priority.
+func TestState(t *testing.T) {
+	for _, tc := range []struct {
+		want string
+		b    api.Backend
+	}{
+		{"ready", api.Backend{Health: "up", EffectiveWeight: 1}},
+		{"ready", api.Backend{Health: "unchecked", EffectiveWeight: 2}},
+		{"checking", api.Backend{Health: "unknown", EffectiveWeight: 1}},
+		{"slowstart", api.Backend{Health: "up", EffectiveWeight: 0.5, SlowStart: true}},
+		{"weight-0", api.Backend{Health: "up", Weight: 0}},
+		{"weight-0", api.Backend{Health: "unknown", Weight: 0}},
+		{"drain", api.Backend{Health: "up", Drained: true}},
+		{"drain", api.Backend{Health: "down", Drained: true, Down: true}},
+		// on_down keep: weight 0, Down false.
+		{"down", api.Backend{Health: "down", Weight: 1}},
+		{"ejected", api.Backend{Health: "up", Weight: 1, Outlier: true}},
+		{"ejected", api.Backend{Health: "down", Weight: 1, Outlier: true}},
+		// on_down move: Down too.
+		{"down", api.Backend{Health: "down", Weight: 1, Down: true}},
+		{"ejected", api.Backend{Health: "up", Weight: 1, Outlier: true, Down: true}},
+		// Panic mode: failing, but in the table.
+		{"panic", api.Backend{Health: "down", Weight: 1, EffectiveWeight: 1}},
+		{"panic", api.Backend{Health: "up", Weight: 1, EffectiveWeight: 1, Outlier: true}},
+	} {
+		if got := state(&tc.b); got != tc.want {
+			t.Errorf("state(%+v) = %q, want %q", tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestPrintLookup covers the lookup answers' wording, byte for byte.
+func TestPrintLookup(t *testing.T) {
+	base := api.Lookup{Src: "198.51.100.10", Dst: "203.0.113.7", Sport: 1000, Dport: 80, Proto: "tcp", VIP: "web", Worker: -1, Slot: -1, Hash: "00ff"}
+	cands := []api.Candidate{
+		{Backend: "be1", Address: "10.0.1.1", Weight: 1, Active: 3, LatencyUs: 1234},
+		{Backend: "be2", Address: "10.0.1.2", Weight: 1.5, Active: 12},
+		{Backend: "be3", Address: "10.0.1.3", Weight: 0, Active: 7, LatencyUs: 80},
+	}
+	const head = "198.51.100.10:1000 -> 203.0.113.7:80 tcp: "
+	for _, tc := range []struct {
+		name string
+		edit func(l *api.Lookup)
+		want string
+	}{
+		{"p2c new flow", func(l *api.Lookup) { l.Reason, l.Scheduler, l.Candidates = "scheduler", "p2c", cands },
+			head + "vip web (scheduler p2c)\n" +
+				"  new flow: chosen by p2c among: be1 (w 1, 3 flows, 1.2 ms), be2 (w 1.5, 12 flows), be3 (w 0, 7 flows, 0.1 ms, not eligible)\n" +
+				"  flow hash 00ff\n"},
+		{"p2c stale pin", func(l *api.Lookup) {
+			l.Reason, l.Scheduler, l.Candidates, l.Worker = "conntrack-stale", "peak-ewma", cands[:1], 1
+		},
+			head + "vip web (scheduler peak-ewma)\n" +
+				"  pinned on worker 1 to a backend that is gone: the next packet is placed as a new flow\n" +
+				"  new flow: chosen by peak-ewma among: be1 (w 1, 3 flows, 1.2 ms)\n" +
+				"  flow hash 00ff\n"},
+		{"p2c tracked", func(l *api.Lookup) {
+			l.Reason, l.Scheduler, l.Backend, l.Address, l.Worker, l.State, l.IdleMs = "conntrack", "p2c", "be2", "10.0.1.2", 0, "established", 7
+		},
+			head + "vip web -> backend be2 (10.0.1.2)\n" +
+				"  pinned in conntrack on worker 0: state established, idle 7 ms\n" +
+				"  flow hash 00ff\n"},
+		{"maglev new flow", func(l *api.Lookup) {
+			l.Reason, l.Scheduler, l.Backend, l.Address, l.Slot = "table", "maglev", "be1", "10.0.1.1", 42
+		},
+			head + "vip web -> backend be1 (10.0.1.1)\n" +
+				"  new flow: Maglev table slot 42\n" +
+				"  flow hash 00ff\n"},
+	} {
+		l := base
+		tc.edit(&l)
+		var b bytes.Buffer
+		printLookup(&b, &l)
+		if b.String() != tc.want {
+			t.Errorf("%s:\n%s\nwant\n%s", tc.name, b.String(), tc.want)
+		}
+	}
+}
+
+// TestPrintStatusConverging: the header says when the instance converges.
+func TestPrintStatusConverging(t *testing.T) {
+	for _, tc := range []struct {
+		st   api.Status
+		want bool
+	}{
+		{api.Status{Converging: true, ConvergingNewFlows: 17}, true},
+		{api.Status{Converging: false, ConvergingNewFlows: 17}, false},
+	} {
+		var b bytes.Buffer
+		printStatus(&b, &tc.st)
+		line := "CONVERGING: health checks have not all given a first verdict; nothing announced; 17 new flows forwarded meanwhile\n"
+		if got := strings.Contains(b.String(), line); got != tc.want {
+			t.Errorf("converging %v: line shown %v:\n%s", tc.st.Converging, got, b.String())
+		}
 	}
 }
 
