@@ -88,10 +88,9 @@ func newRig(t *testing.T, toml string) *rig {
 	r := &rig{t: t, cfg: cfg, enc: enc, shared: &Shared{}}
 	r.key, _ = flow.ParseKey(cfg.Dataplane.HashKey)
 	r.publish(nil)
-	r.shared.NextHop.Store(&NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true})
 	ctc := conntrack.DefaultConfig()
 	ctc.Capacity = cfg.Conntrack.Capacity
-	r.w, err = NewWorker(0, r.shared, ctc, enc, r.key, portMAC)
+	r.w, err = NewWorker(0, r.shared, ctc, r.key, portMAC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +100,42 @@ func newRig(t *testing.T, toml string) *rig {
 
 func (r *rig) publish(over Overrides) *Services {
 	r.t.Helper()
-	s, err := BuildServices(r.cfg, r.enc, r.shared.Services.Load(), over)
+	s, err := servicesOf(r.cfg, r.enc, r.shared.Services.Load(), over, NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true})
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.shared.Services.Store(s)
 	return s
+}
+
+// servicesOf is the snapshot of a test configuration. The daemon's mapping
+// is control.BuildServices; the dataplane's tests cannot import control
+// (it imports dataplane), so this is the same mapping for the few keys the
+// tests use.
+func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, over Overrides, nh NextHop) (*Services, error) {
+	var specs []VIPSpec
+	for _, cv := range cfg.VIPs {
+		kind, err := encap.ParseKind(cv.Encap)
+		if err != nil {
+			return nil, err
+		}
+		sk, _ := sched.ParseKind(cv.Scheduler)
+		proto := uint8(6)
+		if cv.Protocol == "udp" {
+			proto = 17
+		}
+		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: proto, Encap: kind,
+			Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}, TableSize: uint64(cv.TableSize)}
+		for _, cb := range cv.Backends {
+			eff, ok := over[BackendKey(cv.Name, cb.Name)]
+			if !ok {
+				eff = Effective{Weight: *cb.Weight}
+			}
+			v.Backends = append(v.Backends, BackendSpec{Name: cb.Name, Addr: cb.Address.Addr, Config: *cb.Weight, Eff: eff})
+		}
+		specs = append(specs, v)
+	}
+	return NewServices(prev, enc, nh, specs)
 }
 
 // frame builds a client packet with gopacket.
@@ -402,7 +431,7 @@ func sumParse(c *Counters) uint64 {
 
 func TestNoNextHopDrops(t *testing.T) {
 	r := newRig(t, testConfig)
-	r.shared.NextHop.Store(&NextHop{MAC6: gwMAC, Has6: true})
+	r.shared.Services.Store(r.shared.Services.Load().WithNextHop(NextHop{MAC6: gwMAC, Has6: true}))
 	var v4, v6 int
 	for i := 0; i < 50; i++ {
 		_, v := r.run(frame(t, "198.51.100.10", "203.0.113.7", uint16(i), 80, layers.IPProtocolTCP, "S", 0, true))

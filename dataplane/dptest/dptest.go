@@ -15,7 +15,6 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
-	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/flow"
@@ -39,20 +38,11 @@ type Lcore struct {
 	start  time.Time
 }
 
-// NewLcore makes a worker for cfg on shared and starts its goroutine; it
-// stops when the test ends.
-func NewLcore(t testing.TB, shared *dataplane.Shared, cfg *config.Config) *Lcore {
-	enc, err := dataplane.NewEncapsulator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := flow.ParseKey(cfg.Dataplane.HashKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctc := conntrack.DefaultConfig()
-	ctc.Capacity = cfg.Conntrack.Capacity
-	w, err := dataplane.NewWorker(0, shared, ctc, enc, key, [6]byte{2, 0, 0, 0, 0, 1})
+// NewLcore makes a worker with flow table ct and flow hash key on shared
+// and starts its goroutine; it stops when the test ends. The worker
+// forwards with whatever snapshot the test publishes on shared.
+func NewLcore(t testing.TB, shared *dataplane.Shared, ct conntrack.Config, key flow.Key) *Lcore {
+	w, err := dataplane.NewWorker(0, shared, ct, key, [6]byte{2, 0, 0, 0, 0, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
