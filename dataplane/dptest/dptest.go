@@ -26,6 +26,9 @@ type Result struct {
 	// Backend is the outer IPv4 destination of a forwarded frame: the
 	// backend it was tunnelled to.
 	Backend netip.Addr
+	// Frame is the frame the worker transmitted (Verdict Tx): a tunnelled
+	// packet or an ICMP reply to the client.
+	Frame []byte
 }
 
 // Lcore is a worker driven by its own goroutine, as on a real lcore.
@@ -76,6 +79,7 @@ func (l *Lcore) loop() {
 				c.TxBytes += uint64(pkts[0].Len)
 				fr := buf[pkts[0].Off : pkts[0].Off+pkts[0].Len]
 				r.Backend, _ = netip.AddrFromSlice(fr[30:34]) // outer IPv4 destination
+				r.Frame = append([]byte(nil), fr...)
 			}
 			l.out <- r
 		default:
