@@ -652,3 +652,71 @@ func contains(s []string, k string) bool {
 }
 
 func macOf(m [6]byte) net.HardwareAddr { return net.HardwareAddr(m[:]) }
+
+// TestReloadIsOneSwap: while the worker forwards, a reload changes the
+// outer TTL, the next hop and every backend address of a VIP. Each packet
+// shows all of the old state or all of the new one, never a mix: the
+// tables, the encapsulator and the next hop are published together.
+func TestReloadIsOneSwap(t *testing.T) {
+	f := newReloadFixture(t)
+	toml := edit(edit(reloadBase, "dataplane", "ttl", "9"), "dataplane", "next_hop_mac", `"02:00:00:00:00:99"`)
+	toml = strings.Replace(strings.Replace(toml, `address = "10.0.1.1"`, `address = "10.0.1.11"`, 1), `address = "10.0.1.2"`, `address = "10.0.1.12"`, 1)
+	cfg, err := config.Parse([]byte(toml), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type state struct {
+		ttl uint8
+		mac [6]byte
+		dst string
+	}
+	results := make(chan state, 1024)
+	stop := make(chan struct{})
+	go func() {
+		defer close(results)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s := f.send(web, 10)
+			if !s.tx || s.outer4 == nil {
+				results <- state{}
+				continue
+			}
+			results <- state{s.outer4.TTL, [6]byte(s.eth.DstMAC), s.outer4.DstIP.String()}
+		}
+	}()
+	applied := make(chan error, 1)
+	old, cur := 0, 0
+	deadline := time.Now().Add(20 * time.Second)
+	for r := range results {
+		switch {
+		case r.ttl == 64 && r.mac == gwMAC4 && (r.dst == "10.0.1.1" || r.dst == "10.0.1.2"):
+			old++
+			if old == 20 { // forwarding under the old state: reload now
+				go func() { applied <- f.plane.Apply(cfg) }()
+			}
+		case r.ttl == 9 && r.mac == newMAC && (r.dst == "10.0.1.11" || r.dst == "10.0.1.12"):
+			cur++
+		default:
+			t.Errorf("a packet with a mix of states: TTL %d, Ethernet destination %v, backend %s", r.ttl, macOf(r.mac), r.dst)
+		}
+		if cur >= 20 || time.Now().After(deadline) {
+			close(stop)
+			for range results {
+			}
+			break
+		}
+	}
+	if old < 20 {
+		t.Fatalf("%d packets under the old state before the deadline: the reload never ran", old)
+	}
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	if cur < 20 {
+		t.Errorf("%d packets under the new state before the deadline, want 20", cur)
+	}
+}
