@@ -895,3 +895,41 @@ func TestEchoToVIPIsAnswered(t *testing.T) {
 		t.Errorf("echo replies %d", r.w.c.EchoReplies)
 	}
 }
+
+// TestSnapshotCarriesEncapAndNextHop: the worker writes what the snapshot
+// it loaded says (the encapsulator's TTL, the next hop's MAC), so the next
+// burst after one store uses a new snapshot's tunnel settings and gateway
+// together.
+func TestSnapshotCarriesEncapAndNextHop(t *testing.T) {
+	r := newRig(t, testConfig)
+	f := frame(t, "198.51.100.10", "203.0.113.7", 1234, 80, layers.IPProtocolTCP, "S", 0, true)
+	check := func(ttl uint8, mac [6]byte) {
+		t.Helper()
+		out, v := r.run(f)
+		if v[0] != Tx {
+			t.Fatalf("verdict %v, want Tx", v[0])
+		}
+		pk := gopacket.NewPacket(out[0], layers.LayerTypeEthernet, gopacket.Default)
+		eth, _ := pk.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+		ip, _ := pk.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		if eth == nil || ip == nil || !bytes.Equal(eth.DstMAC, mac[:]) || ip.TTL != ttl {
+			t.Errorf("Ethernet %v outer IPv4 %v, want destination %v and TTL %d", eth, ip, net.HardwareAddr(mac[:]), ttl)
+		}
+	}
+	check(64, gwMAC)
+	enc, err := encap.New(encap.Config{SrcV4: r.cfg.Dataplane.LBIPv4.Addr, SrcV6: r.cfg.Dataplane.LBIPv6.Addr, MTU: 1500, TTL: 9, DF: encap.DFSet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := [6]byte{2, 0, 0, 0, 0, 0x77}
+	s, err := servicesOf(r.cfg, enc, r.shared.Services.Load(), nil, NextHop{MAC4: other, MAC6: other, Has4: true, Has6: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.shared.Services.Store(s)
+	check(9, other)
+	// A next-hop-only update keeps the tables and the encapsulator.
+	third := [6]byte{2, 0, 0, 0, 0, 0x78}
+	r.shared.Services.Store(s.WithNextHop(NextHop{MAC4: third, Has4: true}))
+	check(9, third)
+}
