@@ -189,7 +189,10 @@ func TestResolverFollowsGateways(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	r := &Resolver{Iface: ifc, Netns: ns, Interval: time.Hour}
-	go func() { defer close(done); r.Run(ctx, gateways, changed, func(g Gateways, nh dataplane.NextHop) { pubs <- pub{g, nh} }) }()
+	go func() {
+		defer close(done)
+		r.Run(ctx, gateways, changed, func(g Gateways, nh dataplane.NextHop) { pubs <- pub{g, nh} })
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 
 	next := func() pub {
