@@ -36,7 +36,6 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
-	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -45,7 +44,6 @@ import (
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dataplane"
-	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/health"
 	"github.com/fulcrumlb/fulcrum/sched"
@@ -111,7 +109,6 @@ type Plane struct {
 
 	mu       sync.Mutex
 	cfg      *config.Config
-	enc      *encap.Encapsulator
 	backends map[string]*backendState // by dataplane.BackendKey
 	panicked map[string]bool          // VIP name -> in panic mode
 	rebuilds uint64
@@ -129,6 +126,10 @@ type Plane struct {
 
 	convergingFlows uint64 // new flows forwarded while converging (converge.go)
 	convergedFold   bool   // convergingFlows is final
+
+	hop       resolvedHop                         // the kernel's answer for the gateways (SetNextHop)
+	gwChanged chan struct{}                       // a reload changed the gateways: resolve again now
+	onApply   func(old, cur *config.Config) error // applies a reload to the kernel's side (SetOnApply)
 }
 
 // PeerInfo is one BGP session as the admin API shows it.
@@ -148,12 +149,8 @@ func New(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Work
 }
 
 func newPlane(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Worker, log *slog.Logger, now func() time.Time) (*Plane, error) {
-	enc, err := dataplane.NewEncapsulator(cfg)
-	if err != nil {
-		return nil, err
-	}
-	p := &Plane{log: log, shared: shared, workers: workers, now: now, cfg: cfg, enc: enc,
-		backends: map[string]*backendState{}, panicked: map[string]bool{}, kick: make(chan struct{}, 1)}
+	p := &Plane{log: log, shared: shared, workers: workers, now: now, cfg: cfg,
+		backends: map[string]*backendState{}, panicked: map[string]bool{}, kick: make(chan struct{}, 1), gwChanged: make(chan struct{}, 1)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncBackends(cfg, true)
@@ -293,11 +290,12 @@ func (p *Plane) baseWeight(st *backendState) int {
 	return st.weight
 }
 
-// rebuildLocked builds and publishes a new snapshot from the current state.
+// rebuildLocked builds and publishes a new snapshot from the current state:
+// the tables, the encapsulator and the next hop of p.cfg, in one store.
 func (p *Plane) rebuildLocked() error {
 	start := p.now()
 	over, panicked, ramping := p.effective(start)
-	svc, err := dataplane.BuildServices(p.cfg, p.enc, p.shared.Services.Load(), over)
+	svc, err := BuildServices(p.cfg, p.shared.Services.Load(), over, p.nextHopLocked(p.cfg))
 	if err != nil {
 		p.lastErr = err
 		return err
@@ -509,63 +507,47 @@ func (p *Plane) Reload(path string) error {
 	return p.Apply(cfg)
 }
 
-// Apply is Reload for a configuration already loaded.
+// Apply is Reload for a configuration already loaded. Every setting it
+// accepts takes effect in the snapshot it publishes (tables, tunnel
+// settings and next hop together); a change it cannot apply is refused by
+// key name (ErrNeedsRestart) and nothing changes.
 func (p *Plane) Apply(cfg *config.Config) error {
-	enc, err := dataplane.NewEncapsulator(cfg)
-	if err != nil {
-		return err
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := reloadable(p.cfg, cfg); err != nil {
-		return err
+		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	// Dry run: every table and health check must build before anything
 	// changes.
-	if _, err := dataplane.BuildServices(cfg, enc, p.shared.Services.Load(), nil); err != nil {
+	if _, err := BuildServices(cfg, p.shared.Services.Load(), nil, p.nextHopLocked(cfg)); err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	if _, err := healthTargets(cfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
-	old, oldEnc := p.cfg, p.enc
-	p.cfg, p.enc = cfg, enc
+	old := p.cfg
+	p.cfg = cfg
 	p.syncBackends(cfg, false)
 	if err := p.rebuildLocked(); err != nil {
-		p.cfg, p.enc = old, oldEnc
+		p.cfg = old
 		p.syncBackends(old, false)
 		return err
+	}
+	if old.Dataplane.GatewayIPv4 != cfg.Dataplane.GatewayIPv4 || old.Dataplane.GatewayIPv6 != cfg.Dataplane.GatewayIPv6 {
+		select { // the resolver looks the new gateways up at once
+		case p.gwChanged <- struct{}{}:
+		default:
+		}
+	}
+	if p.onApply != nil {
+		if err := p.onApply(old, cfg); err != nil {
+			p.log.Error("exception interface not updated", "err", err)
+		}
 	}
 	if err := p.syncHealthLocked(); err != nil {
 		p.log.Error("health checks not updated", "err", err)
 	}
 	p.log.Info("configuration applied", "file", cfg.File, "vips", len(cfg.VIPs))
-	return nil
-}
-
-// reloadable rejects changes that need a restart: the EAL, ports, lcores,
-// conntrack sizing and the hash key (changing it would move every flow).
-func reloadable(old, cur *config.Config) error {
-	if old == nil {
-		return nil
-	}
-	o, n := old.Dataplane, cur.Dataplane
-	switch {
-	case fmt.Sprint(old.EAL) != fmt.Sprint(cur.EAL):
-		return errors.New("[eal] changed: restart fulcrum to apply it")
-	case o.Port != n.Port || o.TxPort != n.TxPort || o.Burst != n.Burst || o.RxDesc != n.RxDesc || o.TxDesc != n.TxDesc || o.MempoolSize != n.MempoolSize:
-		return errors.New("dataplane ports or queues changed: restart fulcrum to apply it")
-	case o.HashKey != n.HashKey:
-		return errors.New("dataplane.hash_key changed: it must change on every instance at once (restart the fleet)")
-	case *o.Exception != *n.Exception || o.ExceptionIf != n.ExceptionIf:
-		return errors.New("the exception path changed: restart fulcrum to apply it")
-	case old.Conntrack != cur.Conntrack:
-		return errors.New("[conntrack] changed: restart fulcrum to apply it")
-	case old.Admin != cur.Admin:
-		return errors.New("[admin] changed: restart fulcrum to apply it")
-	case !reflect.DeepEqual(old.BGP, cur.BGP):
-		return errors.New("[bgp] changed: restart fulcrum to apply it (one instance at a time)")
-	}
 	return nil
 }
 

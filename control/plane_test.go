@@ -14,6 +14,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
+	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 const baseConfig = `
@@ -61,7 +62,11 @@ type result struct {
 }
 
 func newLcore(t *testing.T, shared *dataplane.Shared, cfg *config.Config) *lcore {
-	l := dptest.NewLcore(t, shared, cfg)
+	key, err := flow.ParseKey(cfg.Dataplane.HashKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := dptest.NewLcore(t, shared, ConntrackConfig(cfg), key)
 	return &lcore{Lcore: l, w: l.Worker}
 }
 
@@ -91,7 +96,6 @@ func newFixture(t *testing.T, toml string) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, cfg: cfg, shared: &dataplane.Shared{}}
-	f.shared.NextHop.Store(&dataplane.NextHop{MAC4: cfg.Dataplane.NextHopMAC.HW, Has4: true})
 	f.clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	f.lc = newLcore(t, f.shared, cfg)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1}))

@@ -7,49 +7,18 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dpdk"
-	"github.com/fulcrumlb/fulcrum/encap"
-	"github.com/fulcrumlb/fulcrum/flow"
 )
-
-// EALArgs turns the [eal] section into DPDK's command line.
-func EALArgs(c *config.Config) []string {
-	e := &c.EAL
-	lcores := strconv.Itoa(e.MainLcore)
-	for _, w := range e.WorkerLcores {
-		lcores += "," + strconv.Itoa(w)
-	}
-	lflag := "-l"
-	if e.LcoreMap != "" {
-		lflag, lcores = "--lcores", e.LcoreMap
-	}
-	args := []string{lflag, lcores, "--main-lcore", strconv.Itoa(e.MainLcore), "--file-prefix", e.FilePrefix, "-m", strconv.Itoa(e.MemoryMB)}
-	if !e.Hugepages {
-		args = append(args, "--no-huge")
-	}
-	if len(e.PCI) == 0 {
-		args = append(args, "--no-pci")
-	}
-	for _, p := range e.PCI {
-		args = append(args, "-a", p)
-	}
-	for _, v := range e.Vdevs {
-		args = append(args, "--vdev", v)
-	}
-	return append(args, e.ExtraArgs...)
-}
 
 // Engine runs the forwarding loops on the worker lcores of an initialised
 // EAL: it owns the wire port (and an optional separate egress port), the
 // exception tap port, one mempool and one Worker per lcore.
 type Engine struct {
-	cfg     *config.Config
+	cfg     EngineConfig
 	shared  *Shared
 	log     *slog.Logger
 	wire    uint16
@@ -70,10 +39,10 @@ type Engine struct {
 const TapName = "net_tap_fulcrum"
 
 // NewEngine sets up ports, queues, pools and workers. The EAL must be
-// initialised (dpdk.InitEAL(EALArgs(cfg))) with one worker lcore per
-// forwarding loop.
-func NewEngine(cfg *config.Config, shared *Shared, enc *encap.Encapsulator, log *slog.Logger) (*Engine, error) {
-	d := &cfg.Dataplane
+// initialised (dpdk.InitEAL(control.EALArgs(cfg))) with one worker lcore
+// per forwarding loop.
+func NewEngine(cfg EngineConfig, shared *Shared, log *slog.Logger) (*Engine, error) {
+	d := &cfg
 	e := &Engine{cfg: cfg, shared: shared, log: log, start: time.Now()}
 	lcores := dpdk.WorkerLcores()
 	if len(lcores) == 0 {
@@ -107,7 +76,7 @@ func NewEngine(cfg *config.Config, shared *Shared, enc *encap.Encapsulator, log 
 		log.Warn("wire port has no MAC address; using a locally administered one", "port", d.Port, "mac", dpdk.MAC(mac))
 	}
 	e.PortMAC = mac
-	if *d.Exception {
+	if d.Exception {
 		args := fmt.Sprintf("iface=%s,mac=%s", d.ExceptionIf, dpdk.MAC(mac))
 		if err := dpdk.VdevInit(TapName, args); err != nil {
 			return nil, fmt.Errorf("exception path: %w", err)
@@ -117,17 +86,6 @@ func NewEngine(cfg *config.Config, shared *Shared, enc *encap.Encapsulator, log 
 		}
 		e.hasTap = true
 	}
-	key, err := flow.ParseKey(d.HashKey)
-	if err != nil {
-		return nil, err
-	}
-	ctc := conntrack.Config{
-		Capacity:              cfg.Conntrack.Capacity,
-		TCPNewTimeout:         cfg.Conntrack.TCPSyn.Duration,
-		TCPEstablishedTimeout: cfg.Conntrack.TCPEstablished.Duration,
-		TCPClosingTimeout:     cfg.Conntrack.TCPClosing.Duration,
-		OtherTimeout:          cfg.Conntrack.UDP.Duration,
-	}
 	for i, lc := range lcores {
 		sock := dpdk.LcoreSocket(lc)
 		mp, err := dpdk.NewMempool(fmt.Sprintf("fulcrum_pool%d", i), uint32(d.MempoolSize), dpdk.DefaultPoolCache, dpdk.DefaultDataRoom, sock)
@@ -136,7 +94,7 @@ func NewEngine(cfg *config.Config, shared *Shared, enc *encap.Encapsulator, log 
 			return nil, fmt.Errorf("worker %d mempool: %w", i, err)
 		}
 		e.pools = append(e.pools, mp)
-		w, err := NewWorker(i, shared, ctc, enc, key, mac)
+		w, err := NewWorker(i, shared, d.Conntrack, d.HashKey, mac)
 		if err != nil {
 			e.Close()
 			return nil, err
@@ -271,7 +229,7 @@ func (e *Engine) PortStats() (dpdk.Stats, error) { return dpdk.PortStats(e.wire)
 // loop is worker i's polling loop. It allocates nothing per burst: every
 // buffer it uses is made before the loop starts.
 func (e *Engine) loop(i int) error {
-	d := &e.cfg.Dataplane
+	d := &e.cfg
 	w := e.workers[i]
 	q := uint16(i)
 	burst := d.Burst
@@ -295,8 +253,8 @@ func (e *Engine) loop(i int) error {
 	pkts := make([]Pkt, burst)
 	mbIdx := make([]int, burst)
 	c := w.Local()
-	backoff := *d.IdleBackoff
-	maxSleep := d.IdleMaxSleep.Duration
+	backoff := d.IdleBackoff
+	maxSleep := d.IdleMaxSleep
 	idle := 0
 	sleep := time.Microsecond
 	for !e.stop.Load() {

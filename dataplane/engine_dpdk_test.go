@@ -19,6 +19,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dpdk"
 	"github.com/fulcrumlb/fulcrum/encap"
 )
@@ -61,6 +62,7 @@ type lab struct {
 	t      *testing.T
 	cfg    *config.Config
 	enc    *encap.Encapsulator
+	nh     NextHop
 	shared *Shared
 	eng    *Engine
 	ring   *dpdk.RingPair
@@ -80,15 +82,16 @@ func newLab(t *testing.T, toml string) *lab {
 		t.Fatal(err)
 	}
 	l := &lab{t: t, cfg: cfg, shared: &Shared{}}
-	if l.enc, err = NewEncapsulator(cfg); err != nil {
+	d := &cfg.Dataplane
+	if l.enc, err = encap.New(encap.Config{SrcV4: d.LBIPv4.Addr, SrcV6: d.LBIPv6.Addr, TTL: uint8(d.TTL), DF: encap.DFSet, MTU: d.MTU, GUEPort: uint16(d.GUEPort)}); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := BuildServices(cfg, l.enc, nil, nil)
+	l.nh = NextHop{MAC4: d.NextHopMAC.HW, MAC6: d.NextHopMAC.HW, Has4: d.NextHopMAC.Set, Has6: d.NextHopMAC.Set}
+	svc, err := servicesOf(cfg, l.enc, nil, nil, l.nh)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.shared.Services.Store(svc)
-	l.shared.NextHop.Store(&NextHop{MAC4: cfg.Dataplane.NextHopMAC.HW, MAC6: cfg.Dataplane.NextHopMAC.HW, Has4: cfg.Dataplane.NextHopMAC.Set, Has6: cfg.Dataplane.NextHopMAC.Set})
 	if l.ring, err = dpdk.NewRingPair(wire, peer, 1, 4096); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +109,15 @@ func newLab(t *testing.T, toml string) *lab {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if l.eng, err = NewEngine(cfg, l.shared, l.enc, log); err != nil {
+	key, err := flowKey(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := EngineConfig{Port: d.Port, TxPort: d.TxPort, Burst: d.Burst, RxDesc: d.RxDesc, TxDesc: d.TxDesc, MempoolSize: d.MempoolSize,
+		IdleBackoff: *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep.Duration, Exception: *d.Exception, ExceptionIf: d.ExceptionIf,
+		HashKey: key, Conntrack: conntrack.DefaultConfig()}
+	ec.Conntrack.Capacity = cfg.Conntrack.Capacity
+	if l.eng, err = NewEngine(ec, l.shared, log); err != nil {
 		t.Fatal(err)
 	}
 	l.tx, _ = dpdk.NewBurst(32)
@@ -273,7 +284,7 @@ func TestEngineForwardsToMaglevBackends(t *testing.T) {
 	}
 	// The same flows' next packets are conntrack hits on the same backends,
 	// also after a table change (be1 drained).
-	s, err := BuildServices(l.cfg, l.enc, l.shared.Services.Load(), Overrides{"web/be1": {Weight: 0}})
+	s, err := servicesOf(l.cfg, l.enc, l.shared.Services.Load(), Overrides{"web/be1": {Weight: 0}}, l.nh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,8 +433,15 @@ exception_iface = "fltest0"`))
 		t.Fatalf("ip netns add: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	if err := ConfigureExceptionIface(l.cfg, l.eng.PortMAC, ns); err != nil {
-		t.Fatal(err)
+	// The kernel side as the daemon sets it up (package exception), by
+	// hand: package exception imports dataplane.
+	for _, a := range [][]string{{"link", "set", "dev", "fltest0", "netns", ns},
+		{"-n", ns, "link", "set", "dev", "fltest0", "address", net.HardwareAddr(l.eng.PortMAC[:]).String()},
+		{"-n", ns, "link", "set", "dev", "fltest0", "up"},
+		{"-n", ns, "addr", "replace", "192.0.2.10/24", "dev", "fltest0"}} {
+		if out, err := exec.Command("ip", a...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", a, err, out)
+		}
 	}
 	peerMAC := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x77}
 	buf := gopacket.NewSerializeBuffer()
@@ -470,15 +488,6 @@ exception_iface = "fltest0"`))
 			t.Logf("ip %v:\n%s", a, out)
 		}
 		t.Fatal("no echo reply from the kernel for 192.0.2.10")
-	}
-	// The kernel learnt the peer from its ARP request: the next-hop
-	// resolver reads the MAC from the neighbour table.
-	mac, ok := LookupNeighbor(ns, "fltest0", netip.MustParseAddr("192.0.2.1"))
-	if !ok || !bytes.Equal(mac[:], peerMAC) {
-		t.Errorf("neighbour 192.0.2.1: %v %v, want %v", net.HardwareAddr(mac[:]), ok, peerMAC)
-	}
-	if _, ok := LookupNeighbor(ns, "fltest0", netip.MustParseAddr("192.0.2.99")); ok {
-		t.Error("an unknown neighbour resolved")
 	}
 	c := l.counters()
 	if c.Punted < 2 {

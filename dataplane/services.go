@@ -2,10 +2,10 @@ package dataplane
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 
-	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/maglev"
 	"github.com/fulcrumlb/fulcrum/sched"
@@ -69,10 +69,17 @@ func makeVIPKey(addr *[16]byte, port uint16, proto uint8) vipKey {
 // Services is an immutable snapshot of every VIP and backend. The control
 // plane builds a new one off to the side and publishes it with one atomic
 // pointer store; each worker loads the pointer once per burst.
+//
+// It is everything a worker's fast path reads that the control plane may
+// change: the tables, the encapsulator (outer addresses, TTL, DF, MTU, GUE
+// port) and the next hop's MACs. One store publishes a reload's tables,
+// tunnel settings and gateway together, so no burst sees half of a reload.
 type Services struct {
 	Gen      uint64
-	VIPs     []*VIP     // by id; nil where an id is free
-	Backends []*Backend // by id; nil where an id is free
+	VIPs     []*VIP              // by id; nil where an id is free
+	Backends []*Backend          // by id; nil where an id is free
+	Enc      *encap.Encapsulator // built with the snapshot: every Backend.Target comes from it
+	NextHop  NextHop             // where tunnelled packets go on the wire
 
 	byKey   map[vipKey]*VIP
 	index   vipIndex          // byKey for the fast path
@@ -81,13 +88,6 @@ type Services struct {
 	ids     map[string]uint32 // backend identity (vip key + name) -> id, for the next build
 	gens    []uint32          // last generation of every id ever used
 	vipIDs  map[string]uint16 // vip key -> id, for the next build
-}
-
-func protoNum(s string) uint8 {
-	if s == "udp" {
-		return 17
-	}
-	return 6
 }
 
 // NumVIPIDs and NumBackendIDs are one past the highest id in use.
@@ -108,14 +108,43 @@ type Overrides map[string]Effective
 // BackendKey is the Overrides key of a backend.
 func BackendKey(vip, backend string) string { return vip + "/" + backend }
 
-// BuildServices turns a validated configuration into a snapshot. Ids of
-// VIPs and backends that also exist in prev are kept (so conntrack entries
-// stay valid across a reload); a backend that is new gets a free id with a
-// new generation. A VIP whose backends all have effective weight 0 gets no
-// table: its new flows are dropped (no-backend) while established flows
-// keep their backends.
-func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, over Overrides) (*Services, error) {
+// VIPSpec is one VIP as the control plane wants it in a snapshot: the
+// configuration already mapped to dataplane terms and the backends' weights
+// already decided (health, drain, slow start).
+type VIPSpec struct {
+	Key       string // identity across reloads ("address:port/protocol"): keeps the VIP's id
+	Name      string
+	Addr      netip.Addr
+	Port      uint16 // 0: every port
+	Proto     uint8  // 6 or 17
+	Encap     encap.Kind
+	Sched     sched.Kind
+	SchedOpt  sched.Options
+	TableSize uint64 // Maglev table size (prime)
+	Backends  []BackendSpec
+}
+
+// BackendSpec is one backend of a VIPSpec.
+type BackendSpec struct {
+	Name   string // identity within the VIP: keeps the backend's id across reloads
+	Addr   netip.Addr
+	Config int       // configured weight
+	Eff    Effective // weight in the table, and whether its flows must move
+}
+
+// NewServices builds a snapshot of vips whose packets enc tunnels to nh.
+// Ids of VIPs and backends that also exist in prev are kept (so conntrack
+// entries stay valid across a reload); a backend that is new gets a free
+// id with a new generation. A VIP whose backends all have effective weight
+// 0 gets no table: its new flows are dropped (no-backend) while established
+// flows keep their backends.
+func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIPSpec) (*Services, error) {
+	if enc == nil {
+		return nil, errors.New("services: no encapsulator")
+	}
 	s := &Services{
+		Enc:     enc,
+		NextHop: nh,
 		byKey:   map[vipKey]*VIP{},
 		fragVIP: map[vipKey]*VIP{},
 		ids:     map[string]uint32{},
@@ -146,13 +175,12 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 			}
 		}
 	}
-	for _, v := range cfg.VIPs {
-		vk := v.Key()
-		if id, ok := prevVIPIDs[vk]; ok {
+	for _, v := range vips {
+		if id, ok := prevVIPIDs[v.Key]; ok {
 			usedV[id] = true
 		}
 		for _, b := range v.Backends {
-			if id, ok := prevIDs[vk+"|"+b.Name]; ok {
+			if id, ok := prevIDs[v.Key+"|"+b.Name]; ok {
 				usedB[id] = true
 			}
 		}
@@ -176,8 +204,8 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 		}
 		return 0, fmt.Errorf("more than %d backends in all", MaxBackends)
 	}
-	for _, cv := range cfg.VIPs {
-		vk := cv.Key()
+	for _, cv := range vips {
+		vk := cv.Key
 		vid, ok := prevVIPIDs[vk]
 		if !ok {
 			var err error
@@ -185,16 +213,8 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 				return nil, err
 			}
 		}
-		kind, err := encap.ParseKind(cv.Encap)
-		if err != nil {
-			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
-		}
-		sk, err := sched.ParseKind(cv.Scheduler)
-		if err != nil && cv.Scheduler != "" {
-			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
-		}
-		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: protoNum(cv.Protocol), Encap: kind,
-			Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}}
+		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Addr, Port: cv.Port, Proto: cv.Proto, Encap: cv.Encap,
+			Sched: cv.Sched, SchedOpt: cv.SchedOpt}
 		s.vipIDs[vk] = vid
 		var mb []maglev.Backend
 		ids := map[string]uint32{}
@@ -202,6 +222,7 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 			ident := vk + "|" + cb.Name
 			id, ok := prevIDs[ident]
 			if !ok {
+				var err error
 				if id, err = freeB(); err != nil {
 					return nil, err
 				}
@@ -210,26 +231,21 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 				}
 				s.gens[id]++ // a new incarnation of a possibly reused id
 			}
-			tgt, err := enc.Backend(cb.Address.Addr)
+			tgt, err := enc.Backend(cb.Addr)
 			if err != nil {
 				return nil, fmt.Errorf("vip %s: backend %q: %w", cv.Name, cb.Name, err)
 			}
-			w := *cb.Weight
-			eff, ok := over[BackendKey(cv.Name, cb.Name)]
-			if !ok {
-				eff = Effective{Weight: w}
-			}
-			b := &Backend{ID: id, Gen: s.gens[id], VIP: vid, Name: cb.Name, Addr: cb.Address.Addr, Weight: eff.Weight, Config: w, Down: eff.Down, Target: tgt}
+			b := &Backend{ID: id, Gen: s.gens[id], VIP: vid, Name: cb.Name, Addr: cb.Addr, Weight: cb.Eff.Weight, Config: cb.Config, Down: cb.Eff.Down, Target: tgt}
 			s.ids[ident] = id
 			ids[cb.Name] = id
 			setAt(&s.Backends, int(id), b)
 			v.Members = append(v.Members, id)
-			if eff.Weight > 0 {
-				mb = append(mb, maglev.Backend{Key: cb.Name, Weight: uint32(eff.Weight)})
+			if cb.Eff.Weight > 0 {
+				mb = append(mb, maglev.Backend{Key: cb.Name, Weight: uint32(cb.Eff.Weight)})
 			}
 		}
 		if len(mb) > 0 {
-			t, err := maglev.Build(mb, uint64(cv.TableSize))
+			t, err := maglev.Build(mb, cv.TableSize)
 			if err != nil {
 				return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
 			}
@@ -257,6 +273,14 @@ func BuildServices(cfg *config.Config, enc *encap.Encapsulator, prev *Services, 
 	}
 	s.addrIdx = newVIPIndex(addrs)
 	return s, nil
+}
+
+// WithNextHop is s with the next hop nh: the same tables and encapsulator,
+// published when only the neighbour changed (the kernel resolved a gateway).
+func (s *Services) WithNextHop(nh NextHop) *Services {
+	c := *s
+	c.NextHop = nh
+	return &c
 }
 
 func setAt[T any](s *[]*T, i int, v *T) {

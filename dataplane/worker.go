@@ -12,9 +12,6 @@ import (
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
-// noNextHop stands in until the control plane publishes a NextHop.
-var noNextHop NextHop
-
 // MaxBurst is the largest burst Process accepts.
 const MaxBurst = 64
 
@@ -36,9 +33,9 @@ const (
 	Punt                // hand to the kernel through the exception port
 )
 
-// NextHop holds the Ethernet addresses the worker writes: the next hop's MAC
-// for each outer family and the wire port's own MAC. The control plane
-// publishes a new one when the neighbour table changes.
+// NextHop holds the next hop's MAC for each outer family, the Ethernet
+// destination the worker writes. It travels in the Services snapshot; the
+// control plane publishes a copy when the neighbour table changes.
 type NextHop struct {
 	MAC4, MAC6 [6]byte
 	Has4, Has6 bool
@@ -47,8 +44,7 @@ type NextHop struct {
 // Shared is what every worker reads and the control plane writes: atomic
 // pointers loaded once per burst.
 type Shared struct {
-	Services atomic.Pointer[Services]
-	NextHop  atomic.Pointer[NextHop]
+	Services atomic.Pointer[Services] // tables, encapsulator and next hop
 	Loads    atomic.Pointer[Loads]
 }
 
@@ -58,7 +54,6 @@ type Worker struct {
 	ID      int
 	shared  *Shared
 	ct      *conntrack.Table
-	enc     *encap.Encapsulator
 	hasher  flow.Hasher
 	portMAC [6]byte
 
@@ -99,13 +94,13 @@ type Worker struct {
 }
 
 // NewWorker creates a worker with its own conntrack table.
-func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, enc *encap.Encapsulator, key flow.Key, portMAC [6]byte) (*Worker, error) {
+func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, key flow.Key, portMAC [6]byte) (*Worker, error) {
 	ctCfg.Backends = MaxBackends // per-backend flow counts: the load signal
 	ct, err := conntrack.New(ctCfg)
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{ID: id, shared: shared, ct: ct, enc: enc, hasher: flow.NewHasher(key), portMAC: portMAC, icmpTokens: ICMPBurst,
+	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), portMAC: portMAC, icmpTokens: ICMPBurst,
 		localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
 	w.c.init()
 	return w, nil
@@ -126,10 +121,10 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 	if len(pkts) > MaxBurst {
 		pkts = pkts[:MaxBurst]
 	}
-	svc := w.shared.Services.Load()
-	nh := w.shared.NextHop.Load()
-	if nh == nil {
-		nh = &noNextHop
+	svc := w.shared.Services.Load() // with svc nil every packet is punted: nh is not read
+	var nh *NextHop
+	if svc != nil {
+		nh = &svc.NextHop
 	}
 	if svc != w.svcSeen {
 		w.schedulersFor(svc) // a new snapshot: allocates, once, between bursts
@@ -185,7 +180,7 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 			}
 			dst = nh.MAC4
 		}
-		start, length, res := w.enc.Encap(p.Buf, p.Off, p.Len, ps, w.hashes[i], v.Encap, &be.Target, dst, w.portMAC)
+		start, length, res := svc.Enc.Encap(p.Buf, p.Off, p.Len, ps, w.hashes[i], v.Encap, &be.Target, dst, w.portMAC)
 		if res == encap.ICMPReply && !w.icmpToken(now) {
 			w.drop(i, DropICMPRateLimited)
 			continue

@@ -88,10 +88,9 @@ func newRig(t *testing.T, toml string) *rig {
 	r := &rig{t: t, cfg: cfg, enc: enc, shared: &Shared{}}
 	r.key, _ = flow.ParseKey(cfg.Dataplane.HashKey)
 	r.publish(nil)
-	r.shared.NextHop.Store(&NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true})
 	ctc := conntrack.DefaultConfig()
 	ctc.Capacity = cfg.Conntrack.Capacity
-	r.w, err = NewWorker(0, r.shared, ctc, enc, r.key, portMAC)
+	r.w, err = NewWorker(0, r.shared, ctc, r.key, portMAC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +100,42 @@ func newRig(t *testing.T, toml string) *rig {
 
 func (r *rig) publish(over Overrides) *Services {
 	r.t.Helper()
-	s, err := BuildServices(r.cfg, r.enc, r.shared.Services.Load(), over)
+	s, err := servicesOf(r.cfg, r.enc, r.shared.Services.Load(), over, NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true})
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.shared.Services.Store(s)
 	return s
+}
+
+// servicesOf is the snapshot of a test configuration. The daemon's mapping
+// is control.BuildServices; the dataplane's tests cannot import control
+// (it imports dataplane), so this is the same mapping for the few keys the
+// tests use.
+func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, over Overrides, nh NextHop) (*Services, error) {
+	var specs []VIPSpec
+	for _, cv := range cfg.VIPs {
+		kind, err := encap.ParseKind(cv.Encap)
+		if err != nil {
+			return nil, err
+		}
+		sk, _ := sched.ParseKind(cv.Scheduler)
+		proto := uint8(6)
+		if cv.Protocol == "udp" {
+			proto = 17
+		}
+		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: proto, Encap: kind,
+			Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}, TableSize: uint64(cv.TableSize)}
+		for _, cb := range cv.Backends {
+			eff, ok := over[BackendKey(cv.Name, cb.Name)]
+			if !ok {
+				eff = Effective{Weight: *cb.Weight}
+			}
+			v.Backends = append(v.Backends, BackendSpec{Name: cb.Name, Addr: cb.Address.Addr, Config: *cb.Weight, Eff: eff})
+		}
+		specs = append(specs, v)
+	}
+	return NewServices(prev, enc, nh, specs)
 }
 
 // frame builds a client packet with gopacket.
@@ -402,7 +431,7 @@ func sumParse(c *Counters) uint64 {
 
 func TestNoNextHopDrops(t *testing.T) {
 	r := newRig(t, testConfig)
-	r.shared.NextHop.Store(&NextHop{MAC6: gwMAC, Has6: true})
+	r.shared.Services.Store(r.shared.Services.Load().WithNextHop(NextHop{MAC6: gwMAC, Has6: true}))
 	var v4, v6 int
 	for i := 0; i < 50; i++ {
 		_, v := r.run(frame(t, "198.51.100.10", "203.0.113.7", uint16(i), 80, layers.IPProtocolTCP, "S", 0, true))
@@ -865,4 +894,42 @@ func TestEchoToVIPIsAnswered(t *testing.T) {
 	if r.w.c.EchoReplies != 2 {
 		t.Errorf("echo replies %d", r.w.c.EchoReplies)
 	}
+}
+
+// TestSnapshotCarriesEncapAndNextHop: the worker writes what the snapshot
+// it loaded says (the encapsulator's TTL, the next hop's MAC), so the next
+// burst after one store uses a new snapshot's tunnel settings and gateway
+// together.
+func TestSnapshotCarriesEncapAndNextHop(t *testing.T) {
+	r := newRig(t, testConfig)
+	f := frame(t, "198.51.100.10", "203.0.113.7", 1234, 80, layers.IPProtocolTCP, "S", 0, true)
+	check := func(ttl uint8, mac [6]byte) {
+		t.Helper()
+		out, v := r.run(f)
+		if v[0] != Tx {
+			t.Fatalf("verdict %v, want Tx", v[0])
+		}
+		pk := gopacket.NewPacket(out[0], layers.LayerTypeEthernet, gopacket.Default)
+		eth, _ := pk.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+		ip, _ := pk.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
+		if eth == nil || ip == nil || !bytes.Equal(eth.DstMAC, mac[:]) || ip.TTL != ttl {
+			t.Errorf("Ethernet %v outer IPv4 %v, want destination %v and TTL %d", eth, ip, net.HardwareAddr(mac[:]), ttl)
+		}
+	}
+	check(64, gwMAC)
+	enc, err := encap.New(encap.Config{SrcV4: r.cfg.Dataplane.LBIPv4.Addr, SrcV6: r.cfg.Dataplane.LBIPv6.Addr, MTU: 1500, TTL: 9, DF: encap.DFSet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := [6]byte{2, 0, 0, 0, 0, 0x77}
+	s, err := servicesOf(r.cfg, enc, r.shared.Services.Load(), nil, NextHop{MAC4: other, MAC6: other, Has4: true, Has6: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.shared.Services.Store(s)
+	check(9, other)
+	// A next-hop-only update keeps the tables and the encapsulator.
+	third := [6]byte{2, 0, 0, 0, 0, 0x78}
+	r.shared.Services.Store(s.WithNextHop(NextHop{MAC4: third, Has4: true}))
+	check(9, third)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
+	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 // Config is a test configuration with two VIPs:
@@ -101,8 +102,11 @@ func New(t testing.TB, toml string) *Plane {
 		t.Fatal(err)
 	}
 	shared := &dataplane.Shared{}
-	shared.NextHop.Store(&dataplane.NextHop{MAC4: cfg.Dataplane.NextHopMAC.HW, Has4: true})
-	lc := dptest.NewLcore(t, shared, cfg)
+	key, err := flow.ParseKey(cfg.Dataplane.HashKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := dptest.NewLcore(t, shared, control.ConntrackConfig(cfg), key)
 	log := slog.New(slog.DiscardHandler)
 	plane, err := control.New(cfg, shared, []*dataplane.Worker{lc.Worker}, log)
 	if err != nil {

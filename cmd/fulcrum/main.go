@@ -18,6 +18,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/bgp"
 	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
@@ -82,12 +83,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	// Build everything the dataplane would, so check catches what run would.
-	enc, err := dataplane.NewEncapsulator(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "fulcrum: %v\n", err)
-		return 2
-	}
-	svc, err := dataplane.BuildServices(cfg, enc, nil, nil)
+	svc, err := control.BuildServices(cfg, nil, nil, dataplane.NextHop{})
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
 		return 2

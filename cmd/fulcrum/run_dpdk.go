@@ -17,10 +17,12 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/admin"
 	"github.com/fulcrumlb/fulcrum/bgp"
+	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dpdk"
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/exception"
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
@@ -46,16 +48,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	enc, err := dataplane.NewEncapsulator(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "fulcrum: %v\n", err)
+	shared := &dataplane.Shared{}
+	// Validate every table, the engine settings and the BGP section before
+	// touching DPDK: a bad config exits 2.
+	if _, err := control.BuildServices(cfg, nil, nil, dataplane.NextHop{}); err != nil {
+		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
 		return 2
 	}
-	shared := &dataplane.Shared{}
-	// Validate every table and the BGP section before touching DPDK: a bad
-	// config exits 2.
-	if _, err := dataplane.BuildServices(cfg, enc, nil, nil); err != nil {
-		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
+	engCfg, err := control.EngineConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "fulcrum: %v\n", err)
 		return 2
 	}
 	var bgpCfg bgp.Config
@@ -66,7 +68,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	ealArgs := dataplane.EALArgs(cfg)
+	ealArgs := control.EALArgs(cfg)
 	log.Info("starting EAL", "args", ealArgs)
 	if err := dpdk.InitEAL(ealArgs); err != nil {
 		log.Error("EAL initialisation failed", "err", err)
@@ -83,7 +85,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			os.RemoveAll(runDir)
 		}
 	}()
-	eng, err := dataplane.NewEngine(cfg, shared, enc, log)
+	eng, err := dataplane.NewEngine(engCfg, shared, log)
 	if err != nil {
 		log.Error("dataplane setup failed", "err", err)
 		return 1
@@ -122,15 +124,21 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		log.Info("admin API listening", "addr", cfg.Admin.Listen)
 	}
 	if eng.HasTap() {
-		if err := dataplane.ConfigureExceptionIface(cfg, eng.PortMAC, ""); err != nil {
+		tap := func(_, cur *config.Config) error { return exception.Configure(exceptionIface(cur, eng.PortMAC), "") }
+		if err := tap(nil, cfg); err != nil {
 			log.Error("exception path", "err", err)
 			return 1
 		}
+		plane.SetOnApply(tap) // a reload moves the kernel's address and MTU too
 	}
-	// A static next hop is in place before the first packet; a gateway's
-	// MAC follows as soon as the kernel has resolved it.
-	dataplane.PublishStaticNextHop(cfg, shared)
-	go dataplane.ResolveNextHops(ctx, cfg, shared, time.Second, log)
+	// A static next hop is in the first snapshot; a gateway's MAC follows
+	// as soon as the kernel has resolved it, and again after a reload that
+	// changes the gateway.
+	res := &exception.Resolver{Iface: cfg.Dataplane.ExceptionIf, Interval: time.Second, Log: log}
+	go res.Run(ctx, func() exception.Gateways {
+		v4, v6 := plane.Gateways()
+		return exception.Gateways{IPv4: v4, IPv6: v6}
+	}, plane.GatewaysChanged(), func(g exception.Gateways, nh dataplane.NextHop) { plane.SetNextHop(g.IPv4, g.IPv6, nh) })
 	if err := eng.Run(); err != nil {
 		log.Error("launching forwarding loops", "err", err)
 		return 1
@@ -264,4 +272,18 @@ func peerInfo(s *bgp.Speaker) []control.PeerInfo {
 			UptimeSec: p.Uptime.Seconds(), PrefixesSent: p.PrefixesSent, LastError: p.LastError})
 	}
 	return out
+}
+
+// exceptionIface is how cfg wants the kernel's end of the tap: the wire
+// port's MAC, the wire's MTU and the LB's addresses.
+func exceptionIface(cfg *config.Config, mac [6]byte) exception.Iface {
+	d := &cfg.Dataplane
+	ifc := exception.Iface{Name: d.ExceptionIf, MAC: mac, MTU: d.MTU}
+	if d.LBIPv4.IsValid() {
+		ifc.Addrs = append(ifc.Addrs, netip.PrefixFrom(d.LBIPv4.Addr, d.LBPrefix4))
+	}
+	if d.LBIPv6.IsValid() {
+		ifc.Addrs = append(ifc.Addrs, netip.PrefixFrom(d.LBIPv6.Addr, d.LBPrefix6))
+	}
+	return ifc
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
-	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/flow"
@@ -27,6 +26,9 @@ type Result struct {
 	// Backend is the outer IPv4 destination of a forwarded frame: the
 	// backend it was tunnelled to.
 	Backend netip.Addr
+	// Frame is the frame the worker transmitted (Verdict Tx): a tunnelled
+	// packet or an ICMP reply to the client.
+	Frame []byte
 }
 
 // Lcore is a worker driven by its own goroutine, as on a real lcore.
@@ -39,20 +41,11 @@ type Lcore struct {
 	start  time.Time
 }
 
-// NewLcore makes a worker for cfg on shared and starts its goroutine; it
-// stops when the test ends.
-func NewLcore(t testing.TB, shared *dataplane.Shared, cfg *config.Config) *Lcore {
-	enc, err := dataplane.NewEncapsulator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := flow.ParseKey(cfg.Dataplane.HashKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctc := conntrack.DefaultConfig()
-	ctc.Capacity = cfg.Conntrack.Capacity
-	w, err := dataplane.NewWorker(0, shared, ctc, enc, key, [6]byte{2, 0, 0, 0, 0, 1})
+// NewLcore makes a worker with flow table ct and flow hash key on shared
+// and starts its goroutine; it stops when the test ends. The worker
+// forwards with whatever snapshot the test publishes on shared.
+func NewLcore(t testing.TB, shared *dataplane.Shared, ct conntrack.Config, key flow.Key) *Lcore {
+	w, err := dataplane.NewWorker(0, shared, ct, key, [6]byte{2, 0, 0, 0, 0, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +79,7 @@ func (l *Lcore) loop() {
 				c.TxBytes += uint64(pkts[0].Len)
 				fr := buf[pkts[0].Off : pkts[0].Off+pkts[0].Len]
 				r.Backend, _ = netip.AddrFromSlice(fr[30:34]) // outer IPv4 destination
+				r.Frame = append([]byte(nil), fr...)
 			}
 			l.out <- r
 		default:

@@ -1,0 +1,137 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/fulcrumlb/fulcrum/config"
+)
+
+// ErrNeedsRestart is wrapped by a reload refused because it changes
+// settings only a restart can apply; the error names every such key.
+var ErrNeedsRestart = errors.New("restart fulcrum to apply it")
+
+// Reload policy by configuration key ("section.key", or a whole
+// section). A key a reload applies maps to ""; any other reason refuses
+// the reload. A key in neither (one added to package config later) is
+// refused until someone gives it a reload path: no setting is ever
+// accepted and silently ignored.
+var reloadPolicy = map[string]string{
+	// Set up once with the EAL, the ports, their queues and pools.
+	"eal":                       "",
+	"dataplane.port":            "",
+	"dataplane.tx_port":         "",
+	"dataplane.burst":           "",
+	"dataplane.rx_desc":         "",
+	"dataplane.tx_desc":         "",
+	"dataplane.mempool_size":    "",
+	"dataplane.idle_backoff":    "",
+	"dataplane.idle_max_sleep":  "",
+	"dataplane.exception":       "",
+	"dataplane.exception_iface": "",
+	"conntrack":                 "", // sizes and timeouts of tables the workers own
+	"admin":                     "", // the listener and its credentials
+	// Changing the hash key moves every flow unless the whole fleet
+	// changes it at once.
+	"dataplane.hash_key": "it must change on every instance at once (restart the fleet)",
+	"bgp":                "one instance at a time",
+
+	// Applied: in the snapshot (tables, encapsulator, next hop), read live
+	// by the control plane, or re-applied to the exception interface.
+	"dataplane.lb_ipv4":        applied,
+	"dataplane.lb_ipv6":        applied,
+	"dataplane.lb_ipv4_prefix": applied,
+	"dataplane.lb_ipv6_prefix": applied,
+	"dataplane.gateway_ipv4":   applied,
+	"dataplane.gateway_ipv6":   applied,
+	"dataplane.next_hop_mac":   applied,
+	"dataplane.mtu":            applied,
+	"dataplane.encap":          applied,
+	"dataplane.ttl":            applied,
+	"dataplane.df":             applied,
+	"dataplane.gue_port":       applied,
+	"control":                  applied,
+	"health":                   applied,
+	"vip":                      applied,
+}
+
+// applied marks a key a reload applies.
+const applied = "applied"
+
+// reloadable refuses a reload that changes a key it cannot apply, naming
+// every such key.
+func reloadable(old, cur *config.Config) error {
+	if old == nil {
+		return nil
+	}
+	var refused []string
+	for _, k := range changedKeys(old, cur) {
+		why, ok := reloadPolicy[k]
+		if !ok {
+			why, ok = reloadPolicy[section(k)]
+		}
+		switch {
+		case !ok:
+			refused = append(refused, k+" changed: no reload path for it")
+		case why == "":
+			refused = append(refused, k+" changed")
+		case why != applied:
+			refused = append(refused, k+" changed: "+why)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", strings.Join(refused, "; "), ErrNeedsRestart)
+}
+
+func section(k string) string {
+	s, _, _ := strings.Cut(k, ".")
+	return s
+}
+
+// changedKeys lists the keys whose values differ between a and b, as
+// "section.key" for the keys of a table section and as the section's
+// name for arrays of tables ([[vip]]) and an added or removed section.
+func changedKeys(a, b *config.Config) []string {
+	var out []string
+	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
+	t := av.Type()
+	for i := 0; i < t.NumField(); i++ {
+		name := tomlName(t.Field(i))
+		if name == "" {
+			continue
+		}
+		x, y := av.Field(i), bv.Field(i)
+		if x.Kind() == reflect.Pointer && !x.IsNil() && !y.IsNil() {
+			x, y = x.Elem(), y.Elem()
+		}
+		if x.Kind() != reflect.Struct {
+			if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+				out = append(out, name)
+			}
+			continue
+		}
+		st := x.Type()
+		for j := 0; j < st.NumField(); j++ {
+			k := tomlName(st.Field(j))
+			if k != "" && !reflect.DeepEqual(x.Field(j).Interface(), y.Field(j).Interface()) {
+				out = append(out, name+"."+k)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// tomlName is a struct field's TOML key ("" for fields that are none).
+func tomlName(f reflect.StructField) string {
+	n, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	if n == "-" || !f.IsExported() {
+		return ""
+	}
+	return n
+}

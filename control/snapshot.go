@@ -1,0 +1,167 @@
+package control
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/sched"
+)
+
+// This file is the one place where the configuration becomes what the
+// dataplane runs: the snapshot the workers load once per burst (tables,
+// encapsulator, next hop) and the start-up settings of the engine. The
+// dataplane itself knows nothing of package config.
+
+// EncapConfig is the tunnel configuration the [dataplane] section describes.
+func EncapConfig(cfg *config.Config) (encap.Config, error) {
+	d := &cfg.Dataplane
+	df, err := encap.ParseDF(d.DF)
+	if err != nil {
+		return encap.Config{}, fmt.Errorf("%s: dataplane.df: %w", cfg.File, err)
+	}
+	return encap.Config{
+		SrcV4:   d.LBIPv4.Addr,
+		SrcV6:   d.LBIPv6.Addr,
+		TTL:     uint8(d.TTL),
+		DF:      df,
+		MTU:     d.MTU,
+		GUEPort: uint16(d.GUEPort),
+	}, nil
+}
+
+// NewEncapsulator makes the encapsulator the [dataplane] section describes.
+func NewEncapsulator(cfg *config.Config) (*encap.Encapsulator, error) {
+	ec, err := EncapConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := encap.New(ec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: dataplane: %w", cfg.File, err)
+	}
+	return e, nil
+}
+
+// StaticNextHop is the configured next_hop_mac as a next hop for both
+// families; ok is false when none is configured (the gateways' MACs come
+// from the kernel's neighbour table).
+func StaticNextHop(cfg *config.Config) (nh dataplane.NextHop, ok bool) {
+	d := &cfg.Dataplane
+	if !d.NextHopMAC.Set {
+		return nh, false
+	}
+	return dataplane.NextHop{MAC4: d.NextHopMAC.HW, MAC6: d.NextHopMAC.HW, Has4: true, Has6: true}, true
+}
+
+// VIPSpecs maps the [[vip]] sections to the dataplane's terms, with every
+// backend's effective state from over (backends not in it take their
+// configured weight and are up).
+func VIPSpecs(cfg *config.Config, over dataplane.Overrides) ([]dataplane.VIPSpec, error) {
+	out := make([]dataplane.VIPSpec, 0, len(cfg.VIPs))
+	for _, cv := range cfg.VIPs {
+		kind, err := encap.ParseKind(cv.Encap)
+		if err != nil {
+			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
+		}
+		sk, err := sched.ParseKind(cv.Scheduler)
+		if err != nil && cv.Scheduler != "" {
+			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
+		}
+		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: protoNum(cv.Protocol),
+			Encap: kind, Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}, TableSize: uint64(cv.TableSize)}
+		for _, cb := range cv.Backends {
+			w := *cb.Weight
+			eff, ok := over[dataplane.BackendKey(cv.Name, cb.Name)]
+			if !ok {
+				eff = dataplane.Effective{Weight: w}
+			}
+			v.Backends = append(v.Backends, dataplane.BackendSpec{Name: cb.Name, Addr: cb.Address.Addr, Config: w, Eff: eff})
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func protoNum(s string) uint8 {
+	if s == "udp" {
+		return 17
+	}
+	return 6
+}
+
+// BuildServices builds the snapshot a validated configuration describes:
+// its tables (keeping the ids of prev, see dataplane.NewServices), its
+// encapsulator and next hop nh. The daemon's control plane publishes it;
+// `fulcrum check` and tests build one to validate a configuration.
+func BuildServices(cfg *config.Config, prev *dataplane.Services, over dataplane.Overrides, nh dataplane.NextHop) (*dataplane.Services, error) {
+	enc, err := NewEncapsulator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := VIPSpecs(cfg, over)
+	if err != nil {
+		return nil, err
+	}
+	return dataplane.NewServices(prev, enc, nh, specs)
+}
+
+// ConntrackConfig is the per-worker flow table the [conntrack] section
+// describes.
+func ConntrackConfig(cfg *config.Config) conntrack.Config {
+	c := &cfg.Conntrack
+	return conntrack.Config{
+		Capacity:              c.Capacity,
+		TCPNewTimeout:         c.TCPSyn.Duration,
+		TCPEstablishedTimeout: c.TCPEstablished.Duration,
+		TCPClosingTimeout:     c.TCPClosing.Duration,
+		OtherTimeout:          c.UDP.Duration,
+	}
+}
+
+// EngineConfig is the start-up configuration of the DPDK engine: ports,
+// queues, pools, the exception tap, the flow hash key and conntrack.
+func EngineConfig(cfg *config.Config) (dataplane.EngineConfig, error) {
+	d := &cfg.Dataplane
+	key, err := flow.ParseKey(d.HashKey)
+	if err != nil {
+		return dataplane.EngineConfig{}, fmt.Errorf("%s: dataplane.hash_key: %w", cfg.File, err)
+	}
+	return dataplane.EngineConfig{
+		Port: d.Port, TxPort: d.TxPort, Burst: d.Burst, RxDesc: d.RxDesc, TxDesc: d.TxDesc, MempoolSize: d.MempoolSize,
+		IdleBackoff: d.IdleBackoff == nil || *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep.Duration,
+		Exception: d.Exception == nil || *d.Exception, ExceptionIf: d.ExceptionIf,
+		HashKey: key, Conntrack: ConntrackConfig(cfg),
+	}, nil
+}
+
+// EALArgs turns the [eal] section into DPDK's command line.
+func EALArgs(cfg *config.Config) []string {
+	e := &cfg.EAL
+	lcores := strconv.Itoa(e.MainLcore)
+	for _, w := range e.WorkerLcores {
+		lcores += "," + strconv.Itoa(w)
+	}
+	lflag := "-l"
+	if e.LcoreMap != "" {
+		lflag, lcores = "--lcores", e.LcoreMap
+	}
+	args := []string{lflag, lcores, "--main-lcore", strconv.Itoa(e.MainLcore), "--file-prefix", e.FilePrefix, "-m", strconv.Itoa(e.MemoryMB)}
+	if !e.Hugepages {
+		args = append(args, "--no-huge")
+	}
+	if len(e.PCI) == 0 {
+		args = append(args, "--no-pci")
+	}
+	for _, p := range e.PCI {
+		args = append(args, "-a", p)
+	}
+	for _, v := range e.Vdevs {
+		args = append(args, "--vdev", v)
+	}
+	return append(args, e.ExtraArgs...)
+}

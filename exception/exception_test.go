@@ -1,0 +1,216 @@
+package exception
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/fulcrumlb/fulcrum/dataplane"
+)
+
+// testNetns makes a network namespace of the test's own with a dummy
+// interface in it, so nothing the test does reaches the host's interfaces.
+func testNetns(t *testing.T, ifc string) (string, *netlink.Handle) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("network namespaces need root")
+	}
+	name := fmt.Sprintf("fulcrum-exc-%d-%s", os.Getpid(), t.Name())
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Skipf("netns: %v", err)
+	}
+	ns, err := netns.NewNamed(name) // creates it and enters it
+	if serr := netns.Set(orig); serr != nil {
+		t.Fatalf("back to the test's namespace: %v", serr) // the thread stays locked: it is tainted
+	}
+	orig.Close()
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Skipf("netns: %v", err)
+	}
+	t.Cleanup(func() { ns.Close(); netns.DeleteNamed(name) })
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	// A tap, as the daemon's exception interface is: made here (the tun
+	// driver makes it in the caller's namespace) and moved.
+	if err := netlink.LinkAdd(&netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: ifc}, Mode: netlink.TUNTAP_MODE_TAP}); err != nil {
+		t.Skipf("tap device: %v", err)
+	}
+	if err := MoveToNetns(ifc, name); err != nil {
+		if l, lerr := netlink.LinkByName(ifc); lerr == nil {
+			netlink.LinkDel(l)
+		}
+		t.Fatal(err)
+	}
+	return name, h
+}
+
+func globalAddrs(t *testing.T, h *netlink.Handle, link netlink.Link) []string {
+	t.Helper()
+	as, err := h.AddrList(link, netlink.FAMILY_ALL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range as {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap().IsGlobalUnicast() {
+			ones, _ := a.Mask.Size()
+			out = append(out, netip.PrefixFrom(ip.Unmap(), ones).String())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestConfigure: the interface gets the MAC, MTU and addresses asked for,
+// and a second Configure (a reload) replaces the addresses and MTU.
+func TestConfigure(t *testing.T) {
+	const ifc = "fltest1"
+	ns, h := testNetns(t, ifc)
+	mac := [6]byte{2, 0xf1, 0, 0, 0, 1}
+	steps := []struct {
+		ifc  Iface
+		want []string
+	}{
+		{Iface{Name: ifc, MAC: mac, MTU: 1500, Addrs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/24"), netip.MustParsePrefix("2001:db8:100::10/64")}},
+			[]string{"192.0.2.10/24", "2001:db8:100::10/64"}},
+		{Iface{Name: ifc, MAC: mac, MTU: 1280, Addrs: []netip.Prefix{netip.MustParsePrefix("192.0.2.20/25")}},
+			[]string{"192.0.2.20/25"}},
+	}
+	for i, s := range steps {
+		if err := Configure(s.ifc, ns); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		link, err := h.LinkByName(ifc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := link.Attrs()
+		if a.MTU != s.ifc.MTU || a.HardwareAddr.String() != net.HardwareAddr(mac[:]).String() || a.Flags&net.FlagUp == 0 {
+			t.Errorf("step %d: mtu %d mac %v flags %v, want mtu %d mac %v up", i, a.MTU, a.HardwareAddr, a.Flags, s.ifc.MTU, net.HardwareAddr(mac[:]))
+		}
+		if got := globalAddrs(t, h, link); fmt.Sprint(got) != fmt.Sprint(s.want) {
+			t.Errorf("step %d: addresses %v, want %v", i, got, s.want)
+		}
+	}
+}
+
+func addNeigh(t *testing.T, h *netlink.Handle, ifc string, ip netip.Addr, mac [6]byte, state int) {
+	t.Helper()
+	link, err := h.LinkByName(ifc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fam := netlink.FAMILY_V4
+	if ip.Is6() {
+		fam = netlink.FAMILY_V6
+	}
+	n := &netlink.Neigh{LinkIndex: link.Attrs().Index, Family: fam, State: state, IP: ip.AsSlice(), HardwareAddr: net.HardwareAddr(mac[:])}
+	if err := h.NeighSet(n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLookup reads the kernel's neighbour table over netlink.
+func TestLookup(t *testing.T) {
+	const ifc = "fltest2"
+	ns, h := testNetns(t, ifc)
+	if err := Configure(Iface{Name: ifc, MAC: [6]byte{2, 0xf1, 0, 0, 0, 2}, MTU: 1500,
+		Addrs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/24"), netip.MustParsePrefix("2001:db8:100::10/64")}}, ns); err != nil {
+		t.Fatal(err)
+	}
+	m4, m6 := [6]byte{2, 0, 0, 0, 0, 0x41}, [6]byte{2, 0, 0, 0, 0, 0x61}
+	addNeigh(t, h, ifc, netip.MustParseAddr("192.0.2.1"), m4, netlink.NUD_REACHABLE)
+	addNeigh(t, h, ifc, netip.MustParseAddr("2001:db8:100::1"), m6, netlink.NUD_STALE)
+	for _, c := range []struct {
+		ip   string
+		mac  [6]byte
+		want bool
+	}{
+		{"192.0.2.1", m4, true},
+		{"2001:db8:100::1", m6, true},
+		{"192.0.2.99", [6]byte{}, false},
+	} {
+		mac, ok := Lookup(ns, ifc, netip.MustParseAddr(c.ip))
+		if ok != c.want || mac != c.mac {
+			t.Errorf("%s: %v %v, want %v %v", c.ip, net.HardwareAddr(mac[:]), ok, net.HardwareAddr(c.mac[:]), c.want)
+		}
+	}
+}
+
+// TestResolverFollowsGateways: the resolver publishes the gateways' MACs,
+// and resolves again at once (not at its next interval) when told the
+// gateways changed, as a reload does.
+func TestResolverFollowsGateways(t *testing.T) {
+	const ifc = "fltest3"
+	ns, h := testNetns(t, ifc)
+	if err := Configure(Iface{Name: ifc, MAC: [6]byte{2, 0xf1, 0, 0, 0, 3}, MTU: 1500, Addrs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/24")}}, ns); err != nil {
+		t.Fatal(err)
+	}
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	ma, mb := [6]byte{2, 0, 0, 0, 0, 0xa}, [6]byte{2, 0, 0, 0, 0, 0xb}
+	addNeigh(t, h, ifc, a, ma, netlink.NUD_REACHABLE)
+	addNeigh(t, h, ifc, b, mb, netlink.NUD_REACHABLE)
+
+	gw := make(chan Gateways, 1)
+	gw <- Gateways{IPv4: a}
+	cur := Gateways{}
+	gateways := func() Gateways {
+		select {
+		case cur = <-gw:
+		default:
+		}
+		return cur
+	}
+	type pub struct {
+		g  Gateways
+		nh dataplane.NextHop
+	}
+	pubs := make(chan pub, 16)
+	changed := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	r := &Resolver{Iface: ifc, Netns: ns, Interval: time.Hour}
+	go func() {
+		defer close(done)
+		r.Run(ctx, gateways, changed, func(g Gateways, nh dataplane.NextHop) { pubs <- pub{g, nh} })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	next := func() pub {
+		t.Helper()
+		select {
+		case p := <-pubs:
+			return p
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing published within 10s")
+			return pub{}
+		}
+	}
+	if p := next(); p.g.IPv4 != a || !p.nh.Has4 || p.nh.MAC4 != ma || p.nh.Has6 {
+		t.Errorf("first: %+v, want %v at %v", p, a, net.HardwareAddr(ma[:]))
+	}
+	gw <- Gateways{IPv4: b}
+	changed <- struct{}{}
+	if p := next(); p.g.IPv4 != b || !p.nh.Has4 || p.nh.MAC4 != mb {
+		t.Errorf("after the gateway changed: %+v, want %v at %v", p, b, net.HardwareAddr(mb[:]))
+	}
+}
