@@ -1,0 +1,235 @@
+package control
+
+// Backend state: the per-backend state machine (configured weight, drain,
+// health verdicts, slow start) and the effective weight it yields.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+)
+
+// syncBackends makes the backend states match cfg: new backends start (up
+// if they have no health check, slow-starting), removed ones go, existing
+// ones keep their health and operator state.
+func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
+	now := p.now()
+	seen := map[string]bool{}
+	for _, v := range cfg.VIPs {
+		checked := healthEnabled(cfg, &v)
+		for _, b := range v.Backends {
+			k := dataplane.BackendKey(v.Name, b.Name)
+			seen[k] = true
+			st := p.backends[k]
+			if st == nil {
+				st = &backendState{vip: v.Name, name: b.Name, upSince: now, changedAt: now}
+				if initial {
+					// The first snapshot after start: nothing is ramping
+					// from a previous state, so do not slow-start the
+					// whole fleet at once.
+					st.upSince = time.Time{}
+					st.initial = true
+				}
+				if checked {
+					// At start, unknown routes like up (the fleet's
+					// view); a backend added by a reload never served
+					// and waits for its checks.
+					st.health, st.reason = HealthDown, "not checked yet"
+					if initial {
+						st.health = HealthUnknown
+					}
+				}
+				p.backends[k] = st
+			}
+			st.weight = *b.Weight
+			if b.Drain != st.cfgDrain {
+				st.cfgDrain = b.Drain
+				st.drained = b.Drain
+				if b.Drain {
+					st.drainedAt = now
+				}
+			}
+			if !checked {
+				st.health, st.reason = HealthUnchecked, ""
+			} else if st.health == HealthUnchecked {
+				// A check added by a reload: the backend served
+				// unchecked until now; keep it serving until a verdict.
+				st.health, st.reason = HealthUnknown, "not checked yet"
+			}
+		}
+	}
+	for k := range p.backends {
+		if !seen[k] {
+			delete(p.backends, k)
+		}
+	}
+}
+
+func healthEnabled(cfg *config.Config, v *config.VIP) bool {
+	return v.Health.Kind != "" && v.Health.Kind != "none"
+}
+
+// effective computes every backend's effective state and which VIPs are in
+// panic mode. It also says whether a slow start is in progress (so the
+// rebuild loop keeps stepping).
+func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, bool) {
+	over := dataplane.Overrides{}
+	panicked := map[string]bool{}
+	ramping := false
+	c := &p.cfg.Control
+	for _, v := range p.cfg.VIPs {
+		total, healthy := 0, 0
+		for _, b := range v.Backends {
+			st := p.backends[dataplane.BackendKey(v.Name, b.Name)]
+			if st.drained || p.baseWeight(st) == 0 {
+				continue
+			}
+			total++
+			if st.health != HealthDown && st.passive.until.IsZero() {
+				healthy++
+			}
+		}
+		panic := total > 0 && float64(healthy) < c.PanicThreshold*float64(total)
+		panicked[v.Name] = panic
+		for _, b := range v.Backends {
+			k := dataplane.BackendKey(v.Name, b.Name)
+			st := p.backends[k]
+			w := p.baseWeight(st) * WeightScale
+			eff := dataplane.Effective{Weight: w}
+			switch {
+			case st.drained:
+				eff.Weight = 0
+				if c.DrainTimeout.Duration > 0 && now.Sub(st.drainedAt) >= c.DrainTimeout.Duration {
+					eff.Down = true
+				}
+			case (st.health == HealthDown || !st.passive.until.IsZero()) && !panic:
+				// No new flows; whether the tracked ones leave is the
+				// VIP's on_down, except for flows panic mode placed here.
+				eff = dataplane.Effective{Weight: 0, Down: v.OnDown == "move" && !st.panicUsed}
+			default:
+				// Recorded here, where panic mode is decided; a build
+				// that then fails only leaves the flag a step early.
+				st.panicUsed = panic && (st.health == HealthDown || !st.passive.until.IsZero())
+				if ss := c.SlowStart.Duration; ss > 0 && !st.upSince.IsZero() && w > 0 {
+					if el := now.Sub(st.upSince); el < ss {
+						frac := math.Max(c.SlowStartMin, float64(el)/float64(ss))
+						eff.Weight = max(1, int(math.Ceil(float64(w)*frac)))
+						ramping = true
+					}
+				}
+			}
+			over[k] = eff
+		}
+	}
+	return over, panicked, ramping
+}
+
+func (p *Plane) baseWeight(st *backendState) int {
+	if st.override != nil {
+		return *st.override
+	}
+	return st.weight
+}
+
+// ErrNotFound is returned for a VIP or backend name that does not exist.
+var ErrNotFound = errors.New("not found")
+
+func (p *Plane) backend(vip, name string) (*backendState, error) {
+	st := p.backends[dataplane.BackendKey(vip, name)]
+	if st == nil {
+		return nil, fmt.Errorf("vip %q backend %q: %w", vip, name, ErrNotFound)
+	}
+	return st, nil
+}
+
+// Drain stops new flows to a backend; its established flows stay (until the
+// drain timeout, if one is configured).
+func (p *Plane) Drain(vip, name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, err := p.backend(vip, name)
+	if err != nil {
+		return err
+	}
+	if !st.drained {
+		st.drained, st.drainedAt, st.changedAt = true, p.now(), p.now()
+		p.log.Info("backend drained", "vip", vip, "backend", name)
+	}
+	return p.rebuildLocked()
+}
+
+// Undrain lets a drained backend take new flows again (slow-starting).
+func (p *Plane) Undrain(vip, name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, err := p.backend(vip, name)
+	if err != nil {
+		return err
+	}
+	if st.drained {
+		st.drained, st.upSince, st.changedAt = false, p.now(), p.now()
+		p.log.Info("backend undrained", "vip", vip, "backend", name)
+	}
+	return p.rebuildLocked()
+}
+
+// SetWeight overrides a backend's configured weight until the next reload
+// that changes it (0..65535; 0 stops new flows like a drain).
+func (p *Plane) SetWeight(vip, name string, w int) error {
+	if w < 0 || w > 65535 {
+		return fmt.Errorf("vip %q backend %q: weight %d is outside 0..65535", vip, name, w)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, err := p.backend(vip, name)
+	if err != nil {
+		return err
+	}
+	st.override = &w
+	st.changedAt = p.now()
+	p.log.Info("backend weight set", "vip", vip, "backend", name, "weight", w)
+	return p.rebuildLocked()
+}
+
+// SetHealth records a health check verdict for a backend and rebuilds if it
+// changed. A backend coming up slow-starts.
+func (p *Plane) SetHealth(vip, name string, up bool, reason string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, err := p.backend(vip, name)
+	if err != nil {
+		return err
+	}
+	h := HealthDown
+	if up {
+		h = HealthUp
+	}
+	st.reason = reason
+	first := !st.settled
+	st.settled = true
+	if first {
+		p.Kick() // a VIP may now be announced
+	}
+	if st.health == h || st.health == HealthUnchecked {
+		return nil
+	}
+	st.health, st.changedAt = h, p.now()
+	if up {
+		// Slow start is for a backend that recovers, not for the first
+		// verdict after this instance started: a fresh instance must build
+		// the same table as the rest of the fleet at once.
+		if st.everUp || !first || !st.initial {
+			st.upSince = p.now()
+		}
+		st.everUp = true
+		p.log.Info("backend up", "vip", vip, "backend", name, "reason", reason)
+	} else {
+		p.log.Warn("backend down", "vip", vip, "backend", name, "reason", reason)
+	}
+	p.Kick()
+	return nil
+}

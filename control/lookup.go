@@ -1,0 +1,140 @@
+package control
+
+// Lookup: which backend a given flow goes to, and why.
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/sched"
+)
+
+// LookupResult says which backend a flow goes to, and why.
+type LookupResult struct {
+	VIP     string `json:"vip"`
+	Backend string `json:"backend,omitempty"`
+	Address string `json:"address,omitempty"`
+	// Reason: "conntrack" (pinned by an earlier packet, on Worker),
+	// "conntrack-stale" (pinned to a backend that is gone or down: the next
+	// packet is placed as a new flow), "table" (Maglev: a new flow would
+	// take table slot Slot), "scheduler" (another scheduler picks a new
+	// flow's backend at connection time, by load: Backend is empty and
+	// Candidates lists what it picks from), "no-backend" (the VIP takes no
+	// new flows), or "not-a-vip".
+	Reason string `json:"reason"`
+	Worker int    `json:"worker,omitempty"`
+	State  string `json:"state,omitempty"`
+	IdleMs uint32 `json:"idle_ms,omitempty"`
+	Slot   int    `json:"slot"` // -1 unless a Maglev table slot decides
+	Hash   string `json:"hash"`
+	// Scheduler is the VIP's scheduler ("maglev", "p2c", "least-conn",
+	// ...). Candidates are the backends a non-Maglev scheduler picks a new
+	// flow from, with the weights and loads it compares.
+	Scheduler  string            `json:"scheduler,omitempty"`
+	Candidates []LookupCandidate `json:"candidates,omitempty"`
+}
+
+// LookupCandidate is one backend a load-aware scheduler may pick for a
+// new flow, as the workers see it now.
+type LookupCandidate struct {
+	Backend string `json:"backend"`
+	Address string `json:"address"`
+	// Weight is the effective weight (scaled by WeightScale); 0: not
+	// eligible (down, drained, ejected).
+	Weight int `json:"weight"`
+	// Active is the load the schedulers read: active flows over every
+	// worker, as published at the last signals fold (about a second old).
+	Active int64 `json:"active_flows"`
+	// LatencyUs is the peak-EWMA latency estimate (peak-ewma only reads
+	// it); 0 without samples.
+	LatencyUs int64 `json:"latency_us,omitempty"`
+}
+
+// Lookup tells where a client's flow goes: its conntrack entry if a worker
+// has one; otherwise, for a Maglev VIP, its table slot, and for another
+// scheduler, the candidates it picks from when the SYN arrives (the choice
+// depends on the loads at that moment, so it cannot be named in advance).
+func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (LookupResult, error) {
+	t, ok := flow.TupleFrom(src, dst, sport, dport, proto)
+	if !ok {
+		return LookupResult{}, fmt.Errorf("lookup %v -> %v: addresses of different families", src, dst)
+	}
+	p.mu.Lock()
+	key, err := flow.ParseKey(p.cfg.Dataplane.HashKey)
+	p.mu.Unlock()
+	if err != nil {
+		return LookupResult{}, err
+	}
+	h := flow.NewHasher(key).Hash(&t)
+	svc := p.shared.Services.Load()
+	v := svc.LookupVIP(dst, dport, proto)
+	res := LookupResult{Reason: "not-a-vip", Slot: -1, Hash: fmt.Sprintf("%016x", h)}
+	if v == nil {
+		return res, nil
+	}
+	res.VIP, res.Scheduler = v.Name, v.Sched.String()
+	for i, w := range p.workers {
+		op := dataplane.LookupOp(t, h)
+		if err := w.Run(op, 2*time.Second); err != nil {
+			return res, fmt.Errorf("worker %d: %w", i, err)
+		}
+		if op.Found && int(op.Backend) < len(svc.Backends) && svc.Backends[op.Backend] != nil {
+			b := svc.Backends[op.Backend]
+			res.Reason, res.Worker, res.Backend, res.Address = "conntrack", i, b.Name, b.Addr.String()
+			res.State, res.IdleMs = op.State.String(), op.IdleMs
+			if b.Gen == op.Gen && !b.Down {
+				return res, nil
+			}
+			// A stale pin: the next packet re-selects from the table.
+			res.Reason = "conntrack-stale"
+		}
+	}
+	if v.Table == nil {
+		res.Reason = "no-backend"
+		return res, nil
+	}
+	if v.Sched != sched.Maglev {
+		// The worker's picker decides at the SYN, by the loads of that
+		// moment (dataplane Worker.choose): no slot names the backend.
+		if res.Reason != "conntrack-stale" {
+			res.Reason = "scheduler"
+		}
+		res.Backend, res.Address = "", ""
+		res.Candidates = p.candidates(svc, v)
+		return res, nil
+	}
+	if res.Reason != "conntrack-stale" {
+		res.Reason = "table"
+	}
+	res.Slot = int(h % uint64(v.Table.Size()))
+	b := svc.Backends[v.Backends[v.Table.Lookup(h)]]
+	res.Backend, res.Address = b.Name, b.Addr.String()
+	return res, nil
+}
+
+// candidates lists what a load-aware scheduler picks a VIP's new flow
+// from: every member with the weight and load the workers read (the
+// published Loads; each worker adds its own picks since then).
+func (p *Plane) candidates(svc *dataplane.Services, v *dataplane.VIP) []LookupCandidate {
+	loads := p.shared.Loads.Load()
+	out := make([]LookupCandidate, 0, len(v.Members))
+	for _, id := range v.Members {
+		b := svc.Backends[id]
+		if b == nil {
+			continue
+		}
+		c := LookupCandidate{Backend: b.Name, Address: b.Addr.String()}
+		if !b.Down { // as Worker.choose weighs it
+			c.Weight = b.Weight
+		}
+		if loads != nil && int(id) < len(loads.Active) {
+			c.Active = loads.Active[id]
+			c.LatencyUs, _ = loads.Latency[id].Micros()
+		}
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,70 @@
+package control
+
+// The rebuild: turning the backends' effective state into a new snapshot
+// and publishing it with one atomic swap.
+
+import (
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+)
+
+// rebuildLocked builds and publishes a new snapshot from the current state:
+// the tables, the encapsulator and the next hop of p.cfg, in one store.
+func (p *Plane) rebuildLocked() error {
+	start := p.now()
+	over, panicked, ramping := p.effective(start)
+	svc, err := BuildServices(p.cfg, p.shared.Services.Load(), over, p.nextHopLocked(p.cfg))
+	if err != nil {
+		p.lastErr = err
+		return err
+	}
+	prev := p.shared.Services.Load()
+	p.shared.Services.Store(svc)
+	p.rebuilds++
+	p.lastDur = p.now().Sub(start)
+	p.lastErr = nil
+	p.ramping = ramping
+	for vip, on := range panicked {
+		if on != p.panicked[vip] {
+			if on {
+				p.log.Error("PANIC MODE: too few healthy backends, sending new flows to all of them", "vip", vip, "threshold", p.cfg.Control.PanicThreshold)
+			} else {
+				p.log.Warn("panic mode over", "vip", vip)
+			}
+		}
+	}
+	p.panicked = panicked
+	if prev != nil {
+		p.clearRemovedVIPs(prev, svc)
+	}
+	p.announceLocked()
+	return nil
+}
+
+// clearRemovedVIPs asks every worker to drop the conntrack entries of VIPs
+// that are gone from the new snapshot.
+func (p *Plane) clearRemovedVIPs(prev, cur *dataplane.Services) {
+	var gone []uint16
+	for id, v := range prev.VIPs {
+		if v == nil {
+			continue
+		}
+		if id >= len(cur.VIPs) || cur.VIPs[id] == nil || cur.VIPs[id].Key != v.Key {
+			gone = append(gone, uint16(id))
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	go func() {
+		for _, id := range gone {
+			for i, w := range p.workers {
+				if err := w.Run(dataplane.DropOp(conntrack.ByVIP(id)), 10*time.Second); err != nil {
+					p.log.Warn("clearing conntrack of a removed VIP", "vip_id", id, "worker", i, "err", err)
+				}
+			}
+		}
+	}()
+}
