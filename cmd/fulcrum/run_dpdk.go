@@ -51,18 +51,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	shared := &dataplane.Shared{}
-	// Validate every table and the BGP section before touching DPDK: a bad
-	// config exits 2.
-	if _, err := dataplane.BuildServices(cfg, enc, nil, nil); err != nil {
-		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
-		return 2
-	}
 	var bgpCfg bgp.Config
 	if cfg.BGP != nil {
-		if bgpCfg, err = bgp.FromConfig(cfg.BGP); err != nil {
-			fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
-			return 2
-		}
+		bgpCfg = *cfg.BGP // validated, defaults filled in, by config.Load
 	}
 
 	ealArgs := dataplane.EALArgs(cfg)
