@@ -3,10 +3,15 @@ package config
 import (
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/bgp"
 )
 
 // problem is one line of a Parse error, in the documented
@@ -219,4 +224,95 @@ func TestPanicThresholdZeroDisables(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every example parses, and its effective configuration (what `fulcrum
+// check` prints) parses back to the same thing.
+func TestExamplesParseAndRoundTrip(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			c, err := Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2, err := Parse([]byte(s), "encoded")
+			if err != nil {
+				t.Fatalf("effective config does not parse: %v\n%s", err, s)
+			}
+			s2, _ := c2.Encode()
+			if s2 != s {
+				t.Errorf("round trip changed the config:\n%s\n---\n%s", s, s2)
+			}
+		})
+	}
+}
+
+// A [bgp] section decodes into bgp.Config with its defaults filled in,
+// and survives the effective-config round trip.
+func TestBGPSectionDecodes(t *testing.T) {
+	c, err := Parse([]byte(base+bgpSection+"hold_time = \"30s\"\n"), "f.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BGP == nil || c.BGP.ASN != 65001 || c.BGP.DrainTime != bgp.DefaultDrainTime || c.BGP.Neighbors[0].HoldTime != 30*time.Second || c.BGP.Neighbors[0].Port != bgp.DefaultPeerPort {
+		t.Fatalf("bgp %+v", c.BGP)
+	}
+	s, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Parse([]byte(s), "encoded")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, s)
+	}
+	if c2.BGP.Neighbors[0].HoldTime != 30*time.Second {
+		t.Errorf("round trip: %+v", c2.BGP)
+	}
+}
+
+// FuzzParse: no input makes Parse panic; an accepted config's effective
+// form is accepted too; a rejected one has every problem at a line >= 1.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("../examples/*.toml")
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(base))
+	f.Add([]byte(base + bgpSection))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, "f.toml")
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error is not ErrInvalid: %v", err)
+			}
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("error is not Errors: %v", err)
+			}
+			for _, p := range es {
+				if p.Line < 1 {
+					t.Fatalf("problem at line %d: %v", p.Line, p)
+				}
+			}
+			return
+		}
+		s, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse([]byte(s), "encoded"); err != nil {
+			t.Fatalf("effective config rejected: %v\n%s", err, s)
+		}
+	})
 }

@@ -467,10 +467,10 @@ func (ck *checker) finishVIP(c *Config, i int, keys, names map[string]int) {
 		}
 	}
 	// The default name is the VIP's key; it has a '/', and the admin API
-	// resolves it by key. A name the operator writes must be a plain path
-	// segment.
-	// A defaulted name repeats only with the key, reported above.
-	if v.Name == "" {
+	// resolves it by key (the effective config writes it back, so it is
+	// accepted as written). Any other name must be a plain path segment.
+	// A name that is the key repeats only with the key, reported above.
+	if v.Name == "" || v.Name == key {
 		v.Name = key
 	} else if err := checkName(v.Name); err != nil {
 		ck.bad(at+".name", "%v", err)

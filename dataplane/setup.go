@@ -14,14 +14,7 @@ func NewEncapsulator(cfg *config.Config) (*encap.Encapsulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := encap.New(encap.Config{
-		SrcV4:   d.LBIPv4.Addr,
-		SrcV6:   d.LBIPv6.Addr,
-		TTL:     uint8(d.TTL),
-		DF:      df,
-		MTU:     d.MTU,
-		GUEPort: uint16(d.GUEPort),
-	})
+	e, err := encap.New(cfg.EncapConfig(df)) // the mapping config validated
 	if err != nil {
 		return nil, fmt.Errorf("%s: dataplane: %w", cfg.File, err)
 	}

@@ -15,8 +15,9 @@ import (
 // noNextHop stands in until the control plane publishes a NextHop.
 var noNextHop NextHop
 
-// MaxBurst is the largest burst Process accepts.
-const MaxBurst = 64
+// MaxBurst is the largest burst Process accepts: conntrack's, whose
+// per-burst arrays bound it (one definition, package conntrack).
+const MaxBurst = conntrack.MaxBurst
 
 // Pkt is one packet of a burst: a frame at Buf[Off:Off+Len] with headroom
 // in front of it (a DPDK mbuf's buffer, or a Go slice in tests). Process
