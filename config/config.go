@@ -4,7 +4,10 @@
 // would make the dataplane misbehave (a bad address, a table size that is not
 // prime, two VIPs with the same address, port and protocol, a backend whose
 // address family the LB has no source address for). Errors name the file,
-// the line and the thing that is wrong. A Config that Load returns is
+// the line and the thing that is wrong, and Parse reports every problem of
+// a file (Errors), not just the first. Each setting has one owner: config
+// calls the validation, defaults and limits of the package that uses a
+// setting (see limits.go) rather than restating them. A Config that Load returns is
 // complete: every default is filled in, so `fulcrum check` can print the
 // effective configuration and the daemon never guesses.
 package config
