@@ -99,6 +99,9 @@ func TestParseRejectsAtKeyAndLine(t *testing.T) {
 		{"file_prefix shell", strings.Replace(base, "memory_mb = 256", "memory_mb = 256\nfile_prefix = \"a;b\"", 1), "eal.file_prefix", 4},
 		// Maglev's own limit.
 		{"table_size above maglev.MaxSize", strings.Replace(base, "port = 80", "port = 80\ntable_size = 10000019", 1), "vip[0].table_size", 14},
+		// A backend the encapsulator cannot tunnel to (encap.Backend).
+		{"multicast backend", strings.Replace(base, `"10.0.1.1"`, `"224.0.0.1"`, 1), "vip[0].backend[0].address", 16},
+		{"loopback backend", strings.Replace(base, `"10.0.1.1"`, `"127.0.0.1"`, 1), "vip[0].backend[0].address", 16},
 		// A missing key is reported at its table's header.
 		{"missing vip address", strings.Replace(base, "address = \"203.0.113.7\"\n", "", 1), "vip[0].address", 11},
 		// [bgp] errors carry lines.

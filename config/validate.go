@@ -47,6 +47,9 @@ type checker struct {
 	// healthDefaultsBad: [health] had a problem, which every VIP inherits
 	// and which is reported once, at [health].
 	healthDefaultsBad bool
+	// enc is the encapsulator of a valid [dataplane]: it decides which
+	// backend addresses can be tunnel endpoints, as it will at run time.
+	enc *encap.Encapsulator
 }
 
 // bad records a problem of the key at path.
@@ -294,10 +297,12 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	}
 	// Whatever else encap.New refuses (a multicast lb_ipv4, ...) the
 	// dataplane would refuse at start: refuse it here.
-	if _, err := encap.New(c.EncapConfig(df)); err != nil {
+	enc, err := encap.New(c.EncapConfig(df))
+	if err != nil {
 		ck.bad("dataplane", "%v", err)
 		return false
 	}
+	ck.enc = enc
 	return true
 }
 
@@ -537,6 +542,11 @@ func (ck *checker) finishVIP(c *Config, i int, keys, names map[string]int) {
 		case b.Address.Is6() && !d.LBIPv6.IsValid():
 			ck.bad(bat+".address", "backend %v is IPv6 but dataplane.lb_ipv6 is not set: no outer source address for an IPv6 tunnel", b.Address)
 		default:
+			if ck.enc != nil {
+				if _, err := ck.enc.Backend(b.Address.Addr); err != nil {
+					ck.bad(bat+".address", "%v", err)
+				}
+			}
 			if k, dup := addrs[b.Address.Addr]; dup {
 				addrDup = true
 				ck.bad(bat+".address", "backend %v is listed twice (also backend #%d, line %d)", b.Address, k+1, ck.line(fmt.Sprintf("%s.backend[%d].address", at, k)))
