@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -318,4 +319,28 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("effective config rejected: %v\n%s", err, s)
 		}
 	})
+}
+
+// Many unknown keys are reported in linear time: the leaf test was
+// quadratic (20000 unknown tables took 6m42s), a denial of service for a
+// reload or a fuzzer.
+func TestManyUnknownKeysAreLinear(t *testing.T) {
+	const n = 20000
+	var b strings.Builder
+	b.WriteString(base)
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "[x%d]\ny = 1\n", i)
+	}
+	start := time.Now()
+	_, err := Parse([]byte(b.String()), "f.toml")
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("Parse took %v", d)
+	}
+	var es Errors
+	if !errors.As(err, &es) || len(es) != n {
+		t.Fatalf("%d problems, want one per unknown key (%d)", len(es), n)
+	}
+	if es[0].Key != "x0.y" || es[0].Line != 18 {
+		t.Errorf("first problem %+v, want x0.y at line 18", es[0])
+	}
 }
