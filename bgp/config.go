@@ -45,7 +45,32 @@ const (
 	asTrans        = 23456               // RFC 6793: AS_TRANS, reserved
 	asLast16       = 65535               // RFC 7300: reserved
 	asLast32       = 4294967295          // RFC 7300: reserved
+
+	// MaxDrainTime bounds DrainTime: routers reprogram their FIB within
+	// seconds, so a longer drain only delays a restart (and a typo such
+	// as "5h" would hold a deploy for hours).
+	MaxDrainTime = 10 * time.Minute
+	// MaxConnectRetry bounds ConnectRetry: longer, a router that comes
+	// back stays without this LB's VIPs for that long.
+	MaxConnectRetry = 10 * time.Minute
 )
+
+// ErrConfig is wrapped by every *FieldError Validate returns.
+var ErrConfig = errors.New("invalid bgp configuration")
+
+// FieldError is one problem of the [bgp] section. Key is the setting's
+// path within the section ("drain_time", "neighbor[1].hold_time",
+// "vip[0].prefix"), so the config loader can point at its line; Msg
+// names the key and the value.
+type FieldError struct {
+	Key string
+	Msg string
+}
+
+func (e *FieldError) Error() string { return "bgp: " + e.Msg }
+
+// Unwrap makes errors.Is(err, ErrConfig) hold.
+func (e *FieldError) Unwrap() error { return ErrConfig }
 
 // Config is the BGP speaker's configuration: the TOML section [bgp]. The
 // key of each field is in brackets (and in its toml tag, so the section
@@ -175,7 +200,7 @@ func (c Config) WithDefaults() Config {
 }
 
 // Validate reports every problem in c (after defaults), each naming the
-// TOML key and the value.
+// TOML key and the value: errors.Join of *FieldError.
 func (c Config) Validate() error {
 	_, err := c.WithDefaults().compile()
 	return err
@@ -206,31 +231,31 @@ type neighbor struct {
 // compile checks c, which must already carry its defaults.
 func (c Config) compile() (*compiled, error) {
 	var errs []error
-	bad := func(format string, a ...any) {
-		errs = append(errs, fmt.Errorf("bgp: "+format, a...))
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, &FieldError{Key: key, Msg: fmt.Sprintf(format, a...)})
 	}
 	out := &compiled{cfg: c, vips: map[netip.Prefix]VIPAttrs{}, neighborIx: map[netip.Addr]int{}}
 
 	if err := checkASN(c.ASN); err != nil {
-		bad("asn %d: %v", c.ASN, err)
+		bad("asn", "asn %d: %v", c.ASN, err)
 	}
 	if c.RouterID == "" {
-		bad("router_id is missing: set an IPv4 address unique among the LB's peers (usually its own)")
+		bad("router_id", "router_id is missing: set an IPv4 address unique among the LB's peers (usually its own)")
 	} else if a, err := netip.ParseAddr(c.RouterID); err != nil || !a.Is4() || a.IsUnspecified() {
-		bad("router_id %q is not a non-zero IPv4 address (a BGP identifier is 32 bits, RFC 6286)", c.RouterID)
+		bad("router_id", "router_id %q is not a non-zero IPv4 address (a BGP identifier is 32 bits, RFC 6286)", c.RouterID)
 	} else {
 		out.routerID = a
 	}
 	if c.ListenPort < 0 || c.ListenPort > 65535 {
-		bad("listen_port %d is out of range 0-65535 (0: do not listen)", c.ListenPort)
+		bad("listen_port", "listen_port %d is out of range 0-65535 (0: do not listen)", c.ListenPort)
 	}
 	if len(c.ListenAddresses) > 0 && c.ListenPort == 0 {
-		bad("listen_addresses is set but listen_port is 0 (not listening)")
+		bad("listen_addresses", "listen_addresses is set but listen_port is 0 (not listening)")
 	}
 	for i, s := range c.ListenAddresses {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			bad("listen_addresses[%d] %q is not an IP address", i, s)
+			bad(fmt.Sprintf("listen_addresses[%d]", i), "listen_addresses[%d] %q is not an IP address", i, s)
 			continue
 		}
 		out.listen = append(out.listen, a)
@@ -238,7 +263,7 @@ func (c Config) compile() (*compiled, error) {
 	if c.NextHopV4 != "" {
 		a, err := netip.ParseAddr(c.NextHopV4)
 		if err != nil || !a.Is4() || a.IsUnspecified() {
-			bad("next_hop_v4 %q is not a unicast IPv4 address", c.NextHopV4)
+			bad("next_hop_v4", "next_hop_v4 %q is not a unicast IPv4 address", c.NextHopV4)
 		} else {
 			out.nextHopV4 = a
 		}
@@ -246,32 +271,32 @@ func (c Config) compile() (*compiled, error) {
 	if c.NextHopV6 != "" {
 		a, err := netip.ParseAddr(c.NextHopV6)
 		if err != nil || !a.Is6() || a.Is4In6() || a.IsUnspecified() || a.Zone() != "" {
-			bad("next_hop_v6 %q is not a unicast IPv6 address", c.NextHopV6)
+			bad("next_hop_v6", "next_hop_v6 %q is not a unicast IPv6 address", c.NextHopV6)
 		} else {
 			out.nextHopV6 = a
 		}
 	}
 	comms, err := parseCommunities(c.Communities)
 	if err != nil {
-		bad("communities: %v", err)
+		bad("communities", "communities: %v", err)
 	}
 	out.comms = comms
 	out.med = c.MED
-	if c.DrainTime < 0 {
-		bad("drain_time %v is negative", c.DrainTime)
+	if c.DrainTime < 0 || c.DrainTime > MaxDrainTime {
+		bad("drain_time", "drain_time %v is out of range 0-%v", c.DrainTime, MaxDrainTime)
 	}
 
 	if len(c.Neighbors) == 0 {
-		bad("no neighbor: add at least one [[bgp.neighbor]] with address and peer_asn")
+		bad("neighbor", "no neighbor: add at least one [[bgp.neighbor]] with address and peer_asn")
 	}
 	for i, n := range c.Neighbors {
 		nb, nerrs := c.compileNeighbor(n, out)
 		for _, e := range nerrs {
-			bad("neighbor[%d] %q: %v", i, n.Address, e)
+			bad(fmt.Sprintf("neighbor[%d].%s", i, e.key), "neighbor[%d] %q: %s", i, n.Address, e.msg)
 		}
 		if nb.addr.IsValid() {
 			if j, dup := out.neighborIx[nb.addr]; dup {
-				bad("neighbor[%d] %q: same address as neighbor[%d]", i, n.Address, j)
+				bad(fmt.Sprintf("neighbor[%d].address", i), "neighbor[%d] %q: same address as neighbor[%d]", i, n.Address, j)
 			}
 			out.neighborIx[nb.addr] = i
 		}
@@ -281,15 +306,15 @@ func (c Config) compile() (*compiled, error) {
 	for i, v := range c.VIPs {
 		p, err := parseVIPPrefix(v.Prefix)
 		if err != nil {
-			bad("vip[%d] prefix %q: %v", i, v.Prefix, err)
+			bad(fmt.Sprintf("vip[%d].prefix", i), "vip[%d] prefix %q: %v", i, v.Prefix, err)
 			continue
 		}
 		if _, dup := out.vips[p]; dup {
-			bad("vip[%d] prefix %s: listed twice", i, p)
+			bad(fmt.Sprintf("vip[%d].prefix", i), "vip[%d] prefix %s: listed twice", i, p)
 		}
 		vc, err := parseCommunities(v.Communities)
 		if err != nil {
-			bad("vip[%d] %s: communities: %v", i, p, err)
+			bad(fmt.Sprintf("vip[%d].communities", i), "vip[%d] %s: communities: %v", i, p, err)
 		}
 		out.vips[p] = VIPAttrs{Communities: vc, MED: v.MED}
 	}
@@ -299,19 +324,22 @@ func (c Config) compile() (*compiled, error) {
 	return out, nil
 }
 
-func (c Config) compileNeighbor(n Neighbor, out *compiled) (neighbor, []error) {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+// keyedMsg is a problem of one neighbor key.
+type keyedMsg struct{ key, msg string }
+
+func (c Config) compileNeighbor(n Neighbor, out *compiled) (neighbor, []keyedMsg) {
+	var errs []keyedMsg
+	bad := func(key, format string, a ...any) { errs = append(errs, keyedMsg{key, fmt.Sprintf(format, a...)}) }
 	nb := neighbor{Neighbor: n}
 	switch a, err := netip.ParseAddr(n.Address); {
 	case n.Address == "":
-		bad("address is missing")
+		bad("address", "address is missing")
 	case err != nil:
-		bad("address is not an IP address")
+		bad("address", "address is not an IP address")
 	case a.Is4In6():
-		bad("address is IPv4-mapped: write it as IPv4")
+		bad("address", "address is IPv4-mapped: write it as IPv4")
 	case a.IsUnspecified() || a.IsMulticast():
-		bad("address is not a unicast address")
+		bad("address", "address is not a unicast address")
 	default:
 		nb.addr = a
 		// A session carries its own family; the other one only with an
@@ -321,45 +349,45 @@ func (c Config) compileNeighbor(n Neighbor, out *compiled) (neighbor, []error) {
 		nb.v6 = a.Is6() || out.nextHopV6.IsValid()
 	}
 	if err := checkASN(n.PeerASN); err != nil {
-		bad("peer_asn %d: %v", n.PeerASN, err)
+		bad("peer_asn", "peer_asn %d: %v", n.PeerASN, err)
 	}
 	if n.Port < 1 || n.Port > 65535 {
-		bad("port %d is out of range 1-65535", n.Port)
+		bad("port", "port %d is out of range 1-65535", n.Port)
 	}
 	if n.LocalAddress != "" {
 		a, err := netip.ParseAddr(n.LocalAddress)
 		switch {
 		case err != nil:
-			bad("local_address %q is not an IP address", n.LocalAddress)
+			bad("local_address", "local_address %q is not an IP address", n.LocalAddress)
 		case nb.addr.IsValid() && a.Is4() != nb.addr.Is4():
-			bad("local_address %q is not of the neighbor's address family", n.LocalAddress)
+			bad("local_address", "local_address %q is not of the neighbor's address family", n.LocalAddress)
 		default:
 			nb.local = a
 		}
 	}
 	switch {
 	case n.HoldTime < MinHoldTime || n.HoldTime > MaxHoldTime:
-		bad("hold_time %v is out of range %v-%v (RFC 4271 §4.2)", n.HoldTime, MinHoldTime, MaxHoldTime)
+		bad("hold_time", "hold_time %v is out of range %v-%v (RFC 4271 §4.2)", n.HoldTime, MinHoldTime, MaxHoldTime)
 	case n.HoldTime%time.Second != 0:
-		bad("hold_time %v is not a whole number of seconds", n.HoldTime)
+		bad("hold_time", "hold_time %v is not a whole number of seconds", n.HoldTime)
 	}
 	switch {
 	case n.Keepalive < time.Second || n.Keepalive >= n.HoldTime:
-		bad("keepalive %v must be at least 1s and shorter than hold_time %v", n.Keepalive, n.HoldTime)
+		bad("keepalive", "keepalive %v must be at least 1s and shorter than hold_time %v", n.Keepalive, n.HoldTime)
 	case n.Keepalive%time.Second != 0:
-		bad("keepalive %v is not a whole number of seconds", n.Keepalive)
+		bad("keepalive", "keepalive %v is not a whole number of seconds", n.Keepalive)
 	}
-	if n.ConnectRetry < time.Second || n.ConnectRetry%time.Second != 0 {
-		bad("connect_retry %v must be a whole number of seconds, at least 1s", n.ConnectRetry)
+	if n.ConnectRetry < time.Second || n.ConnectRetry > MaxConnectRetry || n.ConnectRetry%time.Second != 0 {
+		bad("connect_retry", "connect_retry %v must be a whole number of seconds, 1s-%v", n.ConnectRetry, MaxConnectRetry)
 	}
 	if len(n.Password) > MaxPasswordLen {
-		bad("password is %d bytes long; TCP MD5 keys are at most %d", len(n.Password), MaxPasswordLen)
+		bad("password", "password is %d bytes long; TCP MD5 keys are at most %d", len(n.Password), MaxPasswordLen)
 	}
 	if n.Passive && c.ListenPort == 0 {
-		bad("passive is set but listen_port is 0: the session could never come up")
+		bad("passive", "passive is set but listen_port is 0: the session could never come up")
 	}
 	if n.Multihop < 0 || n.Multihop > 255 {
-		bad("multihop %d is out of range 0-255", n.Multihop)
+		bad("multihop", "multihop %d is out of range 0-255", n.Multihop)
 	}
 	return nb, errs
 }

@@ -80,7 +80,8 @@ func TestConfigValidate(t *testing.T) {
 		{"vip host bits", func(c *Config) { c.VIPs = []VIPConfig{{Prefix: "203.0.113.7/24"}} }, []string{"has host bits set (did you mean 203.0.113.0/24?)"}},
 		{"vip twice", func(c *Config) { c.VIPs = []VIPConfig{{Prefix: "203.0.113.7"}, {Prefix: "203.0.113.7/32"}} }, []string{"vip[1] prefix 203.0.113.7/32: listed twice"}},
 		{"vip community", func(c *Config) { c.VIPs = []VIPConfig{{Prefix: "2001:db8::7", Communities: []string{"x"}}} }, []string{`vip[0] 2001:db8::7/128: communities: [0] community "x"`}},
-		{"drain negative", func(c *Config) { c.DrainTime = -time.Second }, []string{"drain_time -1s is negative"}},
+		{"drain negative", func(c *Config) { c.DrainTime = -time.Second }, []string{"drain_time -1s is out of range"}},
+		{"drain too long", func(c *Config) { c.DrainTime = time.Hour }, []string{"drain_time 1h0m0s is out of range 0-10m0s"}},
 		{"several at once", func(c *Config) { c.ASN = 0; c.RouterID = "x"; c.Neighbors[0].PeerASN = 0 },
 			[]string{"asn 0", `router_id "x"`, "peer_asn 0"}},
 	}

@@ -32,4 +32,11 @@
 // Sessions default to a 9 s hold time and 3 s keepalive (see
 // DefaultHoldTime for why), and the LB dials its routers rather than
 // listening (see Config.ListenPort).
+//
+// # Configuration
+//
+// Config is the schema of the [bgp] section: package config decodes the
+// section straight into it (its toml tags), fills WithDefaults and reports
+// each of Validate's *FieldError at the line of its Key. This package does
+// not import config.
 package bgp

@@ -4,7 +4,10 @@
 // would make the dataplane misbehave (a bad address, a table size that is not
 // prime, two VIPs with the same address, port and protocol, a backend whose
 // address family the LB has no source address for). Errors name the file,
-// the line and the thing that is wrong. A Config that Load returns is
+// the line and the thing that is wrong, and Parse reports every problem of
+// a file (Errors), not just the first. Each setting has one owner: config
+// calls the validation, defaults and limits of the package that uses a
+// setting (see limits.go) rather than restating them. A Config that Load returns is
 // complete: every default is filled in, so `fulcrum check` can print the
 // effective configuration and the daemon never guesses.
 package config
@@ -16,49 +19,25 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/BurntSushi/toml"
-)
 
-// Defaults. Where a number comes from is said beside it.
-const (
-	DefaultBurst         = 32      // DPDK's customary burst; the issue's unit of work
-	DefaultRxDesc        = 1024    // per queue; testpmd's default
-	DefaultTxDesc        = 1024    // per queue; testpmd's default
-	DefaultMempoolSize   = 16383   // mbufs per pool; 2^n-1 is optimal for rte_mempool
-	DefaultMemoryMB      = 1024    // EAL memory with --no-huge (-m)
-	DefaultMTU           = 1500    // L3 MTU of the wire
-	DefaultTTL           = 64      // outer TTL / hop limit (RFC 1700's recommended default)
-	DefaultGUEPort       = 6080    // Linux FOU/GUE examples' port
-	DefaultTableSize     = 65537   // Maglev paper and Envoy's default (prime)
-	DefaultCTCapacity    = 1 << 20 // conntrack entries per worker lcore (64 MiB at 64 B)
-	DefaultIdleMaxSleep  = 200 * time.Microsecond
-	DefaultExceptionName = "fulcrum0" // the tap interface the kernel sees
-)
-
-// Default conntrack idle timeouts, as Linux nf_conntrack and IPVS use
-// (tcp established 300 s is IPVS's; SYN and closing are short so
-// half-open and closed flows leave quickly; UDP 30 s as nf_conntrack's
-// unreplied UDP timeout).
-const (
-	DefaultTCPEstablished = 300 * time.Second
-	DefaultTCPSyn         = 10 * time.Second
-	DefaultTCPClosing     = 10 * time.Second
-	DefaultUDP            = 30 * time.Second
+	"github.com/fulcrumlb/fulcrum/bgp"
 )
 
 // Config is the whole configuration of one fulcrum process.
 type Config struct {
-	EAL       EAL       `toml:"eal"`
-	Dataplane Dataplane `toml:"dataplane"`
-	Conntrack Conntrack `toml:"conntrack"`
-	Control   Control   `toml:"control"`
-	Health    Health    `toml:"health"` // defaults for every VIP's [vip.health]
-	Admin     Admin     `toml:"admin"`
-	BGP       *BGP      `toml:"bgp"` // nil: no BGP speaker
-	VIPs      []VIP     `toml:"vip"`
+	EAL       EAL         `toml:"eal"`
+	Dataplane Dataplane   `toml:"dataplane"`
+	Conntrack Conntrack   `toml:"conntrack"`
+	Control   Control     `toml:"control"`
+	Health    Health      `toml:"health"` // defaults for every VIP's [vip.health]
+	Admin     Admin       `toml:"admin"`
+	BGP       *bgp.Config `toml:"bgp"` // nil: no BGP speaker; package bgp documents and validates every key
+	VIPs      []VIP       `toml:"vip"`
 
 	// File is the path the config was read from (not a TOML key).
 	File string `toml:"-"`
@@ -84,7 +63,7 @@ type EAL struct {
 type Dataplane struct {
 	Port         string   `toml:"port"`           // the wire port: DPDK device name (vdev name or PCI address)
 	TxPort       string   `toml:"tx_port"`        // optional separate egress port (e.g. a pcap writer); default: Port
-	Burst        int      `toml:"burst"`          // packets per rx/tx burst (1..64)
+	Burst        int      `toml:"burst"`          // packets per rx/tx burst (1..conntrack.MaxBurst)
 	RxDesc       int      `toml:"rx_desc"`        // rx descriptors per queue
 	TxDesc       int      `toml:"tx_desc"`        // tx descriptors per queue
 	MempoolSize  int      `toml:"mempool_size"`   // mbufs per worker pool
@@ -100,9 +79,9 @@ type Dataplane struct {
 	GatewayIPv6  Addr     `toml:"gateway_ipv6"`
 	NextHopMAC   MAC      `toml:"next_hop_mac"` // static next-hop MAC; overrides neighbour lookup
 	MTU          int      `toml:"mtu"`
-	Encap        string   `toml:"encap"` // default encapsulation: gre, ipip, gue
+	Encap        string   `toml:"encap"` // default encapsulation, as encap.ParseKind reads it (default gre)
 	TTL          int      `toml:"ttl"`
-	DF           string   `toml:"df"` // outer IPv4 DF: set (default), inherit (copy the inner packet's), clear
+	DF           string   `toml:"df"` // outer IPv4 DF, as encap.ParseDF reads it: inherit (default, encap.DFInherit), set, clear
 	GUEPort      int      `toml:"gue_port"`
 	HashKey      string   `toml:"hash_key"` // 32 hex digits; the same on every instance of a fleet
 }
@@ -135,7 +114,7 @@ type Control struct {
 // Health is an active health check. In [health] it sets the defaults; in
 // [vip.health] it overrides them per VIP. Kind "none" turns checks off.
 type Health struct {
-	Kind       string   `toml:"kind"`   // none (default), tcp, http, https
+	Kind       string   `toml:"kind"`   // none (HealthNone, the default), or one of package health's kinds: tcp, http, https
 	Port       int      `toml:"port"`   // 0: the VIP's port
 	Path       string   `toml:"path"`   // http(s): default "/"
 	Host       string   `toml:"host"`   // http(s): Host header
@@ -184,45 +163,6 @@ type Admin struct {
 	MaxConns int `toml:"max_conns"`
 
 	secret string // the token read from TokenFile; see Secret
-}
-
-// BGP is the embedded BGP speaker that announces the VIPs to the routers
-// (package bgp documents every key and default; bgp.FromConfig validates).
-type BGP struct {
-	ASN             uint32        `toml:"asn"`
-	RouterID        string        `toml:"router_id"`
-	ListenPort      int           `toml:"listen_port"`
-	ListenAddresses []string      `toml:"listen_addresses"`
-	Neighbors       []BGPNeighbor `toml:"neighbor"`
-	Communities     []string      `toml:"communities"`
-	MED             *uint32       `toml:"med"`
-	NextHopV4       string        `toml:"next_hop_v4"`
-	NextHopV6       string        `toml:"next_hop_v6"`
-	VIPs            []BGPVIP      `toml:"vip"`
-	// DrainTime: on SIGTERM, withdraw every VIP, keep forwarding this long
-	// so the routers move the flows elsewhere, then stop.
-	DrainTime Duration `toml:"drain_time"`
-}
-
-// BGPNeighbor is one router.
-type BGPNeighbor struct {
-	Address      string   `toml:"address"`
-	PeerASN      uint32   `toml:"peer_asn"`
-	Port         int      `toml:"port"`
-	LocalAddress string   `toml:"local_address"`
-	HoldTime     Duration `toml:"hold_time"`
-	Keepalive    Duration `toml:"keepalive"`
-	ConnectRetry Duration `toml:"connect_retry"`
-	Password     string   `toml:"password"`
-	Passive      bool     `toml:"passive"`
-	Multihop     int      `toml:"multihop"`
-}
-
-// BGPVIP gives one VIP's announcement its own communities and MED.
-type BGPVIP struct {
-	Prefix      string   `toml:"prefix"`
-	Communities []string `toml:"communities"`
-	MED         *uint32  `toml:"med"`
 }
 
 // VIP is one virtual service: an address, a port (0: every port) and a
@@ -335,10 +275,6 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText formats the duration.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
 
-// ErrInvalid is wrapped by every validation error, so callers can tell a
-// bad config from an unreadable file.
-var ErrInvalid = errors.New("invalid configuration")
-
 // Load reads, decodes and validates the file at path.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -349,53 +285,70 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes and validates a configuration; name is used in errors.
+// It is the one place that validates: everything `fulcrum run` would
+// reject, it rejects, and an invalid configuration comes back as Errors,
+// every problem with its line.
 func Parse(data []byte, name string) (*Config, error) {
+	if len(strings.TrimSpace(stripComments(string(data)))) == 0 {
+		return nil, Errors{{File: name, Line: 1, Msg: "empty file: a configuration needs at least [dataplane] and one [[vip]]"}}
+	}
 	var c Config
 	md, err := toml.Decode(string(data), &c)
 	if err != nil {
+		// The decoder stops at its first error: nothing after it can be
+		// trusted, so this is the only problem reported.
+		p := &Problem{File: name, Line: 1, Msg: err.Error()}
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("%s:%d: %s: %w", name, pe.Position.Line, pe.Message, ErrInvalid)
+			p.Line, p.Msg = pe.Position.Line, pe.Message
+		} else if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
+			p.Line, _ = strconv.Atoi(m[1])
+			p.Key, p.Msg = m[2], m[2]+": "+m[3]
 		}
-		if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
-			return nil, fmt.Errorf("%s:%s: %s: %s: %w", name, m[1], m[2], m[3], ErrInvalid)
-		}
-		return nil, fmt.Errorf("%s: %v: %w", name, err, ErrInvalid)
+		p.Line = max(p.Line, 1)
+		return nil, Errors{p}
 	}
-	loc := newLocator(data)
-	if und := md.Undecoded(); len(und) > 0 {
-		var msgs []string
-		for _, k := range und {
-			if hasChild(und, k) {
-				continue // report the leaf keys, not the unknown table itself
-			}
-			msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", name, loc.lineOfKey(k), k.String()))
+	ck := &checker{file: name, loc: newLocator(data), md: md}
+	// Undecoded and the parent set are computed once: per key they would
+	// make a file of many unknown keys quadratic (minutes for 20000).
+	und := md.Undecoded()
+	parents := map[string]bool{} // keys with an undecoded key below them
+	for _, k := range und {
+		for i := 1; i < len(k); i++ {
+			parents[k[:i].String()] = true
 		}
-		return nil, fmt.Errorf("%s: %w", strings.Join(msgs, "; "), ErrInvalid)
+	}
+	for _, k := range und {
+		if parents[k.String()] {
+			continue // report the leaf keys, not the unknown table itself
+		}
+		ck.errs = append(ck.errs, &Problem{File: name, Line: max(ck.loc.lineOfKey(k), 1), Key: k.String(), Msg: fmt.Sprintf("unknown key %q", k.String())})
 	}
 	c.File = name
-	if err := c.finish(); err != nil {
-		var fe *fieldError
-		if errors.As(err, &fe) {
-			return nil, fmt.Errorf("%s:%d: %s: %w", name, loc.line(fe.path), fe.msg, ErrInvalid)
-		}
-		return nil, fmt.Errorf("%s: %v: %w", name, err, ErrInvalid)
+	// Unknown keys do not stop validation: the rest decoded, and the
+	// operator gets every problem at once.
+	ck.finish(&c)
+	if len(ck.errs) > 0 {
+		return nil, ck.errs.sorted()
 	}
 	return &c, nil
+}
+
+// stripComments drops TOML comments well enough to tell an empty file.
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		if i := strings.IndexByte(l, '#'); i >= 0 {
+			l = l[:i]
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }
 
 // typeErrRE matches the decoder's type-mismatch errors, to put them in the
 // same file:line: form as every other error.
 var typeErrRE = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
-
-func hasChild(keys []toml.Key, k toml.Key) bool {
-	for _, o := range keys {
-		if len(o) > len(k) && strings.HasPrefix(o.String(), k.String()+".") {
-			return true
-		}
-	}
-	return false
-}
 
 // Encode writes the effective configuration as TOML (for `fulcrum check`).
 func (c *Config) Encode() (string, error) {

@@ -6,6 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/health"
+	"github.com/fulcrumlb/fulcrum/maglev"
 )
 
 func TestExampleLoads(t *testing.T) {
@@ -25,7 +30,7 @@ func TestExampleLoads(t *testing.T) {
 	if c.VIPs[1].Backends[1].Name != "10.0.2.2" {
 		t.Errorf("default backend name %q, want its address", c.VIPs[1].Backends[1].Name)
 	}
-	if c.VIPs[0].TableSize != DefaultTableSize || c.VIPs[1].Encap != "gue" || c.VIPs[0].Encap != "gre" {
+	if c.VIPs[0].TableSize != maglev.DefaultSize || c.VIPs[1].Encap != "gue" || c.VIPs[0].Encap != "gre" {
 		t.Errorf("defaults: table %d encaps %s %s", c.VIPs[0].TableSize, c.VIPs[0].Encap, c.VIPs[1].Encap)
 	}
 	if c.Conntrack.TCPEstablished.Duration != 300*time.Second || c.Conntrack.Capacity != 65536 {
@@ -83,7 +88,7 @@ func TestBadConfigs(t *testing.T) {
 		{"v6 backend without lb_ipv6", strings.Replace(base, `"10.0.1.1"`, `"2001:db8::1"`, 1), 16, "lb_ipv6 is not set"},
 		{"negative weight", base + "  weight = -1\n", 17, "weight -1 is outside"},
 		{"all drained", base + "  weight = 0\n", 11, "every backend has weight 0"},
-		{"duplicate vip", base + "\n[[vip]]\naddress = \"203.0.113.7\"\nport = 80\n  [[vip.backend]]\n  address = \"10.0.1.2\"\n", 19, "already configured by vip #1"},
+		{"duplicate vip", base + "\n[[vip]]\naddress = \"203.0.113.7\"\nport = 80\n  [[vip.backend]]\n  address = \"10.0.1.2\"\n", 19, "already configured at line 12"},
 		{"duplicate backend", base + "  [[vip.backend]]\n  address = \"10.0.1.1\"\n", 18, "listed twice"},
 		{"second vip's backend", base + "\n[[vip]]\naddress = \"203.0.113.8\"\n  [[vip.backend]]\n  address = \"10.0.1.1\"\n  [[vip.backend]]\n  address = \"nope\"\n", 23, "not an IP address"},
 		{"bad protocol", strings.Replace(base, "port = 80", "port = 80\nprotocol = \"sctp\"", 1), 14, `"sctp" is not tcp or udp`},
@@ -92,7 +97,7 @@ func TestBadConfigs(t *testing.T) {
 		{"no vip", base[:strings.Index(base, "[[vip]]")], 0, "no [[vip]]"},
 		{"wrong type", strings.Replace(base, "port = 80", `port = "http"`, 1), 13, "incompatible types"},
 		{"no next hop", strings.Replace(base, "gateway_ipv4 = \"192.0.2.1\"\n", "", 1), 15, "no next hop toward backend 10.0.1.1"},
-		{"bad df", strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\ndf = \"maybe\"", 1), 7, "not one of set, inherit, clear"},
+		{"bad df", strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\ndf = \"maybe\"", 1), 7, "want one of inherit, set, clear"},
 		{"burst too big", strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\nburst = 1000", 1), 7, "outside 1..64"},
 	}
 	for _, tc := range cases {
@@ -126,7 +131,7 @@ func TestBaseIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.EAL.WorkerLcores) != 1 || c.EAL.WorkerLcores[0] != 1 || c.Dataplane.DF != "set" || c.Dataplane.LBPrefix4 != 24 {
+	if len(c.EAL.WorkerLcores) != 1 || c.EAL.WorkerLcores[0] != 1 || c.Dataplane.DF != encap.DFInherit.String() || c.Dataplane.LBPrefix4 != 24 {
 		t.Errorf("defaults: workers %v df %q prefix %d", c.EAL.WorkerLcores, c.Dataplane.DF, c.Dataplane.LBPrefix4)
 	}
 }
@@ -138,15 +143,15 @@ func TestFullExampleStatesTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if full.Dataplane.Burst != DefaultBurst || full.Conntrack.Capacity != DefaultCTCapacity || full.Control.PanicThreshold != DefaultPanicThreshold ||
-		full.Health.Interval.Duration != DefaultHealthInterval || full.Health.Rise != DefaultHealthRise || full.Admin.Listen != DefaultAdminListen ||
-		full.VIPs[0].TableSize != DefaultTableSize || full.Dataplane.IdleMaxSleep.Duration != DefaultIdleMaxSleep {
+	if full.Dataplane.Burst != DefaultBurst || full.Conntrack.Capacity != conntrack.DefaultCapacity || full.Control.PanicThreshold != DefaultPanicThreshold ||
+		full.Health.Interval.Duration != health.DefaultInterval || full.Health.Rise != health.DefaultRise || full.Admin.Listen != DefaultAdminListen ||
+		full.VIPs[0].TableSize != maglev.DefaultSize || full.Dataplane.IdleMaxSleep.Duration != DefaultIdleMaxSleep {
 		t.Errorf("examples/fulcrum.toml disagrees with the defaults: %+v", full)
 	}
 	if v := full.VIPs[0]; v.Scheduler != "maglev" || v.Draws != 2 || v.Penalty.Duration.String() != "30ms" || v.Health.Passive != "on" || v.Health.PassiveMin != 20 {
 		t.Errorf("scheduler and passive defaults: %+v", v)
 	}
-	if h := full.VIPs[0].Health; h.Kind != "http" || h.Path != "/healthz" || h.Fall != DefaultHealthFall {
+	if h := full.VIPs[0].Health; h.Kind != "http" || h.Path != "/healthz" || h.Fall != health.DefaultFall {
 		t.Errorf("vip health override: %+v", h)
 	}
 }

@@ -96,6 +96,9 @@ func (l *locator) line(path string) int {
 	return 0
 }
 
+// has reports whether the file writes the key or table at path.
+func (l *locator) has(path string) bool { _, ok := l.lines[path]; return ok }
+
 // lineOfKey is the first line where an (unindexed) decoder key appears.
 func (l *locator) lineOfKey(k toml.Key) int {
 	return l.plain[strings.Join(k, ".")]

@@ -60,7 +60,9 @@ const (
 	Resolution = time.Millisecond
 
 	// MaxBurst is the most packets LookupBurst resolves in one pass; longer
-	// slices are taken MaxBurst at a time. DPDK bursts are usually 32.
+	// slices are taken MaxBurst at a time. DPDK bursts are usually 32. It
+	// is the fast path's one burst limit: dataplane.MaxBurst, dpdk.MaxBurst
+	// and the config's dataplane.burst bound are this constant.
 	MaxBurst = 64
 )
 

@@ -10,24 +10,9 @@ import (
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
-// healthConfig maps a VIP's [vip.health] onto the checker's config.
-func healthConfig(h *config.Health) health.Config {
-	c := health.DefaultConfig()
-	c.Kind = h.Kind
-	c.Port = h.Port
-	c.Path = h.Path
-	c.Host = h.Host
-	c.ExpectStatus = h.Expect
-	c.Interval = h.Interval.Duration
-	c.Timeout = h.Timeout.Duration
-	c.Rise = h.Rise
-	c.Fall = h.Fall
-	c.Jitter = h.Jitter
-	c.BackoffBase = h.Backoff.Duration
-	c.BackoffMax = h.BackoffMax.Duration
-	c.FlapWindow = h.FlapWindow // checks; config fills in the default (20)
-	return c
-}
+// healthConfig is the checker's config of a VIP's [vip.health]; package
+// config maps and validates it (config.Health.CheckConfig).
+func healthConfig(h *config.Health) health.Config { return h.CheckConfig() }
 
 // healthTargets lists a check target per checked backend, keyed like the
 // backend states (dataplane.BackendKey). The check goes to the backend's

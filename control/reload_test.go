@@ -464,7 +464,9 @@ func reloadCases() []reloadCase {
 		refused("bgp.asn", "65101"),
 		refused("bgp.router_id", `"192.0.2.11"`),
 		refused("bgp.listen_port", "1790"),
-		refused("bgp.listen_addresses", `["192.0.2.10"]`),
+		{key: "bgp.listen_addresses", edit: func(s string) string {
+			return edit(edit(s, "bgp", "listen_port", "179"), "bgp", "listen_addresses", `["192.0.2.10"]`)
+		}},
 		refused("bgp.communities", `["65000:1"]`),
 		refused("bgp.med", "5"),
 		refused("bgp.next_hop_v4", `"192.0.2.10"`),

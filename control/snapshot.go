@@ -19,19 +19,11 @@ import (
 
 // EncapConfig is the tunnel configuration the [dataplane] section describes.
 func EncapConfig(cfg *config.Config) (encap.Config, error) {
-	d := &cfg.Dataplane
-	df, err := encap.ParseDF(d.DF)
+	df, err := encap.ParseDF(cfg.Dataplane.DF)
 	if err != nil {
 		return encap.Config{}, fmt.Errorf("%s: dataplane.df: %w", cfg.File, err)
 	}
-	return encap.Config{
-		SrcV4:   d.LBIPv4.Addr,
-		SrcV6:   d.LBIPv6.Addr,
-		TTL:     uint8(d.TTL),
-		DF:      df,
-		MTU:     d.MTU,
-		GUEPort: uint16(d.GUEPort),
-	}, nil
+	return cfg.EncapConfig(df), nil
 }
 
 // NewEncapsulator makes the encapsulator the [dataplane] section describes.

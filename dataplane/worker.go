@@ -12,8 +12,9 @@ import (
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
-// MaxBurst is the largest burst Process accepts.
-const MaxBurst = 64
+// MaxBurst is the largest burst Process accepts: conntrack's, whose
+// per-burst arrays bound it (one definition, package conntrack).
+const MaxBurst = conntrack.MaxBurst
 
 // Pkt is one packet of a burst: a frame at Buf[Off:Off+Len] with headroom
 // in front of it (a DPDK mbuf's buffer, or a Go slice in tests). Process

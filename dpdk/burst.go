@@ -10,14 +10,17 @@ import "C"
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
 )
 
 // Burst sizes. 32 is what DPDK's samples and testpmd use: large enough
 // to amortise the per-call cost (here one cgo call), small enough that a
-// burst's mbufs and headers stay in L1.
+// burst's mbufs and headers stay in L1. The largest is the flow table's
+// (conntrack.MaxBurst, the one definition), which every burst passes.
 const (
 	DefaultBurst = 32
-	MaxBurst     = 64
+	MaxBurst     = conntrack.MaxBurst
 )
 
 // Burst is an array of up to MaxBurst mbuf pointers in C memory plus a

@@ -37,6 +37,9 @@ const (
 	MaxInterval = time.Hour
 	MaxRiseFall = 100
 	MaxJitter   = 0.5 // beyond, two checks could start almost together
+	// MaxBackoff caps BackoffMax: an hour-long ejection of a backend that
+	// flapped is already more than any operator waits for.
+	MaxBackoff = time.Hour
 )
 
 // Config says how to check one backend. Start from DefaultConfig and
@@ -176,11 +179,11 @@ func (c Config) Validate() error {
 	if c.FlapWindow != 0 && (c.FlapWindow < MinFlapWindow || c.FlapWindow > MaxFlapWindow) {
 		return fieldErr("flap_window", "%d is outside %d..%d checks (0: %d)", c.FlapWindow, MinFlapWindow, MaxFlapWindow, DefaultFlapWindow)
 	}
-	if c.BackoffBase <= 0 {
-		return fieldErr("backoff_base", "%v must be positive", c.BackoffBase)
+	if c.BackoffBase <= 0 || c.BackoffBase > MaxBackoff {
+		return fieldErr("backoff_base", "%v is outside (0, %v]", c.BackoffBase, MaxBackoff)
 	}
-	if c.BackoffMax < c.BackoffBase {
-		return fieldErr("backoff_max", "%v is shorter than backoff_base (%v)", c.BackoffMax, c.BackoffBase)
+	if c.BackoffMax < c.BackoffBase || c.BackoffMax > MaxBackoff {
+		return fieldErr("backoff_max", "%v is outside backoff_base (%v)..%v", c.BackoffMax, c.BackoffBase, MaxBackoff)
 	}
 	return nil
 }

@@ -53,6 +53,9 @@ func TestValidate(t *testing.T) {
 		{"flap window smallest", func(c *Config) { c.FlapWindow = MinFlapWindow }, ""},
 		{"backoff base zero", func(c *Config) { c.BackoffBase = 0 }, "backoff_base"},
 		{"backoff max below base", func(c *Config) { c.BackoffMax = c.BackoffBase / 2 }, "backoff_max"},
+		{"backoff max too long", func(c *Config) { c.BackoffMax = 2 * time.Hour }, "backoff_max"},
+		{"backoff base negative", func(c *Config) { c.BackoffBase = -10 * time.Second }, "backoff_base"},
+		{"interval too long", func(c *Config) { c.Interval = 2 * time.Hour }, "interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -16,7 +16,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/fulcrumlb/fulcrum/bgp"
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
@@ -65,7 +64,9 @@ func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		fmt.Fprintf(stderr, "fulcrum: %v\n", err)
+		for _, line := range strings.Split(err.Error(), "\n") { // config.Errors: one problem a line
+			fmt.Fprintf(stderr, "fulcrum: %s\n", line)
+		}
 		return nil, 2
 	}
 	return cfg, 0
@@ -82,17 +83,11 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	// Build everything the dataplane would, so check catches what run would.
+	// config.Load validated everything; the tables are built to print them.
 	svc, err := control.BuildServices(cfg, nil, nil, dataplane.NextHop{})
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
 		return 2
-	}
-	if cfg.BGP != nil {
-		if _, err := bgp.FromConfig(cfg.BGP); err != nil {
-			fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
-			return 2
-		}
 	}
 	out, err := cfg.Encode()
 	if err != nil {

@@ -60,3 +60,44 @@ func TestVersion(t *testing.T) {
 		t.Errorf("exit %d, %q", code, out)
 	}
 }
+
+// check reports every problem of the file, one a line with its line
+// number: here a health check `run` used to reject after check passed
+// it, and a [bgp] section without a neighbor.
+func TestCheckReportsEveryProblem(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	os.WriteFile(bad, []byte(`[dataplane]
+port = "x"
+lb_ipv4 = "192.0.2.10"
+gateway_ipv4 = "192.0.2.1"
+hash_key = "000102030405060708090a0b0c0d0e0f"
+[[vip]]
+address = "203.0.113.7"
+port = 80
+[vip.health]
+kind = "http"
+expect = "abc"
+[[vip.backend]]
+address = "10.0.0.1"
+[bgp]
+asn = 65001
+router_id = "192.0.2.10"
+`), 0o644)
+	code, _, errs := runCmd("check", "-c", bad)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2: %s", code, errs)
+	}
+	want := []string{
+		"fulcrum: " + bad + ":11: vip[0].health.expect: ",
+		"fulcrum: " + bad + ":14: bgp.neighbor: ",
+	}
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("stderr has %d lines, want %d:\n%s", len(lines), len(want), errs)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d %q, want it to start with %q", i, lines[i], w)
+		}
+	}
+}

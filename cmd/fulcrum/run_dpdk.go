@@ -62,10 +62,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	var bgpCfg bgp.Config
 	if cfg.BGP != nil {
-		if bgpCfg, err = bgp.FromConfig(cfg.BGP); err != nil {
-			fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
-			return 2
-		}
+		bgpCfg = *cfg.BGP // validated, defaults filled in, by config.Load
 	}
 
 	ealArgs := control.EALArgs(cfg)

@@ -1,0 +1,65 @@
+package config
+
+import (
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ErrInvalid is matched (errors.Is) by every validation error, so callers
+// can tell a bad config from an unreadable file.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Problem is one thing wrong in a configuration file.
+type Problem struct {
+	File string
+	// Line is where the problem is: the key's line, or its table's header
+	// when the key is missing; 1 when the file has no such table at all
+	// (an empty file, a missing [dataplane]). Never 0.
+	Line int
+	// Key is the configuration path at fault ("vip[1].backend[0].weight");
+	// "" for syntax errors, which have no key yet.
+	Key string
+	// Msg says what is wrong; it starts with Key when there is one.
+	Msg string
+}
+
+// Error is "FILE:LINE: MSG".
+func (p *Problem) Error() string { return p.File + ":" + strconv.Itoa(p.Line) + ": " + p.Msg }
+
+// Is makes errors.Is(p, ErrInvalid) hold.
+func (p *Problem) Is(target error) bool { return target == ErrInvalid }
+
+// Errors is every problem of one file, in line order. Parse returns it
+// (as an error) whenever the configuration is invalid, so that `fulcrum
+// check` shows everything to fix at once.
+type Errors []*Problem
+
+// Error prints one problem per line.
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, p := range es {
+		lines[i] = p.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Is makes errors.Is(es, ErrInvalid) hold.
+func (es Errors) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap gives errors.As access to each Problem.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, p := range es {
+		out[i] = p
+	}
+	return out
+}
+
+// sorted orders the problems by line, keeping the order of finding
+// within a line (a table's problems stay together).
+func (es Errors) sorted() Errors {
+	sort.SliceStable(es, func(i, j int) bool { return es[i].Line < es[j].Line })
+	return es
+}

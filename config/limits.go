@@ -1,0 +1,98 @@
+package config
+
+import "time"
+
+// The defaults and limits package config owns: the EAL, the ports and
+// queues, the control plane's knobs and the passive health checks. Every
+// other setting is owned by the package that uses it, and config reads its
+// defaults, limits and names from there: encapsulation (encap.DefaultMTU,
+// encap.MinMTU, encap.ParseKind, encap.ParseDF), flow tables
+// (conntrack.DefaultConfig, conntrack.Config.Validate, conntrack.MaxBurst),
+// Maglev tables (maglev.DefaultSize, maglev.MaxSize), schedulers
+// (sched.ParseKind, sched.New), active health checks (health.DefaultConfig,
+// health.Config.Validate) and BGP (bgp.Config.Validate).
+//
+// Durations are positive and bounded; a zero means "the default" unless
+// the key's comment says it means off.
+const (
+	// DefaultBurst is DPDK's customary burst (testpmd, the samples): the
+	// unit of work of the fast path. The largest is conntrack.MaxBurst, the
+	// size of the flow table's per-burst arrays.
+	DefaultBurst = 32
+
+	DefaultRxDesc      = 1024  // per queue; testpmd's default
+	DefaultTxDesc      = 1024  // per queue; testpmd's default
+	DefaultMempoolSize = 16383 // mbufs per pool; 2^n-1 is optimal for rte_mempool
+	// MinDesc and MaxDesc bound rx_desc, tx_desc and mempool_size: below
+	// 64 a NIC cannot hold one burst per queue, above 2^20 it is a typo.
+	MinDesc = 64
+	MaxDesc = 1 << 20
+
+	DefaultMemoryMB = 1024 // EAL memory with --no-huge (-m)
+	MinMemoryMB     = 64   // DPDK's EAL does not start with less
+	// MaxMemoryMB is 1 TiB: more than any host this runs on; a larger
+	// number is a typo that DPDK would fail on at start.
+	MaxMemoryMB = 1 << 20
+
+	// MaxLcores is DPDK's RTE_MAX_LCORE in its default build (22.11,
+	// config/meson.build: 128): lcore ids are 0..MaxLcores-1.
+	MaxLcores = 128
+
+	// DefaultFilePrefix is the EAL --file-prefix. A prefix names a
+	// directory under /run/dpdk that shutdown removes, so it must be a
+	// plain name (see checkFilePrefix) of at most MaxFilePrefixLen bytes.
+	DefaultFilePrefix = "fulcrum"
+	MaxFilePrefixLen  = 64
+
+	DefaultIdleMaxSleep = 200 * time.Microsecond
+	MaxIdleMaxSleep     = time.Second // a longer nap is lost traffic, not saved power
+
+	DefaultExceptionName = "fulcrum0" // the tap interface the kernel sees
+	MaxIfaceNameLen      = 15         // Linux IFNAMSIZ minus the NUL
+
+	DefaultLBPrefix4 = 24 // prefix lengths put on the exception interface
+	DefaultLBPrefix6 = 64
+
+	// MaxNameLen bounds VIP and backend names. Names are path segments of
+	// the admin API (/vip/NAME/backend/NAME) and label values in
+	// /metrics: 1..64 bytes, no '/', no spaces, no control characters.
+	MaxNameLen = 64
+
+	MaxWeight = 65535 // a backend's weight: 0 (no new flows)..65535
+)
+
+// Control-plane defaults and limits.
+const (
+	// DefaultPanicThreshold when the key is absent: the chapter's section
+	// 5.4 and Envoy's healthy_panic_threshold. An explicit 0 disables
+	// panic mode.
+	DefaultPanicThreshold = 0.5
+	DefaultSlowStartMin   = 0.1 // a ramping backend starts at 10% of its weight
+	MaxSlowStart          = time.Hour
+	// MaxDrainTimeout bounds control.drain_timeout (0: drained flows stay
+	// until they end): a day is longer than any deploy waits.
+	MaxDrainTimeout = 24 * time.Hour
+
+	DefaultAdminListen   = "127.0.0.1:9180"
+	DefaultAdminMaxConns = 64
+)
+
+// Health settings config owns: whether to check at all ("none"), how
+// flapping is counted, and the passive checks. The active check's own
+// defaults and limits are package health's.
+const (
+	HealthNone = "none" // [health] kind that turns active checks off (the default)
+
+	// DefaultHealthFlapWindow: transitions within the last 20 checks
+	// count toward flapping (a 2 s flap at a 200 ms interval is caught).
+	DefaultHealthFlapWindow = 20
+	MinHealthFlapWindow     = 2 // one transition is not a flap
+	MaxHealthFlapWindow     = 1000
+
+	DefaultPassiveWindow    = 10 * time.Second
+	MinPassiveWindow        = 2 * time.Second // a few signal periods
+	MaxPassiveWindow        = 10 * time.Minute
+	DefaultPassiveMin       = 20 // handshakes in the window before judging
+	MaxPassiveMin           = 1 << 20
+	DefaultPassiveThreshold = 0.5 // failed share that ejects
+)

@@ -1,0 +1,346 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/bgp"
+)
+
+// problem is one line of a Parse error, in the documented
+// "FILE:LINE: KEY: MESSAGE" form.
+type problem struct {
+	line int
+	key  string
+	msg  string
+}
+
+var problemRE = regexp.MustCompile(`^f\.toml:(\d+): ([^: ]+): (.*)$`)
+
+// problemsOf splits a Parse error into its problems, one per line.
+func problemsOf(t *testing.T, err error) []problem {
+	t.Helper()
+	var out []problem
+	for _, l := range strings.Split(err.Error(), "\n") {
+		m := problemRE.FindStringSubmatch(l)
+		if m == nil {
+			out = append(out, problem{line: -1, msg: l})
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		out = append(out, problem{line: n, key: m[2], msg: m[3]})
+	}
+	return out
+}
+
+const bgpSection = `[bgp]
+asn = 65001
+router_id = "192.0.2.10"
+[[bgp.neighbor]]
+address = "192.0.2.1"
+peer_asn = 65000
+`
+
+const secondVIP = `[[vip]]
+name = "web"
+address = "203.0.113.8"
+port = 80
+  [[vip.backend]]
+  address = "10.0.1.2"
+`
+
+// Every value `fulcrum run` would reject (or that means nothing) is
+// rejected by Parse, at the line of its key, naming it.
+func TestParseRejectsAtKeyAndLine(t *testing.T) {
+	named := strings.Replace(base, "port = 80", "port = 80\nname = \"web\"", 1) // name at line 14
+	cases := []struct {
+		name string
+		toml string
+		key  string
+		line int
+	}{
+		// Health: one validation, package health's, at Parse time.
+		{"health expect", base + "[vip.health]\nkind = \"http\"\nexpect = \"abc\"\n", "vip[0].health.expect", 19},
+		{"health interval too long", base + "[vip.health]\nkind = \"http\"\ninterval = \"2h\"\n", "vip[0].health.interval", 19},
+		{"health path with space", base + "[vip.health]\nkind = \"http\"\npath = \"/a b\"\n", "vip[0].health.path", 19},
+		{"health host with slash", base + "[vip.health]\nkind = \"http\"\nhost = \"a/b\"\n", "vip[0].health.host", 19},
+		{"default health expect", base + "[health]\nexpect = \"abc\"\n", "health.expect", 18},
+		// Floats are finite and in range.
+		{"jitter nan", base + "[health]\njitter = nan\n", "health.jitter", 18},
+		{"passive_threshold nan", base + "[health]\npassive_threshold = nan\n", "health.passive_threshold", 18},
+		{"panic_threshold nan", base + "[control]\npanic_threshold = nan\n", "control.panic_threshold", 18},
+		{"slow_start_min nan", base + "[control]\nslow_start_min = nan\n", "control.slow_start_min", 18},
+		{"slow_start_min inf", base + "[control]\nslow_start_min = inf\n", "control.slow_start_min", 18},
+		// Durations are positive and bounded.
+		{"flap_backoff negative", base + "[health]\nflap_backoff = \"-10s\"\n", "health.flap_backoff", 18},
+		{"flap_backoff_max too long", base + "[health]\nflap_backoff_max = \"1000h\"\n", "health.flap_backoff_max", 18},
+		{"drain_timeout too long", base + "[control]\ndrain_timeout = \"1000h\"\n", "control.drain_timeout", 18},
+		{"conntrack negative", base + "[conntrack]\nudp = \"-1s\"\n", "conntrack.udp", 18},
+		{"bgp drain_time too long", base + bgpSection + "drain_time = \"1h\"\n", "bgp.neighbor[0].drain_time", 0}, // placeholder, replaced below
+		// Names are addressable as /vip/NAME/backend/NAME.
+		{"vip name with slash", strings.Replace(base, "port = 80", "port = 80\nname = \"a/b\"", 1), "vip[0].name", 14},
+		{"vip name with control char", strings.Replace(base, "port = 80", "port = 80\nname = \"a\\u0001\"", 1), "vip[0].name", 14},
+		{"vip name too long", strings.Replace(base, "port = 80", "port = 80\nname = \""+strings.Repeat("a", 65)+"\"", 1), "vip[0].name", 14},
+		{"backend name with space", base + "  name = \"a b\"\n", "vip[0].backend[0].name", 17},
+		{"duplicate vip name", named + secondVIP, "vip[1].name", 19},
+		// EAL limits `fulcrum run` hits.
+		{"memory_mb huge", strings.Replace(base, "memory_mb = 256", "memory_mb = 99999999999", 1), "eal.memory_mb", 3},
+		{"worker lcore beyond RTE_MAX_LCORE", strings.Replace(base, "memory_mb = 256", "memory_mb = 256\nworker_lcores = [100000]", 1), "eal.worker_lcores", 4},
+		{"main lcore beyond RTE_MAX_LCORE", strings.Replace(base, "memory_mb = 256", "memory_mb = 256\nmain_lcore = 128", 1), "eal.main_lcore", 4},
+		{"file_prefix dotdot", strings.Replace(base, "memory_mb = 256", "memory_mb = 256\nfile_prefix = \"..\"", 1), "eal.file_prefix", 4},
+		{"file_prefix dot", strings.Replace(base, "memory_mb = 256", "memory_mb = 256\nfile_prefix = \".\"", 1), "eal.file_prefix", 4},
+		{"file_prefix shell", strings.Replace(base, "memory_mb = 256", "memory_mb = 256\nfile_prefix = \"a;b\"", 1), "eal.file_prefix", 4},
+		// Maglev's own limit.
+		{"table_size above maglev.MaxSize", strings.Replace(base, "port = 80", "port = 80\ntable_size = 10000019", 1), "vip[0].table_size", 14},
+		// A backend the encapsulator cannot tunnel to (encap.Backend).
+		{"multicast backend", strings.Replace(base, `"10.0.1.1"`, `"224.0.0.1"`, 1), "vip[0].backend[0].address", 16},
+		{"loopback backend", strings.Replace(base, `"10.0.1.1"`, `"127.0.0.1"`, 1), "vip[0].backend[0].address", 16},
+		// A missing key is reported at its table's header.
+		{"missing vip address", strings.Replace(base, "address = \"203.0.113.7\"\n", "", 1), "vip[0].address", 11},
+		// [bgp] errors carry lines.
+		{"bgp neighbor port", base + bgpSection + "port = 70000\n", "bgp.neighbor[0].port", 23},
+		{"bgp no neighbor", base + "[bgp]\nasn = 65001\nrouter_id = \"192.0.2.10\"\n", "bgp.neighbor", 17},
+		{"bgp bad community", base + "[bgp]\nasn = 65001\nrouter_id = \"192.0.2.10\"\ncommunities = [\"x\"]\n[[bgp.neighbor]]\naddress = \"192.0.2.1\"\npeer_asn = 65000\n", "bgp.communities", 20},
+	}
+	// drain_time belongs to [bgp], before the neighbor table.
+	cases[14].toml = base + "[bgp]\nasn = 65001\nrouter_id = \"192.0.2.10\"\ndrain_time = \"1h\"\n[[bgp.neighbor]]\naddress = \"192.0.2.1\"\npeer_asn = 65000\n"
+	cases[14].key, cases[14].line = "bgp.drain_time", 20
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.toml), "f.toml")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error does not wrap ErrInvalid: %v", err)
+			}
+			ps := problemsOf(t, err)
+			for _, p := range ps {
+				if p.key == tc.key {
+					if p.line != tc.line {
+						t.Errorf("%s reported at line %d, want %d: %v", tc.key, p.line, tc.line, err)
+					}
+					return
+				}
+			}
+			t.Errorf("no problem names %s: %v", tc.key, err)
+		})
+	}
+}
+
+// The duplicate-name error cites the first use.
+func TestDuplicateVIPNameCitesBothLines(t *testing.T) {
+	named := strings.Replace(base, "port = 80", "port = 80\nname = \"web\"", 1)
+	_, err := Parse([]byte(named+secondVIP), "f.toml")
+	if err == nil {
+		t.Fatal("two VIPs named web accepted")
+	}
+	ps := problemsOf(t, err)
+	if len(ps) != 1 || ps[0].line != 19 || !strings.Contains(ps[0].msg, "line 14") {
+		t.Errorf("got %+v, want one problem at line 19 citing line 14", ps)
+	}
+}
+
+// Parse reports every problem of a file, each on its own line with its
+// line number, and no line ends with the sentinel's text.
+func TestParseReportsEveryProblem(t *testing.T) {
+	bad := strings.Replace(base, "memory_mb = 256", "memory_mb = 1", 1)                              // line 3
+	bad = strings.Replace(bad, "port = 80", "port = 70000", 1)                                       // line 13
+	bad = strings.Replace(bad, "address = \"10.0.1.1\"", "address = \"10.0.1.1\"\n  weight = -1", 1) // line 17
+	bad += "[health]\njitter = 3.0\n"                                                                // line 19
+	_, err := Parse([]byte(bad), "f.toml")
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("not ErrInvalid: %v", err)
+	}
+	var got []int
+	for _, p := range problemsOf(t, err) {
+		got = append(got, p.line)
+		if strings.HasSuffix(p.msg, ErrInvalid.Error()) {
+			t.Errorf("line %d ends with %q", p.line, ErrInvalid.Error())
+		}
+	}
+	want := []int{3, 13, 17, 19}
+	if len(got) != len(want) {
+		t.Fatalf("lines %v, want %v: %v", got, want, err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("lines %v, want %v: %v", got, want, err)
+			break
+		}
+	}
+}
+
+// Never line 0: an empty file is at line 1, and so is a table that is
+// missing altogether.
+func TestNoLineZero(t *testing.T) {
+	for _, tc := range []struct{ name, toml string }{
+		{"empty", ""},
+		{"comment only", "# nothing\n"},
+		{"no dataplane", "[eal]\nmemory_mb = 256\n"},
+		{"no vip", base[:strings.Index(base, "[[vip]]")]},
+		{"unknown dotted key", base + "a.b = 1\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.toml), "f.toml")
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, l := range strings.Split(err.Error(), "\n") {
+				if strings.HasPrefix(l, "f.toml:0:") || !strings.HasPrefix(l, "f.toml:") {
+					t.Errorf("problem without a line: %q", l)
+				}
+			}
+		})
+	}
+}
+
+// panic_threshold = 0 disables panic mode, as the example says; absent, it
+// is the default.
+func TestPanicThresholdZeroDisables(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		toml string
+		want float64
+	}{
+		{"absent", base, DefaultPanicThreshold},
+		{"zero", base + "[control]\npanic_threshold = 0.0\n", 0},
+		{"set", base + "[control]\npanic_threshold = 0.3\n", 0.3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.toml), "f.toml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Control.PanicThreshold; got != tc.want || math.IsNaN(got) {
+				t.Errorf("panic_threshold %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Every example parses, and its effective configuration (what `fulcrum
+// check` prints) parses back to the same thing.
+func TestExamplesParseAndRoundTrip(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.toml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			c, err := Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := c.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2, err := Parse([]byte(s), "encoded")
+			if err != nil {
+				t.Fatalf("effective config does not parse: %v\n%s", err, s)
+			}
+			s2, _ := c2.Encode()
+			if s2 != s {
+				t.Errorf("round trip changed the config:\n%s\n---\n%s", s, s2)
+			}
+		})
+	}
+}
+
+// A [bgp] section decodes into bgp.Config with its defaults filled in,
+// and survives the effective-config round trip.
+func TestBGPSectionDecodes(t *testing.T) {
+	c, err := Parse([]byte(base+bgpSection+"hold_time = \"30s\"\n"), "f.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.BGP == nil || c.BGP.ASN != 65001 || c.BGP.DrainTime != bgp.DefaultDrainTime || c.BGP.Neighbors[0].HoldTime != 30*time.Second || c.BGP.Neighbors[0].Port != bgp.DefaultPeerPort {
+		t.Fatalf("bgp %+v", c.BGP)
+	}
+	s, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Parse([]byte(s), "encoded")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, s)
+	}
+	if c2.BGP.Neighbors[0].HoldTime != 30*time.Second {
+		t.Errorf("round trip: %+v", c2.BGP)
+	}
+}
+
+// FuzzParse: no input makes Parse panic; an accepted config's effective
+// form is accepted too; a rejected one has every problem at a line >= 1.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("../examples/*.toml")
+	for _, name := range files {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(base))
+	f.Add([]byte(base + bgpSection))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, "f.toml")
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error is not ErrInvalid: %v", err)
+			}
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("error is not Errors: %v", err)
+			}
+			for _, p := range es {
+				if p.Line < 1 {
+					t.Fatalf("problem at line %d: %v", p.Line, p)
+				}
+			}
+			return
+		}
+		s, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse([]byte(s), "encoded"); err != nil {
+			t.Fatalf("effective config rejected: %v\n%s", err, s)
+		}
+	})
+}
+
+// Many unknown keys are reported in linear time: the leaf test was
+// quadratic (20000 unknown tables took 6m42s), a denial of service for a
+// reload or a fuzzer.
+func TestManyUnknownKeysAreLinear(t *testing.T) {
+	const n = 20000
+	var b strings.Builder
+	b.WriteString(base)
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "[x%d]\ny = 1\n", i)
+	}
+	start := time.Now()
+	_, err := Parse([]byte(b.String()), "f.toml")
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("Parse took %v", d)
+	}
+	var es Errors
+	if !errors.As(err, &es) || len(es) != n {
+		t.Fatalf("%d problems, want one per unknown key (%d)", len(es), n)
+	}
+	if es[0].Key != "x0.y" || es[0].Line != 18 {
+		t.Errorf("first problem %+v, want x0.y at line 18", es[0])
+	}
+}
