@@ -24,7 +24,9 @@ const (
 	DropBadBuffer                         // the buffer's offsets are inconsistent (a driver bug)
 	DropMultiSeg                          // a multi-segment mbuf (jumbo frames are not supported yet)
 	DropNoException                       // non-VIP traffic with the exception path disabled
-	DropICMPRateLimited                   // an ICMP too-big reply over the lcore's rate limit
+	DropICMPRateLimited                   // an ICMP too-big reply over the lcore's error budget
+	DropEchoRateLimited                   // an echo request to a VIP over the lcore's echo budget
+	DropICMPToSelf                        // an ICMP error would go to a VIP or the LB's own address (a spoofed source)
 	NumDropReasons
 )
 
@@ -38,6 +40,8 @@ var dropNames = [NumDropReasons]string{
 	DropMultiSeg:        "multi-segment",
 	DropNoException:     "no-exception-path",
 	DropICMPRateLimited: "icmp-rate-limited",
+	DropEchoRateLimited: "echo-rate-limited",
+	DropICMPToSelf:      "icmp-error-to-self",
 }
 
 // String is the reason's metric label.
