@@ -238,3 +238,49 @@ func TestImpossibleTCPFlagsDropped(t *testing.T) {
 		}
 	}
 }
+
+// The paths this file tests allocate nothing either: a burst of new flows
+// with several packets each (the re-look-up), a ping, too-big replies to a
+// client and toward a VIP, and a packet with impossible flags.
+func TestNewPathsAllocateNothing(t *testing.T) {
+	for _, k := range []sched.Kind{sched.Maglev, sched.RoundRobin} {
+		r := newRig(t, withScheduler(k))
+		var frames [][]byte
+		for _, fl := range []string{"S", "A", "PA"} {
+			for i := 0; i < 8; i++ {
+				frames = append(frames, frame(t, "198.51.100.84", "203.0.113.7", uint16(100+i), 80, layers.IPProtocolTCP, fl, 0, true))
+			}
+		}
+		newFlows := len(frames)
+		frames = append(frames,
+			icmpEcho(t, "198.51.100.84", "203.0.113.7"),
+			frame(t, "198.51.100.84", "203.0.113.7", 2, 80, layers.IPProtocolTCP, "A", 1480, true),
+			frame(t, "203.0.113.7", "203.0.113.7", 2, 80, layers.IPProtocolTCP, "A", 1480, true),
+			frame(t, "198.51.100.84", "203.0.113.7", 3, 80, layers.IPProtocolTCP, "SR", 0, true))
+		pkts := make([]Pkt, len(frames))
+		bufs := make([][]byte, len(frames))
+		for i, f := range frames {
+			bufs[i] = make([]byte, headroom+len(f))
+		}
+		round := uint16(0)
+		allocs := testing.AllocsPerRun(100, func() {
+			round++
+			for i, f := range frames {
+				copy(bufs[i][headroom:], f)
+				if i < newFlows {
+					// A new client address each round: new flows again.
+					bufs[i][headroom+28], bufs[i][headroom+29] = byte(round>>8), byte(round)
+				}
+				pkts[i] = Pkt{Buf: bufs[i], Off: headroom, Len: len(f)}
+			}
+			r.now++
+			r.w.Process(pkts, r.now)
+		})
+		if allocs != 0 {
+			t.Errorf("%v: Process allocates %v times per burst", k, allocs)
+		}
+		if c := &r.w.c; c.CTMisses < 8*100 || c.Drops[DropICMPToSelf] == 0 || c.Parse[packet.BadTCPFlags] == 0 || c.EchoReplies == 0 {
+			t.Errorf("%v: paths not taken: misses %d, to-self %d, bad flags %d, echo %d", k, c.CTMisses, c.Drops[DropICMPToSelf], c.Parse[packet.BadTCPFlags], c.EchoReplies)
+		}
+	}
+}

@@ -52,8 +52,11 @@ func (r DropReason) String() string {
 	return "unknown"
 }
 
-// PacketBytes counts forwarded packets and bytes, and new flows (conntrack
-// misses that chose this VIP or backend). For a backend, Gen is the
+// PacketBytes counts forwarded packets and bytes, and new flows (once per
+// flow: its first packet, a conntrack miss, or a SYN opening a new
+// connection on a tracked tuple; not the flow's later packets in the same
+// burst, nor ICMP errors and fragments, which create no state) that chose
+// this VIP or backend. For a backend, Gen is the
 // incarnation of its id the counts belong to: a reused id starts from zero.
 type PacketBytes struct {
 	Packets, Bytes, NewFlows uint64
@@ -81,7 +84,7 @@ type Counters struct {
 	Fragments          uint64 // VIP packets that were IP fragments
 	ICMPErrors         uint64 // ICMP errors routed to the backend owning the quoted flow
 	EchoReplies        uint64 // pings to a VIP answered by the LB
-	CTHits, CTMisses   uint64
+	CTHits, CTMisses   uint64 // every VIP packet but fragments is exactly one of them
 	Moved              uint64 // conntrack hits whose backend was removed: re-selected
 	Bursts, IdlePolls  uint64
 
