@@ -324,7 +324,7 @@ func TestTouch(t *testing.T) {
 	if got := tb.Counters().Reopened; got != 2 {
 		t.Errorf("Reopened = %d, want 2", got)
 	}
-	e.Repin(77, 9)
+	tb.Repin(e, 77, 9)
 	if e.Backend() != 77 || e.Gen() != 9 {
 		t.Errorf("Repin: backend %d gen %d", e.Backend(), e.Gen())
 	}

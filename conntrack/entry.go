@@ -89,7 +89,7 @@ type Entry struct {
 	key      flow.Tuple // 38 bytes: offset 0, the first thing compared
 	vip      uint16     // VIP id
 	backend  uint32     // backend id (see Backend)
-	gen      uint32     // generation of the Maglev table that chose backend
+	gen      uint32     // incarnation of the backend id (see Gen)
 	lastSeen Time       // last packet, dataplane clock
 	state    State
 	_        [11]byte // pad to one cache line; spare for later fields
@@ -107,9 +107,12 @@ func (e *Entry) VIP() uint16 { return e.vip }
 // pass 65535; the entry has room to spare, so nothing is saved by 16 bits.
 func (e *Entry) Backend() uint32 { return e.backend }
 
-// Gen is the generation of the VIP's Maglev table that chose Backend; the
-// dataplane compares it with the current generation to see whether the pin
-// still agrees with Maglev.
+// Gen is the incarnation of the Backend id the flow was pinned to: the
+// control plane may hand a freed backend id to a new backend, with the next
+// generation, and the dataplane compares Gen with the current holder's
+// (dataplane.Backend.Gen) so that a flow of the removed backend is not sent
+// to its successor. It says nothing about the Maglev table, whose changes
+// leave pins alone.
 func (e *Entry) Gen() uint32 { return e.gen }
 
 // LastSeen is the time of the flow's last packet.
@@ -118,9 +121,8 @@ func (e *Entry) LastSeen() Time { return e.lastSeen }
 // State is the flow's tracking state.
 func (e *Entry) State() State { return e.state }
 
-// Repin points the flow at another backend, chosen by Maglev table
-// generation gen (after Touch reported port reuse and the old backend is
-// gone, for instance).
-func (e *Entry) Repin(backend, gen uint32) {
+// repin points the flow at another backend id of incarnation gen. Only the
+// table calls it: Table.Repin keeps the per-backend flow counts right.
+func (e *Entry) repin(backend, gen uint32) {
 	e.backend, e.gen = backend, gen
 }

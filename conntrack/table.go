@@ -183,11 +183,12 @@ func (t *Table) BackendFlows(backend uint32) int32 {
 	return 0
 }
 
-// Repin points e's flow at another backend (its old one left, or a new
-// connection reused the tuple), keeping the per-backend counts right.
+// Repin points e's flow at another backend id of incarnation gen (its old
+// one left, or a new connection reused the tuple), keeping the per-backend
+// counts right.
 func (t *Table) Repin(e *Entry, backend, gen uint32) {
 	t.uncount(e.backend)
-	e.Repin(backend, gen)
+	e.repin(backend, gen)
 	t.count(backend)
 }
 
@@ -316,7 +317,7 @@ func (t *Table) Touch(e *Entry, now Time, tcpFlags uint8) (reopened bool) {
 }
 
 // Insert starts tracking a flow whose first packet arrived at now, in state
-// st (Initial), pinned to backend by the VIP's Maglev table generation gen.
+// st (Initial), pinned to backend id of incarnation gen (Entry.Gen).
 // It returns the new entry, or nil when the bucket is full of entries the
 // new one may not evict (package doc; counted in InsertFailed): the caller
 // then forwards by Maglev alone. If the flow is already tracked (a lookup the

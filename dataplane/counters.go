@@ -24,7 +24,9 @@ const (
 	DropBadBuffer                         // the buffer's offsets are inconsistent (a driver bug)
 	DropMultiSeg                          // a multi-segment mbuf (jumbo frames are not supported yet)
 	DropNoException                       // non-VIP traffic with the exception path disabled
-	DropICMPRateLimited                   // an ICMP too-big reply over the lcore's rate limit
+	DropICMPRateLimited                   // an ICMP too-big reply over the lcore's error budget
+	DropEchoRateLimited                   // an echo request to a VIP over the lcore's echo budget
+	DropICMPToSelf                        // an ICMP error would go to a VIP or the LB's own address (a spoofed source)
 	NumDropReasons
 )
 
@@ -38,6 +40,8 @@ var dropNames = [NumDropReasons]string{
 	DropMultiSeg:        "multi-segment",
 	DropNoException:     "no-exception-path",
 	DropICMPRateLimited: "icmp-rate-limited",
+	DropEchoRateLimited: "echo-rate-limited",
+	DropICMPToSelf:      "icmp-error-to-self",
 }
 
 // String is the reason's metric label.
@@ -48,8 +52,11 @@ func (r DropReason) String() string {
 	return "unknown"
 }
 
-// PacketBytes counts forwarded packets and bytes, and new flows (conntrack
-// misses that chose this VIP or backend). For a backend, Gen is the
+// PacketBytes counts forwarded packets and bytes, and new flows (once per
+// flow: its first packet, a conntrack miss, or a SYN opening a new
+// connection on a tracked tuple; not the flow's later packets in the same
+// burst, nor ICMP errors and fragments, which create no state) that chose
+// this VIP or backend. For a backend, Gen is the
 // incarnation of its id the counts belong to: a reused id starts from zero.
 type PacketBytes struct {
 	Packets, Bytes, NewFlows uint64
@@ -77,7 +84,7 @@ type Counters struct {
 	Fragments          uint64 // VIP packets that were IP fragments
 	ICMPErrors         uint64 // ICMP errors routed to the backend owning the quoted flow
 	EchoReplies        uint64 // pings to a VIP answered by the LB
-	CTHits, CTMisses   uint64
+	CTHits, CTMisses   uint64 // every VIP packet but fragments is exactly one of them
 	Moved              uint64 // conntrack hits whose backend was removed: re-selected
 	Bursts, IdlePolls  uint64
 

@@ -90,8 +90,7 @@ type Services struct {
 	vipIDs  map[string]uint16 // vip key -> id, for the next build
 }
 
-// NumVIPIDs and NumBackendIDs are one past the highest id in use.
-func (s *Services) NumVIPIDs() int     { return len(s.VIPs) }
+// NumBackendIDs is one past the highest backend id in use.
 func (s *Services) NumBackendIDs() int { return len(s.Backends) }
 
 // Effective is what the control plane decided for one backend: its weight

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,11 +88,20 @@ type Worker struct {
 	localNew  []int64
 	rng       sched.Rand
 
-	// ICMP too-big replies: a token bucket per lcore (RFC 1812 4.3.2.8,
-	// RFC 4443 2.4(f): rate-limit ICMP errors), so spoofed big packets
-	// cannot turn the LB into a reflector.
-	icmpTokens int
-	icmpLast   conntrack.Time
+	// ICMP replies: token buckets per lcore (RFC 1812 4.3.2.8, RFC 4443
+	// 2.4(f): rate-limit ICMP errors), so spoofed packets cannot turn the
+	// LB into a reflector. Echo replies have their own budget: a ping
+	// flood must not starve the too-big replies path MTU discovery needs.
+	tooBig, echo tokenBucket
+
+	// burstNew marks, by the top 8 bits of the hash, the flows this burst
+	// inserted into conntrack: a later packet of the burst that missed in
+	// the batched lookup (done before any insert) looks again only when
+	// its bit is set, so it follows its flow's first packet (and its
+	// scheduler's choice) instead of choosing anew. 256 bits keep the
+	// false look-ups of a burst of new flows rare (one in eight or less
+	// with 32 new flows).
+	burstNew [4]uint64
 }
 
 // NewWorker creates a worker with its own conntrack table.
@@ -101,8 +111,8 @@ func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, key flow.Key, por
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), portMAC: portMAC, icmpTokens: ICMPBurst,
-		localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
+	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), portMAC: portMAC,
+		tooBig: tokenBucket{tokens: ICMPBurst}, echo: tokenBucket{tokens: EchoBurst}, localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
 	w.c.init()
 	return w, nil
 }
@@ -134,7 +144,7 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 	m := 0
 	for i := range pkts {
 		w.vips[i] = nil
-		if v := w.classify(&pkts[i], i, svc); v != nil {
+		if v := w.classify(&pkts[i], i, svc, now); v != nil {
 			w.vips[i] = v
 			w.hashes[i] = w.hasher.Hash(w.keys[i])
 			if w.parsed[i].Fragment {
@@ -150,6 +160,7 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 		w.ct.LookupBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m])
 	}
 	j := 0
+	w.burstNew = [4]uint64{}
 	for i := range pkts {
 		v := w.vips[i]
 		if v == nil {
@@ -160,6 +171,10 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 		var e *conntrack.Entry
 		if j < m && int(w.ctIdx[j]) == i {
 			e = w.ctOut[j]
+			if h := w.hashes[i] >> 56; e == nil && w.burstNew[h>>6]&(1<<(h&63)) != 0 {
+				// Maybe a later packet of a flow this burst began.
+				e = w.ct.Lookup(w.hashes[i], w.keys[i], now)
+			}
 			j++
 		}
 		be := w.selectBackend(svc, v, i, e, now)
@@ -182,9 +197,18 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 			dst = nh.MAC4
 		}
 		start, length, res := svc.Enc.Encap(p.Buf, p.Off, p.Len, ps, w.hashes[i], v.Encap, &be.Target, dst, w.portMAC)
-		if res == encap.ICMPReply && !w.icmpToken(now) {
-			w.drop(i, DropICMPRateLimited)
-			continue
+		if res == encap.ICMPReply {
+			// RFC 1812 4.3.2.7: no ICMP error toward an address of our
+			// own; such a source is spoofed, and the reply would come
+			// back to the LB.
+			if isSelf(svc, svc.Enc, &ps.Tuple.Src) {
+				w.drop(i, DropICMPToSelf)
+				continue
+			}
+			if !w.tooBig.take(now, ICMPRate, ICMPBurst) {
+				w.drop(i, DropICMPRateLimited)
+				continue
+			}
 		}
 		c.Encap[res]++
 		if res.Drop() {
@@ -210,7 +234,7 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 // classify parses packet i, decides whether it is VIP traffic and fills
 // keys[i]. It returns the VIP, or nil after setting the verdict (punt or
 // drop).
-func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
+func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP {
 	c := &w.c
 	c.RxPackets++
 	c.RxBytes += uint64(p.Len)
@@ -271,13 +295,16 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
 		c.ICMPErrors++
 		v = svc.lookup(&k.Dst, k.DstPort, k.Proto)
 	case ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6:
-		if isEchoRequest(ps) && w.icmpToken(w.now) {
+		switch {
+		case !isEchoRequest(ps):
+			w.drop(i, DropVIPICMP)
+		case !w.echo.take(now, EchoRate, EchoBurst):
+			w.drop(i, DropEchoRateLimited)
+		default:
 			echoReply(p.Buf[p.Off:p.Off+p.Len], ps, w.portMAC)
 			c.EchoReplies++
 			w.Verdicts[i] = Tx
-			return nil
 		}
-		w.drop(i, DropVIPICMP)
 		return nil
 	default:
 		v = svc.lookup(&ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto)
@@ -290,14 +317,16 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services) *VIP {
 }
 
 // selectBackend returns the backend for packet i of VIP v: the conntrack
-// entry's pin when it is still valid, otherwise the Maglev table's choice
-// (pinned in conntrack for a new flow).
+// entry's pin when it is still valid, otherwise the scheduler's choice
+// (pinned in conntrack for a new flow). Each packet that went through
+// conntrack (all but fragments) counts once, as a hit or a miss.
 func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry, now conntrack.Time) *Backend {
 	c := &w.c
 	ps := &w.parsed[i]
 	icmp := ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6
 	syn := ps.TCPFlags&(packet.TCPSyn|packet.TCPAck) == packet.TCPSyn
 	if e != nil {
+		c.CTHits++
 		if !icmp {
 			was, lastSeen := e.State(), e.LastSeen()
 			w.ct.Touch(e, now, ps.TCPFlags)
@@ -306,7 +335,6 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				// its first choice (choosing again would pick afresh).
 				if be := w.pinned(svc, v, e); be != nil && !be.Down {
 					backendCounters(c, be).SYNRetrans++
-					c.CTHits++
 					return be
 				}
 			} else if syn {
@@ -325,12 +353,11 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				if was == conntrack.StateNew {
 					backendCounters(c, be).SYNRetrans++ // no SYN-ACK reached the client
 				} else {
-					w.countNew(c, v, be, true)
+					w.countNew(c, v, be, true) // a new connection on a reused tuple
 				}
 				if old := w.pinned(svc, v, e); old != be {
 					w.ct.Repin(e, be.ID, be.Gen)
 				}
-				c.CTHits++
 				return be
 			}
 			if was == conntrack.StateNew && e.State() == conntrack.StateEstablished {
@@ -344,7 +371,6 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 			}
 		}
 		if be := w.pinned(svc, v, e); be != nil && !be.Down {
-			c.CTHits++
 			return be
 		}
 		// The pinned backend was removed or is down: re-select and count
@@ -356,15 +382,20 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		}
 		return be
 	}
+	if !ps.Fragment {
+		c.CTMisses++
+	}
 	be := w.choose(svc, v, i)
-	if be == nil || ps.Fragment {
+	if be == nil || ps.Fragment || icmp {
+		// Fragments and ICMP errors for a flow this instance has not
+		// seen are routed by the scheduler alone; they never create
+		// state, and are not new flows.
 		return be
 	}
 	w.countNew(c, v, be, syn)
-	if !icmp {
-		// An ICMP error for a flow this instance has not seen is routed by
-		// the table alone; it never creates state.
-		w.ct.Insert(w.hashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
+	if w.ct.Insert(w.hashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now) != nil {
+		h := w.hashes[i] >> 56
+		w.burstNew[h>>6] |= 1 << (h & 63)
 	}
 	return be
 }
@@ -383,7 +414,6 @@ func (w *Worker) pinned(svc *Services, v *VIP, e *conntrack.Entry) *Backend {
 
 // countNew counts a new flow for v on be.
 func (w *Worker) countNew(c *Counters, v *VIP, be *Backend, syn bool) {
-	c.CTMisses++
 	bc := backendCounters(c, be)
 	bc.NewFlows++
 	if syn {
@@ -479,23 +509,42 @@ func backendCounters(c *Counters, be *Backend) *PacketBytes {
 	return bc
 }
 
-// ICMP reply budget per lcore: ICMPRate per second, bursts of ICMPBurst
-// (Linux's icmp_msgs_per_sec and icmp_msgs_burst defaults).
+// ICMP reply budgets per lcore, one for errors (too-big) and one for echo
+// replies: Rate per second, bursts of Burst (Linux's icmp_msgs_per_sec and
+// icmp_msgs_burst defaults).
 const (
 	ICMPRate  = 1000
 	ICMPBurst = 50
+	EchoRate  = 1000
+	EchoBurst = 50
 )
 
-// icmpToken takes one ICMP reply token, refilling by the time since the
-// last refill (now is in milliseconds).
-func (w *Worker) icmpToken(now conntrack.Time) bool {
-	if el := int(int32(now - w.icmpLast)); el > 0 {
-		w.icmpTokens = min(ICMPBurst, w.icmpTokens+el*ICMPRate/1000)
-		w.icmpLast = now
+// tokenBucket is one ICMP reply budget.
+type tokenBucket struct {
+	tokens int
+	last   conntrack.Time
+}
+
+// take takes one token, first refilling rate per second (now is in
+// milliseconds) since the last refill, up to burst.
+func (b *tokenBucket) take(now conntrack.Time, rate, burst int) bool {
+	if el := int(int32(now - b.last)); el > 0 {
+		b.tokens = min(burst, b.tokens+el*rate/1000)
+		b.last = now
 	}
-	if w.icmpTokens <= 0 {
+	if b.tokens <= 0 {
 		return false
 	}
-	w.icmpTokens--
+	b.tokens--
 	return true
+}
+
+// isSelf reports whether a is a VIP address or one of the LB's own (the
+// encapsulator's outer sources).
+func isSelf(svc *Services, enc *encap.Encapsulator, a *[16]byte) bool {
+	if svc.isVIPAddr(a) {
+		return true
+	}
+	addr, cfg := netip.AddrFrom16(*a).Unmap(), enc.Config()
+	return addr == cfg.SrcV4 || addr == cfg.SrcV6
 }

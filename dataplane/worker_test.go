@@ -158,7 +158,9 @@ func frame(t *testing.T, src, dst string, sport, dport uint16, proto layers.IPPr
 	}
 	switch proto {
 	case layers.IPProtocolTCP:
-		tc := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), SYN: strings.Contains(flags, "S"), ACK: strings.Contains(flags, "A"), FIN: strings.Contains(flags, "F"), Window: 100}
+		tc := &layers.TCP{SrcPort: layers.TCPPort(sport), DstPort: layers.TCPPort(dport), SYN: strings.Contains(flags, "S"), ACK: strings.Contains(flags, "A"), FIN: strings.Contains(flags, "F"),
+			RST: strings.Contains(flags, "R"), PSH: strings.Contains(flags, "P"), URG: strings.Contains(flags, "U"),
+			ECE: strings.Contains(flags, "E"), CWR: strings.Contains(flags, "C"), Window: 100}
 		_ = tc.SetNetworkLayerForChecksum(nl)
 		ls = append(ls, tc)
 	case layers.IPProtocolUDP:
@@ -464,6 +466,7 @@ func TestFragmentsFollowOneBackend(t *testing.T) {
 		f[14+9] = 6
 		if off == 0 {
 			f[34+12] = 0x50 // a 20-byte TCP header starts the first fragment
+			f[34+13] = 0x10 // ACK (no flags at all is a scan: bad-tcp-flags)
 		}
 		return fixIPv4Checksum(f)
 	}

@@ -196,6 +196,9 @@ func parseL4(ip []byte, off int, p *Parsed) Reason {
 			return TruncatedTCP
 		}
 		p.TCPFlags = b[13]
+		if badTCPFlags>>(p.TCPFlags&0x3f)&1 != 0 {
+			return BadTCPFlags
+		}
 		p.PayloadOff = uint16(off + doff)
 	case ProtoUDP:
 		if len(b) < 8 {
@@ -224,3 +227,21 @@ func parseL4(ip []byte, off int, p *Parsed) Reason {
 	}
 	return OK
 }
+
+// badTCPFlags has bit f set for each combination f of the six classic TCP
+// flags (FIN..URG; ECE and CWR do not matter) that no TCP stack sends: SYN
+// with RST or FIN (RFC 793 never combines them; scanners and stack
+// fingerprinters do), no flag at all (a null scan: even a RST-less
+// segment carries ACK once the connection exists), and FIN+PSH+URG
+// without ACK (an Xmas scan). Linux's conntrack (tcp_valid_flags) refuses
+// the same. One shift and mask per TCP packet classifies them.
+var badTCPFlags = func() (m uint64) {
+	for f := uint64(0); f < 64; f++ {
+		syn, rst, fin := f&TCPSyn != 0, f&TCPRst != 0, f&TCPFin != 0
+		xmas := f&(TCPFin|TCPPsh|TCPUrg|TCPAck) == TCPFin|TCPPsh|TCPUrg
+		if syn && (rst || fin) || f == 0 || xmas {
+			m |= 1 << f
+		}
+	}
+	return m
+}()

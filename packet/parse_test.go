@@ -345,3 +345,57 @@ func BenchmarkParse(b *testing.B) {
 		})
 	}
 }
+
+// TestTCPFlags: combinations no TCP stack sends are refused as BadTCPFlags,
+// over IPv4 and IPv6 and in a first fragment; the ordinary ones (and the
+// ECN bits on a SYN, RFC 3168 6.1.1) pass.
+func TestTCPFlags(t *testing.T) {
+	const (
+		fin, syn, rst, psh, ack, urg, ece, cwr = 1, 2, 4, 8, 16, 32, 64, 128
+	)
+	for _, tc := range []struct {
+		name  string
+		flags uint8
+		want  Reason
+	}{
+		{"syn", syn, OK},
+		{"syn-ack", syn | ack, OK},
+		{"syn-ece-cwr", syn | ece | cwr, OK},
+		{"ack", ack, OK},
+		{"psh-ack", psh | ack, OK},
+		{"fin-ack", fin | ack, OK},
+		{"fin-psh-ack", fin | psh | ack, OK},
+		{"fin-psh-urg-ack", fin | psh | urg | ack, OK},
+		{"urg-ack", urg | ack, OK},
+		{"rst", rst, OK},
+		{"rst-ack", rst | ack, OK},
+		{"syn-rst", syn | rst, BadTCPFlags},
+		{"syn-rst-ack", syn | rst | ack, BadTCPFlags},
+		{"syn-fin", syn | fin, BadTCPFlags},
+		{"syn-fin-ack", syn | fin | ack, BadTCPFlags},
+		{"null", 0, BadTCPFlags},
+		{"null-ecn", ece | cwr, BadTCPFlags},
+		{"xmas", fin | psh | urg, BadTCPFlags},
+		{"all", 0xff, BadTCPFlags},
+	} {
+		mk := func() *layers.TCP {
+			f := tc.flags
+			return &layers.TCP{SrcPort: 40000, DstPort: 80, Window: 1000, Seq: 7,
+				FIN: f&fin != 0, SYN: f&syn != 0, RST: f&rst != 0, PSH: f&psh != 0, ACK: f&ack != 0, URG: f&urg != 0, ECE: f&ece != 0, CWR: f&cwr != 0}
+		}
+		frames := map[string][]byte{
+			"v4": build(t, eth(layers.EthernetTypeIPv4), ip4("198.51.100.10", "203.0.113.7", layers.IPProtocolTCP), mk()),
+			"v6": build(t, eth(layers.EthernetTypeIPv6), ip6("2001:db8::1", "2001:db8::7", layers.IPProtocolTCP), mk()),
+		}
+		// A first fragment carries the flags too.
+		f := build(t, eth(layers.EthernetTypeIPv4), ip4("198.51.100.10", "203.0.113.7", layers.IPProtocolTCP), mk(), gopacket.Payload(make([]byte, 16)))
+		binary.BigEndian.PutUint16(f[14+6:], 0x2000) // MF, offset 0 (the header checksum is not checked)
+		frames["v4-first-fragment"] = f
+		for fam, fr := range frames {
+			var p Parsed
+			if got := Parse(fr, &p); got != tc.want {
+				t.Errorf("%s %s (%#02x): %v, want %v", tc.name, fam, tc.flags, got, tc.want)
+			}
+		}
+	}
+}

@@ -83,7 +83,3 @@ type Parsed struct {
 	ICMPType uint8 // ICMP/ICMPv6 type and code when Proto is ICMP/ICMPv6
 	ICMPCode uint8
 }
-
-// IsFirstFragment reports whether p is not a fragment, or is the fragment at
-// offset 0 (the one that carries the transport header).
-func (p *Parsed) IsFirstFragment() bool { return p.FragOffset == 0 }

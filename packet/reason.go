@@ -26,6 +26,7 @@ const (
 	BadFragment               // fragment with an impossible offset/length (e.g. a fragment that overlaps the transport header)
 	NotICMPError              // ParseICMPError on a packet that is not an ICMP error message
 	BadICMPQuote              // the packet quoted by an ICMP error is cut off or malformed
+	BadTCPFlags               // a TCP flag combination no stack sends (SYN+RST, SYN+FIN, none, FIN+PSH+URG without ACK): a scan or an attack
 	numReasons
 )
 
@@ -50,6 +51,7 @@ var reasonNames = [numReasons]string{
 	BadFragment:        "bad-fragment",
 	NotICMPError:       "not-icmp-error",
 	BadICMPQuote:       "bad-icmp-quote",
+	BadTCPFlags:        "bad-tcp-flags",
 }
 
 // NumReasons is the number of Reason values, for sizing counter arrays.
