@@ -4,6 +4,7 @@ package dpdk
 
 /*
 #include "fulcrum_dpdk.h"
+#include <rte_version.h>
 int fl_eal_init(int argc, char **argv, int *err);
 */
 import "C"
@@ -157,6 +158,9 @@ func goDPDKErr(err error) error {
 	}
 	return err
 }
+
+// Version is the DPDK the binary runs with (rte_version: "DPDK 22.11.4").
+func Version() string { return C.GoString(C.rte_version()) }
 
 // MainLcore is the id of the EAL's main lcore.
 func MainLcore() uint { return eal.GetMainLcore() }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -83,7 +84,11 @@ func fulcrumDPDKLog(buf *C.char, n C.size_t, level C.int) {
 	l := logState.logger
 	if level <= rteLogErr {
 		for _, line := range lines {
-			logState.errs = append(logState.errs, strings.TrimSpace(subsystemMsg(line)))
+			// The fatal alert repeats the error line after it.
+			msg := strings.TrimPrefix(subsystemMsg(line), "FATAL: ")
+			if msg != "" && !slices.Contains(logState.errs, msg) {
+				logState.errs = append(logState.errs, msg)
+			}
 		}
 		if k := len(logState.errs) - 4; k > 0 {
 			logState.errs = logState.errs[k:]
