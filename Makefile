@@ -114,7 +114,9 @@ install: build
 # The Debian package, with dpkg-deb alone (no debhelper): make install
 # into a staging root with PREFIX=/usr, a control file whose Depends are
 # the packages of the shared libraries bin/fulcrum links (ldd + dpkg -S).
-DEB_VERSION = $(shell v=$(VERSION); v=$${v#v}; case $$v in [0-9]*) echo $$v;; *) echo 0.0~git$$v;; esac)
+# A tag v1.2.3 gives 1.2.3; an untagged commit 0.0~git<hash>; "-" is not
+# allowed in a Debian version without a revision.
+DEB_VERSION = $(shell echo $(VERSION) | sed -e 's/^v//' -e '/^[0-9]/!s/^/0.0~git/' -e 's/-/+/g')
 DEB_ARCH    = $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 deb: setup
 	rm -rf $(BIN)/deb
