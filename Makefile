@@ -70,7 +70,7 @@ deb-test: setup
 	elif [ -z "$(TAGS)" ]; then echo "deb-test: FAILED: running as root but pkg-config finds no libdpdk after scripts/setup.sh" >&2; exit 1; \
 	else $(MAKE) deb && scripts/deb-test.sh $(BIN)/fulcrum_$(DEB_VERSION)_$(DEB_ARCH).deb; fi
 
-# The side-by-side benchmark (issue 6): Fulcrum against dpdk-testpmd io
+# The side-by-side benchmark (docs/benchmarks.md): Fulcrum against dpdk-testpmd io
 # forwarding on the same virtual ports, one table per scenario (needs DPDK
 # and root; ~10 minutes, QUICK=1 under 2). See docs/benchmarks.md.
 bench: setup
