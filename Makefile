@@ -116,7 +116,7 @@ install: build
 # the packages of the shared libraries bin/fulcrum links (ldd + dpkg -S).
 # A tag v1.2.3 gives 1.2.3; an untagged commit 0.0~git<hash>; "-" is not
 # allowed in a Debian version without a revision.
-DEB_VERSION = $(shell echo $(VERSION) | sed -e 's/^v//' -e '/^[0-9]/!s/^/0.0~git/' -e 's/-/+/g')
+DEB_VERSION = $(shell echo $(VERSION) | sed -E -e 's/^v([0-9]+\.)/\1/' -e '/^[0-9]+\.[0-9]/!s/^/0.0~git/' -e 's/-/+/g')
 DEB_ARCH    = $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 deb: setup
 	rm -rf $(BIN)/deb
