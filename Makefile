@@ -3,11 +3,26 @@
 # pkg-config finds libdpdk (scripts/setup.sh installs it).
 SHELL   := /bin/bash
 GO      ?= go
-TAGS    := $(shell pkg-config --exists libdpdk 2>/dev/null && echo dpdk)
-GOFLAGS_TAGS := $(if $(TAGS),-tags $(TAGS))
+# TAGS is expanded when a recipe runs, not when this file is read: every
+# target that builds depends on setup, so on a fresh machine the tag is
+# decided after setup has installed DPDK (":=" here built the first run
+# without DPDK).
+TAGS     = $(shell pkg-config --exists libdpdk 2>/dev/null && echo dpdk)
+GOFLAGS_TAGS = $(if $(TAGS),-tags $(TAGS))
 BIN     := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# make install: PREFIX for the binaries, man page and shared files;
+# the configuration and the unit go where the system looks for them.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+SYSCONFDIR ?= /etc
+UNITDIR ?= /lib/systemd/system
+# The commands an operator runs on an LB host (the others are lab and
+# benchmark tools).
+INSTALL_CMDS := fulcrum fulcrumctl fulcrum-decap fulcrum-conncheck fulcrum-gen
 
-.PHONY: all setup build test lab-test vet unit fuzz bench microbench demo example clean
+.PHONY: all setup build test lab-test deb-test vet unit fuzz bench microbench demo example install deb clean
 
 all: build
 
@@ -15,27 +30,47 @@ setup:
 	@scripts/setup.sh
 
 build: setup
-	$(GO) build $(GOFLAGS_TAGS) -o $(BIN)/ ./cmd/...
+	$(GO) build $(GOFLAGS_TAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-vet:
+vet: setup
 	$(GO) vet $(GOFLAGS_TAGS) ./...
 
-# The README's test command. Unit, DPDK and alloc tests, then every fuzz
-# target briefly.
-test: setup vet
+unit: setup
+	@echo "unit: go test $(GOFLAGS_TAGS)"
 	$(GO) test $(GOFLAGS_TAGS) -count=1 ./...
+
+fuzz: setup
 	GOTAGS="$(TAGS)" FUZZTIME=$${FUZZTIME:-4s} scripts/fuzz.sh
+
+# The README's test command: setup first, then vet, the unit tests (with
+# the DPDK ones wherever libdpdk is installed: a binary built without them
+# there fails TestDPDKTestsCompiledIn), every fuzz target briefly, the
+# package test and the fleet lab.
+test: setup
+	$(MAKE) vet unit fuzz
+	$(MAKE) deb-test
 	$(MAKE) lab-test
 
 # The fleet lab (scripts/lab): network namespaces, bird2, two Fulcrum
 # instances, four backends, real clients and real failures. Needs DPDK and
 # root; runs on its own so nothing else competes for the two cores.
+# Skipped only where it cannot run (not root: setup could not install
+# DPDK either); as root without libdpdk after setup it fails.
 lab-test: setup
-	@if [ -n "$(TAGS)" ] && [ "$$(id -u)" = 0 ]; then \
-		$(GO) test -tags dpdk,lab -count=1 -v -timeout 15m ./scripts/lab/ 2>&1 | grep -v '^time=' ; exit $${PIPESTATUS[0]}; \
-	else echo "lab-test: skipped (needs DPDK and root)"; fi
+	@if [ "$$(id -u)" != 0 ]; then echo "lab-test: skipped (needs root: network namespaces, DPDK)"; \
+	elif [ -z "$(TAGS)" ]; then echo "lab-test: FAILED: running as root but pkg-config finds no libdpdk after scripts/setup.sh" >&2; exit 1; \
+	else $(GO) test -tags dpdk,lab -count=1 -v -timeout 15m ./scripts/lab/ 2>&1 | grep -v '^time=' ; exit $${PIPESTATUS[0]}; fi
 
-# The side-by-side benchmark (issue 6): Fulcrum against dpdk-testpmd io
+# The Debian package installed into a fresh Debian 12 root (debootstrap,
+# cached): dpkg -i, fulcrum check on the conffile, fulcrum run on a
+# capture with the unit's ExecStart line, systemd-analyze verify on the
+# unit. Needs root and DPDK, like the lab.
+deb-test: setup
+	@if [ "$$(id -u)" != 0 ]; then echo "deb-test: skipped (needs root: debootstrap, chroot)"; \
+	elif [ -z "$(TAGS)" ]; then echo "deb-test: FAILED: running as root but pkg-config finds no libdpdk after scripts/setup.sh" >&2; exit 1; \
+	else $(MAKE) deb && scripts/deb-test.sh $(BIN)/fulcrum_$(DEB_VERSION)_$(DEB_ARCH).deb; fi
+
+# The side-by-side benchmark (docs/benchmarks.md): Fulcrum against dpdk-testpmd io
 # forwarding on the same virtual ports, one table per scenario (needs DPDK
 # and root; ~10 minutes, QUICK=1 under 2). See docs/benchmarks.md.
 bench: setup
@@ -59,6 +94,35 @@ demo: build
 # examples/in.pcap in, /tmp/fulcrum-out.pcap out.
 example: build
 	$(BIN)/fulcrum run -c examples/pcap.toml --exit-when-idle 1s --stats-interval 0
+
+# Installs what an operator needs on an LB host: the commands, the
+# configuration (kept if present), the systemd unit, the man page and the
+# hardware scripts. DESTDIR stages it (make deb does).
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/fulcrum/hw $(DESTDIR)$(PREFIX)/lib/fulcrum \
+		$(DESTDIR)$(SYSCONFDIR)/fulcrum $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/share/doc/fulcrum
+	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_CMDS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 packaging/fulcrum-prereq $(DESTDIR)$(PREFIX)/lib/fulcrum/
+	cp -r scripts/hw/. $(DESTDIR)$(PREFIX)/share/fulcrum/hw/
+	install -m 0644 examples/fulcrum.toml examples/pcap.toml $(DESTDIR)$(PREFIX)/share/doc/fulcrum/
+	[ -e $(DESTDIR)$(SYSCONFDIR)/fulcrum/fulcrum.toml ] || install -m 0640 examples/fulcrum.toml $(DESTDIR)$(SYSCONFDIR)/fulcrum/fulcrum.toml
+	gzip -9n < packaging/fulcrum.8 > $(DESTDIR)$(PREFIX)/share/man/man8/fulcrum.8.gz
+	sed 's|@PREFIX@|$(PREFIX)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' packaging/fulcrum.service > $(DESTDIR)$(UNITDIR)/fulcrum.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/fulcrum.service
+
+# The Debian package, with dpkg-deb alone (no debhelper): make install
+# into a staging root with PREFIX=/usr, a control file whose Depends are
+# the packages of the shared libraries bin/fulcrum links (ldd + dpkg -S).
+# A tag v1.2.3 gives 1.2.3; an untagged commit 0.0~git<hash>; "-" is not
+# allowed in a Debian version without a revision.
+DEB_VERSION = $(shell echo $(VERSION) | sed -E -e 's/^v([0-9]+\.)/\1/' -e '/^[0-9]+\.[0-9]/!s/^/0.0~git/' -e 's/-/+/g')
+DEB_ARCH    = $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+deb: setup
+	rm -rf $(BIN)/deb
+	$(MAKE) install DESTDIR=$(CURDIR)/$(BIN)/deb PREFIX=/usr
+	scripts/deb-control.sh $(BIN)/deb "$(DEB_VERSION)" "$(DEB_ARCH)"
+	dpkg-deb --root-owner-group -Zxz --build $(BIN)/deb $(BIN)/fulcrum_$(DEB_VERSION)_$(DEB_ARCH).deb
 
 clean:
 	rm -rf $(BIN)

@@ -4,18 +4,33 @@ package dpdk
 
 /*
 #include "fulcrum_dpdk.h"
+#include <rte_version.h>
+int fl_eal_init(int argc, char **argv, int *err);
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/yerden/go-dpdk/eal"
 )
+
+// ealLaunch is go-dpdk's: it starts go-dpdk's job listener on every lcore
+// (the one RunOnLcore and StopLcores talk to), each calling wg.Done once
+// it runs. InitEAL calls rte_eal_init itself and then this, instead of
+// eal.Init, because eal.Init launches the lcores even when rte_eal_init
+// failed without setting rte_errno (a second process on the same file
+// prefix), which panics; and it log.Println's its arguments.
+//
+//go:linkname ealLaunch github.com/yerden/go-dpdk/eal.ealLaunch
+func ealLaunch(wg *sync.WaitGroup)
 
 // ErrNoEAL is returned by calls that need a running EAL before InitEAL
 // succeeded or after CleanupEAL.
@@ -34,8 +49,10 @@ var (
 //
 // The EAL can start once per process: DPDK refuses a second
 // rte_eal_init even after CleanupEAL. On failure the error carries
-// DPDK's own message (rte_strerror of rte_errno); DPDK logs the detail
-// to stderr.
+// DPDK's own reason: the error lines it logged (such as "Cannot create
+// lock on '/var/run/dpdk/x/config'. Is another primary process
+// running?"), else rte_strerror of rte_errno. DPDK's log goes to the
+// logger given to SetLogger, or else to stderr.
 //
 // The calling goroutine's thread does not become the main lcore:
 // go-dpdk starts the EAL on a locked goroutine of its own, which then
@@ -47,9 +64,30 @@ func InitEAL(args []string) error {
 	if ealRunning.Load() {
 		return fmt.Errorf("eal init: %w", Errno(syscall.EALREADY))
 	}
+	if err := openLog(); err != nil {
+		return err
+	}
+	lastErrors()
 	argv := append([]string{"fulcrum"}, args...)
-	if _, err := eal.Init(argv); err != nil {
-		return fmt.Errorf("eal init %q: %w", args, goDPDKErr(err))
+	var (
+		wg      sync.WaitGroup
+		initErr error
+	)
+	wg.Add(1)
+	go func() {
+		// This thread becomes the main lcore: it stays in ealLaunch
+		// serving RunOnLcore until StopLcores.
+		runtime.LockOSThread()
+		if initErr = ealInit(argv); initErr != nil {
+			wg.Done()
+			return
+		}
+		wg.Add(int(eal.LcoreCount()) - 1)
+		ealLaunch(&wg)
+	}()
+	wg.Wait()
+	if initErr != nil {
+		return fmt.Errorf("eal init %q: %w", args, initErr)
 	}
 	runtimeDir = C.GoString(C.rte_eal_get_runtime_dir())
 	ealRunning.Store(true)
@@ -84,6 +122,33 @@ func RuntimeDir() string {
 	return runtimeDir
 }
 
+// ealInit runs rte_eal_init on the calling thread. Its error is what
+// DPDK logged at error level while it failed (rte_eal_init often returns
+// -1 without setting rte_errno), wrapping rte_errno when there is one.
+func ealInit(argv []string) error {
+	// C memory, never freed: getopt permutes the array and DPDK may keep
+	// pointers into it (the program name) for the life of the process.
+	p := (**C.char)(C.calloc(C.size_t(len(argv)+1), C.size_t(unsafe.Sizeof((*C.char)(nil)))))
+	cargs := unsafe.Slice(p, len(argv)+1)
+	for i, a := range argv {
+		cargs[i] = C.CString(a)
+	}
+	var e C.int
+	if C.fl_eal_init(C.int(len(argv)), p, &e) >= 0 {
+		return nil
+	}
+	msgs := lastErrors()
+	switch {
+	case len(msgs) > 0 && e != 0:
+		return fmt.Errorf("%s: %w", strings.Join(msgs, "; "), Errno(e))
+	case len(msgs) > 0:
+		return errors.New(strings.Join(msgs, "; "))
+	case e != 0:
+		return Errno(e)
+	}
+	return errors.New("rte_eal_init failed and DPDK gave no reason")
+}
+
 // goDPDKErr converts go-dpdk's syscall.Errno into an Errno so the
 // message is rte_strerror's, and keeps its other errors as they are.
 func goDPDKErr(err error) error {
@@ -93,6 +158,9 @@ func goDPDKErr(err error) error {
 	}
 	return err
 }
+
+// Version is the DPDK the binary runs with (rte_version: "DPDK 22.11.4").
+func Version() string { return C.GoString(C.rte_version()) }
 
 // MainLcore is the id of the EAL's main lcore.
 func MainLcore() uint { return eal.GetMainLcore() }

@@ -71,7 +71,8 @@ func TestInitEALError(t *testing.T) {
 	if err == nil {
 		t.Fatalf("child with a bad EAL option succeeded:\n%s", out)
 	}
-	want := `eal init ["--no-such-eal-option"]: Invalid argument`
+	// DPDK's own reason, then rte_strerror of rte_errno.
+	want := `eal init ["--no-such-eal-option"]: unrecognized option '--no-such-eal-option'; Invalid 'command line' arguments.: Invalid argument`
 	if !strings.Contains(string(out), want) {
 		t.Errorf("child output lacks %q:\n%s", want, out)
 	}

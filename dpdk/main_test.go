@@ -32,6 +32,9 @@ const testPoolSize = 8191
 const ealErrorChild = "FULCRUM_DPDK_EAL_ERROR_CHILD"
 
 func TestMain(m *testing.M) {
+	if prefix := os.Getenv(ealPrefixChild); prefix != "" {
+		os.Exit(prefixChild(prefix))
+	}
 	if os.Getenv(ealErrorChild) != "" {
 		err := InitEAL([]string{"--no-such-eal-option"})
 		fmt.Println(err)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The side-by-side benchmark of issue 6 (`make bench`): Fulcrum against
+# The side-by-side benchmark (`make bench`): Fulcrum against
 # dpdk-testpmd io forwarding on the same virtual ports (net_pcap replaying a
 # generated pcap -> net_null), alternated A B A B, one table per scenario and
 # a markdown summary. See docs/benchmarks.md for how to read it.

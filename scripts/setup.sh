@@ -1,40 +1,73 @@
 #!/usr/bin/env bash
-# Installs what Fulcrum needs to build, test and run its demo on a Debian 12
-# machine. Idempotent: it installs only what is missing. Debian packages and
-# Go modules only.
+# Installs what every make target needs (build, test, demo, lab, bench,
+# deb, deb-test) on a Debian 12 machine, down to a debootstrap minbase
+# root with git, make, gcc, libc6-dev, pkg-config, sudo, procps, iproute2,
+# curl, python3 and Go. Idempotent: it installs only what is missing, and
+# says what in one line per group. Debian packages and Go modules only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages, by the command or file that shows they are present.
-#   libdpdk-dev  DPDK 22.11 headers and libraries (pkg-config libdpdk)
-#   dpdk-dev     dpdk-testpmd, the I/O ceiling benchmarks compare against
-#   pkg-config   how cgo finds DPDK
-#   python3      runs the seed chapter's reference scripts in tests
-#   bird2, wrk, curl, ethtool, iproute2   the lab's router, clients and plumbing
+# Each group: a name, then "check:package" pairs; the check is a command
+# (found on PATH), a file (an absolute path) or "pc:NAME" (pkg-config).
+groups=(
+	"build (cgo, DPDK 22.11 headers and libraries)|gcc:gcc /usr/include/stdio.h:libc6-dev pkg-config:pkg-config pc:libdpdk:libdpdk-dev"
+	"reference scripts (tests compare with the chapter's Python)|python3:python3"
+	"lab: router, clients, plumbing (scripts/lab)|bird:bird2 birdc:bird2 wrk:wrk curl:curl ethtool:ethtool ip:iproute2 sysctl:procps"
+	"lab: service names for wrk and curl (/etc/services)|/etc/services:netbase"
+	"benchmark: dpdk-testpmd, the I/O ceiling (make bench)|dpdk-testpmd:dpdk-dev stdbuf:coreutils"
+	"packaging: dpkg-deb, systemd-analyze verify, a fresh root for deb-test|dpkg-deb:dpkg systemd-analyze:systemd debootstrap:debootstrap gzip:gzip"
+	"TLS for go mod download|/etc/ssl/certs/ca-certificates.crt:ca-certificates"
+)
+
+present() {
+	case $1 in
+	pc:*) pkg-config --exists "${1#pc:}" 2>/dev/null ;;
+	/*) [ -e "$1" ] ;;
+	*) command -v "$1" >/dev/null 2>&1 ;;
+	esac
+}
+
 need=()
-pkg-config --exists libdpdk 2>/dev/null || need+=(libdpdk-dev)
-command -v dpdk-testpmd >/dev/null 2>&1 || need+=(dpdk-dev)
-command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
-command -v python3 >/dev/null 2>&1 || need+=(python3)
-command -v gcc >/dev/null 2>&1 || need+=(gcc)
-# The lab (scripts/lab): a real router, real clients, namespaces.
-command -v bird >/dev/null 2>&1 || need+=(bird2)
-command -v wrk >/dev/null 2>&1 || need+=(wrk)
-command -v curl >/dev/null 2>&1 || need+=(curl)
-command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
-command -v ip >/dev/null 2>&1 || need+=(iproute2)
+for g in "${groups[@]}"; do
+	name=${g%%|*}
+	pkgs=()
+	for pair in ${g#*|}; do
+		check=${pair%:*} pkg=${pair##*:}
+		present "$check" || [[ " ${pkgs[*]} " == *" $pkg "* ]] || pkgs+=("$pkg")
+	done
+	if ((${#pkgs[@]})); then
+		need+=("${pkgs[@]}")
+	fi
+done
 
 if ((${#need[@]})); then
 	if [ "$(id -u)" != 0 ]; then
 		echo "setup: need root to install: ${need[*]}" >&2
 		exit 1
 	fi
-	echo "setup: installing ${need[*]}"
 	export DEBIAN_FRONTEND=noninteractive
+	echo "setup: apt-get update"
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	# One apt-get per group, so each line is followed by its work and
+	# a failure names its group.
+	for g in "${groups[@]}"; do
+		name=${g%%|*}
+		pkgs=()
+		for pair in ${g#*|}; do
+			check=${pair%:*} pkg=${pair##*:}
+			present "$check" || [[ " ${pkgs[*]} " == *" $pkg "* ]] || pkgs+=("$pkg")
+		done
+		((${#pkgs[@]})) || continue
+		echo "setup: installing $name: ${pkgs[*]}"
+		apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/tmp/fulcrum-setup.log 2>&1 || {
+			cat /tmp/fulcrum-setup.log >&2
+			echo "setup: installing ${pkgs[*]} failed" >&2
+			exit 1
+		}
+	done
 fi
 
 command -v go >/dev/null 2>&1 || { echo "setup: Go is not installed (need Go 1.26)" >&2; exit 1; }
 # Module hashes are pinned in go.sum, so a plain download verifies them.
+[ -d "$(go env GOMODCACHE)/github.com/yerden" ] || echo "setup: Go modules (go mod download)"
 go mod download

@@ -35,7 +35,7 @@ const usage = `usage: fulcrum-sim <command> [flags]
 
 commands:
   table     print the Maglev table for a backend set
-  hashing   compare modulo, ring and Maglev hashing (seed chapter, section 3.4)
+  hashing   compare modulo, ring and Maglev hashing (the load-balancing chapter, section 3.4)
   policies  mean and p99 latency per scheduling rule: the chapter's section 1.1
             queueing experiment, plus least-connections, peak EWMA and
             random(2) with and without distinct draws
@@ -258,7 +258,7 @@ func runSlow(args []string, stdout, stderr io.Writer) error {
 
 const ewmaUsage = `usage: fulcrum-sim ewma NAME... < commands
 
-Reads one command per line on stdin (the seed EWMA least-response-time
+Reads one command per line on stdin (the EWMA least-response-time
 exercise) for the backends NAME...:
   PICK              print the backend of lowest ewma × (inflight + 1), ties to
                     the smaller name, and count a request in flight on it

@@ -1,11 +1,13 @@
 // Command fulcrum is the Fulcrum load balancer daemon.
 //
-//	fulcrum run   -c fulcrum.toml   forward traffic until SIGTERM/SIGINT (SIGHUP reloads)
-//	fulcrum check -c fulcrum.toml   validate and print the effective configuration
+//	fulcrum run   [-c /etc/fulcrum/fulcrum.toml]   forward traffic until SIGTERM/SIGINT (SIGHUP reloads)
+//	fulcrum check [-c /etc/fulcrum/fulcrum.toml]   validate and print the effective configuration
 //	fulcrum version
 package main
 
 import (
+	"encoding"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,8 +15,10 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/control"
@@ -24,10 +28,35 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-const usage = `usage:
-  fulcrum run -c FILE [--log-format text|json] [--exit-when-idle DURATION]
-  fulcrum check -c FILE
+// defaultConfig is where the package installs the configuration (a
+// conffile) and where run and check look without -c.
+const defaultConfig = "/etc/fulcrum/fulcrum.toml"
+
+const usage = `Fulcrum: a Maglev L4 load balancer over DPDK.
+
+usage:
+  fulcrum run   [-c FILE] [--log-format text|json] [--log-level LEVEL]
+                [--stats-interval DURATION] [--exit-when-idle DURATION]
+  fulcrum check [-c FILE]
   fulcrum version
+  fulcrum help
+
+commands:
+  run      forward traffic until SIGTERM or SIGINT; SIGHUP reloads the file
+           (a rejected file leaves the running configuration in force).
+           With a [bgp] section the VIPs are announced once forwarding,
+           and withdrawn for bgp.drain_time before stopping. Under systemd
+           (Type=notify) it reports READY once the ports are up and the
+           tables built, RELOADING around a reload and STOPPING.
+  check    validate the file as run would and print the effective
+           configuration (defaults filled in) and each VIP's Maglev table
+           shares; every error names the file and line.
+  version  print the version, Go version and whether DPDK is built in.
+
+FILE defaults to ` + defaultConfig + `. "fulcrum COMMAND --help" lists
+the command's flags. Exit status: 0 ok, 1 runtime failure (DPDK, ports,
+admin API, BGP), 2 bad usage or bad configuration. See fulcrum(8) and
+fulcrumctl for the admin API.
 `
 
 func main() {
@@ -49,12 +78,64 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args[1:], stdout, stderr)
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(stderr, "fulcrum: unknown command %q\n%s", args[0], usage)
 	return 2
+}
+
+// newFlagSet is a command's flag set; its -h/--help prints the command's
+// usage and every flag to stdout (parse then returns flag.ErrHelp).
+func newFlagSet(name, synopsis string, stdout, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fs.SetOutput(stdout)
+		fmt.Fprintf(stdout, "usage: fulcrum %s\n\nflags:\n", synopsis)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+	}
+	return fs
+}
+
+// parseFlags parses args into fs; done reports that the command should
+// return code now (help asked for: 0; a bad flag: 2).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, done bool) {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0, true
+	case err != nil:
+		return 2, true
+	case fs.NArg() > 0:
+		fmt.Fprintf(fs.Output(), "fulcrum %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, true
+	}
+	return 0, false
+}
+
+// runOptions are fulcrum run's flags.
+type runOptions struct {
+	config     string
+	logFormat  string
+	logLevel   string
+	exitIdle   time.Duration
+	statsEvery time.Duration
+}
+
+// parseRun parses fulcrum run's flags; they live here so that
+// "fulcrum run --help" lists them in a build without DPDK too.
+func parseRun(args []string, stdout, stderr io.Writer) (o runOptions, code int, done bool) {
+	fs := newFlagSet("run", "run [flags]: forward traffic until SIGTERM/SIGINT; SIGHUP reloads", stdout, stderr)
+	fs.StringVar(&o.config, "c", defaultConfig, "configuration `file`")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json (one JSON object per line, DPDK's own log included)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
+	fs.DurationVar(&o.exitIdle, "exit-when-idle", 0, "exit once packets have arrived and then none for `duration` (replaying a pcap); 0: run until signalled")
+	fs.DurationVar(&o.statsEvery, "stats-interval", 10*time.Second, "log the counters every `duration` (0: only at exit)")
+	code, done = parseFlags(fs, args)
+	return o, code, done
 }
 
 func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config, int) {
@@ -73,11 +154,10 @@ func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("c", "", "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := newFlagSet("check", "check [flags]: validate the file and print the effective configuration and Maglev tables", stdout, stderr)
+	path := fs.String("c", defaultConfig, "configuration `file`")
+	if code, done := parseFlags(fs, args); done {
+		return code
 	}
 	cfg, code := loadConfig(fs, *path, stderr)
 	if cfg == nil {
@@ -121,12 +201,60 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func newLogger(format string, w io.Writer) (*slog.Logger, error) {
+// newLogger is the daemon's logger: every package's, DPDK's (through
+// dpdk.SetLogger) and the standard log package's (slog.SetDefault in
+// run). Durations and MAC addresses are written as text ("1.5s",
+// "02:00:00:00:00:01"), not as nanoseconds or base64.
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: must be debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: textValues}
 	switch strings.ToLower(format) {
 	case "", "text":
-		return slog.New(slog.NewTextHandler(w, nil)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, errors.New("--log-format must be text or json")
+	return nil, fmt.Errorf("--log-format %q: must be text or json", format)
+}
+
+// textValues writes a duration or a Stringer that has no JSON or text
+// form of its own (net.HardwareAddr) as its String.
+func textValues(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindDuration:
+		return slog.String(a.Key, a.Value.Duration().String())
+	case slog.KindAny:
+		v := a.Value.Any()
+		if _, ok := v.(error); ok {
+			return a
+		}
+		if _, ok := v.(json.Marshaler); ok {
+			return a
+		}
+		if _, ok := v.(encoding.TextMarshaler); ok {
+			return a
+		}
+		if s, ok := v.(fmt.Stringer); ok {
+			return slog.String(a.Key, s.String())
+		}
+	}
+	return a
+}
+
+// buildInfo is what the start-up line says about this binary: version,
+// commit, Go version and DPDK.
+func buildInfo() []any {
+	out := []any{"version", version, "go", runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision", "vcs.time", "vcs.modified":
+				out = append(out, s.Key, s.Value)
+			}
+		}
+	}
+	return append(out, "dpdk", dpdkVersion())
 }

@@ -37,7 +37,8 @@ func TestBadInvocations(t *testing.T) {
 	}{
 		{nil, 2, "usage"},
 		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{[]string{"check"}, 2, "-c FILE is required"},
+		{[]string{"check", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"run", "--log-level", "loud"}, 2, "--log-level"},
 		{[]string{"check", "-c", filepath.Join(dir, "missing.toml")}, 2, "no such file"},
 		{[]string{"check", "-c", bad}, 2, "bad.toml:7: vip[0].table_size: 100 is not a prime"},
 		{[]string{"check", "--bogus"}, 2, "flag provided but not defined"},
@@ -99,5 +100,45 @@ router_id = "192.0.2.10"
 		if !strings.HasPrefix(lines[i], w) {
 			t.Errorf("line %d %q, want it to start with %q", i, lines[i], w)
 		}
+	}
+}
+
+// TestHelp: help exits 0 and lists every flag of every command.
+func TestHelp(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"fulcrum run", "fulcrum check", "fulcrum version", "--log-format", "--log-level", "--stats-interval", "--exit-when-idle", defaultConfig, "SIGHUP", "READY"}},
+		{[]string{"help"}, []string{"fulcrum run"}},
+		{[]string{"-h"}, []string{"fulcrum run"}},
+		{[]string{"run", "--help"}, []string{"-c file", defaultConfig, "-log-format", "-log-level", "-stats-interval", "-exit-when-idle"}},
+		{[]string{"run", "-h"}, []string{"-log-level"}},
+		{[]string{"check", "--help"}, []string{"-c file", defaultConfig}},
+	}
+	for _, tc := range cases {
+		code, out, errs := runCmd(tc.args...)
+		if code != 0 {
+			t.Errorf("fulcrum %v: exit %d, stderr %q", tc.args, code, errs)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("fulcrum %v: stdout lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+	}
+}
+
+// TestDefaultConfig: without -c, check reads /etc/fulcrum/fulcrum.toml.
+func TestDefaultConfig(t *testing.T) {
+	code, _, errs := runCmd("check")
+	if _, err := os.Stat(defaultConfig); err == nil {
+		if code != 0 {
+			t.Errorf("check of the installed %s: exit %d: %s", defaultConfig, code, errs)
+		}
+		return
+	}
+	if code != 2 || !strings.Contains(errs, defaultConfig) {
+		t.Errorf("check without -c: exit %d, %q; want 2 and the default path", code, errs)
 	}
 }

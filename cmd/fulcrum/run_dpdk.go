@@ -24,27 +24,34 @@ import (
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/exception"
 	"github.com/fulcrumlb/fulcrum/health"
+	"github.com/fulcrumlb/fulcrum/internal/sdnotify"
 )
 
 const dpdkSupport = "22.11+ built in"
 
+func dpdkVersion() string { return dpdk.Version() }
+
 func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("c", "", "configuration file")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	exitIdle := fs.Duration("exit-when-idle", 0, "exit once packets have arrived and then none for this long (replaying a pcap); 0: run until signalled")
-	statsEvery := fs.Duration("stats-interval", 10*time.Second, "log the counters this often (0: only at exit)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	opt, code, done := parseRun(args, stdout, stderr)
+	if done {
+		return code
 	}
-	log, err := newLogger(*logFormat, stderr)
+	log, err := newLogger(opt.logFormat, opt.logLevel, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrum run: %v\n", err)
 		return 2
 	}
+	// One logger for everything: the standard log package's lines and
+	// DPDK's own (EAL, drivers) go through it too.
+	slog.SetDefault(log)
+	if err := dpdk.SetLogger(log); err != nil {
+		log.Warn("DPDK log stays on stderr", "err", err)
+	}
+	log.Info("fulcrum starting", buildInfo()...)
 	raiseNoFileLimit(log) // before anything opens descriptors; see rlimit.go
-	cfg, code := loadConfig(fs, *path, stderr)
+	path := &opt.config
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	cfg, code := loadConfig(fs, opt.config, stderr)
 	if cfg == nil {
 		return code
 	}
@@ -79,7 +86,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		// DPDK leaves its runtime directory behind; a restart with the
 		// same file prefix must not trip over it.
 		if runDir != "" {
-			os.RemoveAll(runDir)
+			if err := dpdk.RemoveRuntimeDir(runDir); err != nil {
+				log.Warn("DPDK runtime files", "err", err)
+			}
 		}
 	}()
 	eng, err := dataplane.NewEngine(engCfg, shared, log)
@@ -118,7 +127,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 				log.Error("admin API stopped", "err", err)
 			}
 		}()
-		log.Info("admin API listening", "addr", cfg.Admin.Listen)
 	}
 	if eng.HasTap() {
 		tap := func(_, cur *config.Config) error { return exception.Configure(exceptionIface(cur, eng.PortMAC), "") }
@@ -141,6 +149,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	log.Info("forwarding", "vips", len(cfg.VIPs), "config", cfg.File)
+	// Ports up, tables built, loops running: systemd may now start what
+	// is ordered after fulcrum.service (Type=notify).
+	notify(log, sdnotify.Ready)
 
 	// BGP: the VIPs are announced only now that the loops forward, and only
 	// those that can serve (the control plane decides, after every rebuild).
@@ -186,13 +197,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	var stats, idleTick <-chan time.Time
-	if *statsEvery > 0 {
-		t := time.NewTicker(*statsEvery)
+	if opt.statsEvery > 0 {
+		t := time.NewTicker(opt.statsEvery)
 		defer t.Stop()
 		stats = t.C
 	}
-	if *exitIdle > 0 {
-		t := time.NewTicker(*exitIdle / 4)
+	if opt.exitIdle > 0 {
+		t := time.NewTicker(opt.exitIdle / 4)
 		defer t.Stop()
 		idleTick = t.C
 	}
@@ -202,12 +213,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
+				notify(log, sdnotify.Reloading)
 				if err := plane.Reload(*path); err != nil {
 					log.Error("reload rejected; the running configuration stays in force", "file", *path, "err", err)
 				}
+				notify(log, sdnotify.Ready)
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
+			notify(log, sdnotify.Stopping)
 			withdraw(s.String())
 			logStats(log, eng, "final counters")
 			return 0
@@ -224,13 +238,21 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			rx := totalRx(eng)
 			if rx != lastRx {
 				lastRx, lastChange = rx, time.Now()
-			} else if rx > 0 && time.Since(lastChange) >= *exitIdle {
-				log.Info("input idle, exiting", "idle", *exitIdle)
+			} else if rx > 0 && time.Since(lastChange) >= opt.exitIdle {
+				log.Info("input idle, exiting", "idle", opt.exitIdle)
 				withdraw("input idle")
 				logStats(log, eng, "final counters")
 				return 0
 			}
 		}
+	}
+}
+
+// notify tells systemd the daemon's state when it runs as a Type=notify
+// unit; elsewhere it does nothing.
+func notify(log *slog.Logger, state string) {
+	if _, err := sdnotify.Notify(state); err != nil {
+		log.Warn("telling systemd", "state", state, "err", err)
 	}
 }
 

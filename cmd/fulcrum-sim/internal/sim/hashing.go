@@ -386,7 +386,7 @@ func Write(w io.Writer, rows []Row, flows int, seed uint64) error {
 			_, err = fmt.Fprintf(w, format, a...)
 		}
 	}
-	p("Flow-to-backend mappings when one of N backends (b0..b<N-1>) is removed (b<N/2>), seed chapter section 3.4.\n")
+	p("Flow-to-backend mappings when one of N backends (b0..b<N-1>) is removed (b<N/2>), the load-balancing chapter, section 3.4.\n")
 	p("load max/min: busiest/idlest backend before the removal, relative to an equal share; flows moved: change backend;\n")
 	p("needlessly: change backend although theirs is still there. Maglev takes backends in key byte order.\n\n")
 	p("Sampled over %d random flow hashes (Python random.Random(%d).getrandbits(64)):\n", flows, seed)

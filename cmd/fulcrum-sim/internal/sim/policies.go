@@ -235,7 +235,7 @@ func WritePolicies(w io.Writer, c PolicyConfig, res []PolicyResult) error {
 		c.Servers, 100*c.Load, c.Requests, c.Seed)
 	ew.printf("two random choices and least loaded compare queued work (the chapter's free_at);\n" +
 		"least connections, peak EWMA and random(2) compare requests at the server, as an LB can;\n" +
-		"random(2) replace may draw the same server twice (HAProxy before seed 002's patch).\n")
+		"random(2) replace may draw the same server twice (HAProxy before its random(<draws>) change).\n")
 	return ew.err
 }
 

@@ -28,7 +28,7 @@ const slowThreshold = 10
 // Farms are the two setups of fulcrum-sim slow.
 var Farms = []Farm{
 	{"section 4.2: 4 servers, s1-s3 at 2 ms, s4 at 50 ms", []float64{2, 2, 2, 50}, "8.73% -> 5.16%"},
-	{"seed 002: 8 servers, s1-s6 at 2 ms, s7-s8 at 50 ms", []float64{2, 2, 2, 2, 2, 2, 50, 50}, "7.5% -> 6.80%"},
+	{"HAProxy random(<draws>) change: 8 servers, s1-s6 at 2 ms, s7-s8 at 50 ms", []float64{2, 2, 2, 2, 2, 2, 50, 50}, "7.5% -> 6.80%"},
 }
 
 // SlowRules are the rules fulcrum-sim slow compares, all reading the
@@ -211,7 +211,7 @@ func WriteSlow(w io.Writer, c SlowConfig, res [][]SlowResult) error {
 				distinct = r.SlowShare
 			}
 		}
-		ew.printf("random(2) to the slow servers, with replacement -> distinct draws: %.2f%% -> %.2f%% (seed 002's HAProxy rig: %s)\n",
+		ew.printf("random(2) to the slow servers, with replacement -> distinct draws: %.2f%% -> %.2f%% (HAProxy's own measurement for the change: %s)\n",
 			replace, distinct, f.Measured)
 	}
 	ew.printf("\n%d clients in a closed loop, %d requests measured after %d, seed %d; ideal servers with fixed delays.\n",

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The Debian package on a fresh machine (make deb-test, run by make test as
+# root): in an overlay over a debootstrap minbase Debian 12 root (made once
+# and cached, the same base as ../shared/tools/fresh-check.sh's), install
+# the .deb with dpkg (apt-get fetches its Depends), run `fulcrum check` on
+# the installed conffile, and run the unit's ExecStart line (no systemd in
+# a chroot) on a capture, checking that it forwarded. Then
+# `systemd-analyze verify` on the installed unit. Mounts are undone on any
+# exit. usage: deb-test.sh PACKAGE.deb
+set -euo pipefail
+deb=$(readlink -f "${1:?usage: deb-test.sh PACKAGE.deb}")
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "deb-test: needs root (debootstrap, chroot, DPDK)" >&2; exit 1; }
+start=$SECONDS
+
+base=${FRESH_BASE:-${XDG_CACHE_HOME:-$HOME/.cache}/fresh-debian12}
+if [ ! -x "$base/bin/bash" ]; then
+	echo "deb-test: making a minimal Debian 12 root in $base (once; cached)"
+	mirror=$(grep -rhoE '^(URIs:[[:space:]]*|deb[[:space:]]+)[a-z]+://[^[:space:]]+' /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null |
+		grep -oE "[a-z]+://[^[:space:]]+" | grep -v security | head -1 || true)
+	[ -n "$mirror" ] || { echo "deb-test: no Debian mirror in the host's apt sources" >&2; exit 1; }
+	mkdir -p "$base"
+	debootstrap --variant=minbase --include=ca-certificates,git,make,gcc,libc6-dev,pkg-config,sudo,procps,iproute2,curl,python3 \
+		bookworm "$base" "$mirror" >/tmp/fulcrum-debootstrap.log 2>&1 || {
+		tail -20 /tmp/fulcrum-debootstrap.log >&2
+		rm -rf "$base"
+		echo "deb-test: debootstrap failed" >&2
+		exit 1
+	}
+fi
+
+work=$(mktemp -d /tmp/fulcrum-debtest.XXXXXX)
+root=$work/root
+mkdir -p "$root" "$work/upper" "$work/w"
+cleanup() {
+	for m in dev/pts dev sys proc; do umount -l "$root/$m" 2>/dev/null || true; done
+	umount -l "$root" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+mount -t overlay overlay -o "lowerdir=$base,upperdir=$work/upper,workdir=$work/w" "$root"
+mount -t proc proc "$root/proc"
+mount --rbind /sys "$root/sys"
+mount --rbind /dev "$root/dev"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive "$@"; }
+fail() { echo "deb-test: FAIL: $*" >&2; exit 1; }
+
+echo "deb-test: installing $(basename "$deb") into a fresh root"
+cp "$deb" "$root/tmp/fulcrum.deb"
+in_root apt-get update -qq >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; fail "apt-get update"; }
+# dpkg -i, with apt-get fetching the Depends it lists.
+in_root apt-get install -y -qq --no-install-recommends /tmp/fulcrum.deb >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; fail "installing the package"; }
+in_root dpkg-query -W -f='${Status}\n' fulcrum | grep -q "install ok installed" || fail "dpkg does not list fulcrum as installed"
+[ "$(in_root dpkg-query -W -f='${Conffiles}' fulcrum | awk '{print $1}')" = /etc/fulcrum/fulcrum.toml ] || fail "/etc/fulcrum/fulcrum.toml is not a conffile"
+for f in /usr/bin/fulcrum /usr/bin/fulcrumctl /lib/systemd/system/fulcrum.service /usr/share/man/man8/fulcrum.8.gz /usr/share/fulcrum/hw/hugepages.sh /usr/lib/fulcrum/fulcrum-prereq; do
+	[ -e "$root$f" ] || fail "$f is not installed"
+done
+
+echo "deb-test: fulcrum check (the installed conffile, no -c)"
+in_root /usr/bin/fulcrum check >"$work/check.log" 2>&1 || { cat "$work/check.log"; fail "fulcrum check on /etc/fulcrum/fulcrum.toml"; }
+grep -q "/etc/fulcrum/fulcrum.toml: valid" "$work/check.log" || { cat "$work/check.log"; fail "fulcrum check did not check the conffile"; }
+in_root /usr/lib/fulcrum/fulcrum-prereq /etc/fulcrum/fulcrum.toml || fail "fulcrum-prereq on the conffile"
+
+echo "deb-test: the unit's ExecStart on a capture"
+cp examples/in.pcap "$root/tmp/in.pcap"
+sed -e "s|rx_pcap=examples/in.pcap,tx_pcap=/tmp/fulcrum-out.pcap|rx_pcap=/tmp/in.pcap,tx_pcap=/tmp/out.pcap|" \
+	-e "s|file_prefix = \"fulcrum-example\"|file_prefix = \"fulcrum-debtest-$$\"|" "$root/usr/share/doc/fulcrum/pcap.toml" >"$root/tmp/pcap.toml"
+printf '\n[admin]\nlisten = "unix:/tmp/fulcrum-admin.sock"\n' >>"$root/tmp/pcap.toml"
+exec_start=$(sed -n 's/^ExecStart=//p' "$root/lib/systemd/system/fulcrum.service")
+[ -n "$exec_start" ] || fail "the unit has no ExecStart"
+cmd=${exec_start/\/etc\/fulcrum\/fulcrum.toml//tmp/pcap.toml}
+in_root timeout 120 $cmd --exit-when-idle 1s --stats-interval 0 --log-format json >"$work/run.log" 2>&1 || { cat "$work/run.log"; fail "$cmd"; }
+grep -q '"msg":"final counters".*"forwarded":[1-9]' "$work/run.log" || { cat "$work/run.log"; fail "fulcrum run forwarded nothing"; }
+[ -s "$root/tmp/out.pcap" ] || fail "no output capture"
+[ ! -e "$root/run/dpdk/fulcrum-debtest-$$" ] || fail "DPDK's runtime directory left behind"
+
+echo "deb-test: systemd-analyze verify fulcrum.service"
+command -v systemd-analyze >/dev/null || fail "systemd-analyze is not installed (scripts/setup.sh installs systemd)"
+# verify checks that the unit's programs exist: point them into the root.
+mkdir -p "$work/unit"
+sed -e "s|/usr/|$root/usr/|g" -e "s|/etc/fulcrum/|$root/etc/fulcrum/|g" "$root/lib/systemd/system/fulcrum.service" >"$work/unit/fulcrum.service"
+# verify exits 0 after some warnings (an unknown Type=, say): any output fails.
+out=$(systemd-analyze verify --man=no "$work/unit/fulcrum.service" 2>&1) || fail "systemd-analyze verify: $out"
+[ -z "$out" ] || fail "systemd-analyze verify: $out"
+echo "deb-test: ok ($((SECONDS - start))s)"
