@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+
+	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
 // SetAnnouncer hands the control plane the function that announces the VIPs
@@ -32,6 +34,11 @@ func (p *Plane) SetAnnouncer(announce func([]netip.Prefix), peers func() []PeerI
 // the address, so one unsettled VIP withholds the whole address. Once
 // announced, an address is not withdrawn for a backend added later by a
 // reload that has not been checked yet.
+//
+// Likewise a fresh instance withholds a VIP address until it can forward
+// to its backends: the next hop of at least one backend's address family
+// is known (the gateway's MAC resolved). Announcing earlier would pull
+// traffic onto an instance that drops it (no-next-hop).
 func (p *Plane) announceLocked() {
 	if p.announce == nil {
 		return
@@ -40,7 +47,7 @@ func (p *Plane) announceLocked() {
 	unsettled := p.unsettledVIPsLocked()
 	withheld := map[netip.Addr]bool{}
 	for _, v := range svc.VIPs {
-		if v != nil && unsettled[v.Name] && !p.wasAnnounced[v.Addr] {
+		if v != nil && (unsettled[v.Name] || !canForward(svc, v)) && !p.wasAnnounced[v.Addr] {
 			withheld[v.Addr] = true
 		}
 	}
@@ -66,4 +73,19 @@ func (p *Plane) announceLocked() {
 	}
 	p.announced = key
 	p.announce(set)
+}
+
+// canForward reports whether svc has a next hop for at least one of v's
+// backends' address families.
+func canForward(svc *dataplane.Services, v *dataplane.VIP) bool {
+	nh := &svc.NextHop
+	for _, id := range v.Members {
+		if int(id) >= len(svc.Backends) || svc.Backends[id] == nil {
+			continue
+		}
+		if a := svc.Backends[id].Addr; (a.Is4() && nh.Has4) || (a.Is6() && nh.Has6) {
+			return true
+		}
+	}
+	return false
 }

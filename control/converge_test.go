@@ -2,7 +2,10 @@ package control
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
+
+	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
 // A fresh instance serves with every configured backend until its checks
@@ -122,5 +125,28 @@ port = 443
 	f.rebuild()
 	if len(calls) == 0 || len(calls[len(calls)-1]) != 1 {
 		t.Fatalf("not announced once both VIPs settled: %v", calls)
+	}
+}
+
+// A fresh instance whose gateway's MAC the kernel has not resolved yet
+// withholds its VIPs: announcing them would pull traffic onto an instance
+// that can only drop it (no-next-hop).
+func TestAnnouncementWaitsForTheNextHop(t *testing.T) {
+	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	f := newFixture(t, toml)
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(set []netip.Prefix) { calls = append(calls, set) }, nil)
+	if len(calls) != 0 && len(calls[len(calls)-1]) != 0 {
+		t.Fatalf("announced %v before the gateway was resolved", calls[len(calls)-1])
+	}
+	f.plane.SetNextHop(netip.MustParseAddr("192.0.2.1"), netip.Addr{}, dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true})
+	if len(calls) == 0 || len(calls[len(calls)-1]) == 0 {
+		t.Fatalf("nothing announced after the gateway was resolved: %v", calls)
+	}
+	// Once announced, a next hop lost for a moment does not withdraw it.
+	n := len(calls)
+	f.plane.SetNextHop(netip.MustParseAddr("192.0.2.1"), netip.Addr{}, dataplane.NextHop{})
+	if len(calls) != n && len(calls[len(calls)-1]) == 0 {
+		t.Error("withdrawn when the next hop went unresolved after the announcement")
 	}
 }

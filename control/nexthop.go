@@ -65,6 +65,7 @@ func (p *Plane) SetNextHop(ipv4, ipv6 netip.Addr, nh dataplane.NextHop) {
 	if svc := p.shared.Services.Load(); svc != nil {
 		p.shared.Services.Store(svc.WithNextHop(p.nextHopLocked(p.cfg)))
 	}
+	p.announceLocked() // a fresh instance waits for its next hop (announce.go)
 }
 
 // SetOnApply sets what applies an accepted reload to the kernel's side of

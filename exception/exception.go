@@ -10,6 +10,7 @@
 package exception
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -83,14 +84,25 @@ func Configure(ifc Iface, ns string) error {
 	if err != nil {
 		return fail("find", err)
 	}
-	if err := h.LinkSetHardwareAddr(link, net.HardwareAddr(ifc.MAC[:])); err != nil {
-		return fail("set address", err)
+	// Only what differs is set: setting even the same MAC makes the kernel
+	// flush the interface's neighbour table (NETDEV_CHANGEADDR), which would
+	// leave the gateway unresolved, and forwarding stopped, for a second
+	// after every reload.
+	attrs := link.Attrs()
+	if !bytes.Equal(attrs.HardwareAddr, ifc.MAC[:]) {
+		if err := h.LinkSetHardwareAddr(link, net.HardwareAddr(ifc.MAC[:])); err != nil {
+			return fail("set address", err)
+		}
 	}
-	if err := h.LinkSetMTU(link, ifc.MTU); err != nil {
-		return fail(fmt.Sprintf("set mtu %d", ifc.MTU), err)
+	if attrs.MTU != ifc.MTU {
+		if err := h.LinkSetMTU(link, ifc.MTU); err != nil {
+			return fail(fmt.Sprintf("set mtu %d", ifc.MTU), err)
+		}
 	}
-	if err := h.LinkSetUp(link); err != nil {
-		return fail("set up", err)
+	if attrs.Flags&net.FlagUp == 0 {
+		if err := h.LinkSetUp(link); err != nil {
+			return fail("set up", err)
+		}
 	}
 	want := map[netip.Prefix]bool{}
 	for _, p := range ifc.Addrs {
