@@ -156,6 +156,29 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+// TestReconfigureKeepsNeighbours: a reload that changes nothing on the
+// interface must not disturb the kernel's neighbour table (setting even
+// the same MAC flushes it, and the gateway goes unresolved: forwarding
+// stops until ARP answers again).
+func TestReconfigureKeepsNeighbours(t *testing.T) {
+	const ifc = "fltest4"
+	ns, h := testNetns(t, ifc)
+	cfg := Iface{Name: ifc, MAC: [6]byte{2, 0xf1, 0, 0, 0, 4}, MTU: 1500, Addrs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/24")}}
+	if err := Configure(cfg, ns); err != nil {
+		t.Fatal(err)
+	}
+	gw, m4 := netip.MustParseAddr("192.0.2.1"), [6]byte{2, 0, 0, 0, 0, 0x44}
+	addNeigh(t, h, ifc, gw, m4, netlink.NUD_REACHABLE)
+	for i := 0; i < 3; i++ {
+		if err := Configure(cfg, ns); err != nil {
+			t.Fatal(err)
+		}
+		if mac, ok := Lookup(ns, ifc, gw); !ok || mac != m4 {
+			t.Fatalf("after reconfiguration %d: gateway %v %v, want %v (neighbour entry kept)", i+1, net.HardwareAddr(mac[:]), ok, net.HardwareAddr(m4[:]))
+		}
+	}
+}
+
 // TestResolverFollowsGateways: the resolver publishes the gateways' MACs,
 // and resolves again at once (not at its next interval) when told the
 // gateways changed, as a reload does.
