@@ -175,8 +175,8 @@ type VIP struct {
 	Encap     string `toml:"encap"`    // default: dataplane.encap
 	TableSize int    `toml:"table_size"`
 	// Scheduler picks the backend of a new flow: maglev (default; the
-	// same answer on every instance), p2c, least-conn, peak-ewma,
-	// round-robin, random. See README "Choosing a scheduler".
+	// same answer on every instance) or another of package sched's kinds
+	// (sched.Kinds). See README "Choosing a scheduler".
 	Scheduler string   `toml:"scheduler"`
 	Draws     int      `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
 	Penalty   Duration `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples

@@ -9,7 +9,6 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/flow"
-	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // LookupResult says which backend a flow goes to, and why.
@@ -96,7 +95,7 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 		res.Reason = "no-backend"
 		return res, nil
 	}
-	if v.Sched != sched.Maglev {
+	if v.Sched.IsPicker() {
 		// The worker's picker decides at the SYN, by the loads of that
 		// moment (dataplane Worker.choose): no slot names the backend.
 		if res.Reason != "conntrack-stale" {
