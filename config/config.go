@@ -114,7 +114,7 @@ type Control struct {
 // Health is an active health check. In [health] it sets the defaults; in
 // [vip.health] it overrides them per VIP. Kind "none" turns checks off.
 type Health struct {
-	Kind       string   `toml:"kind"`   // none (HealthNone, the default), or one of package health's kinds: tcp, http, https
+	Kind       string   `toml:"kind"`   // none (HealthNone, the default), or one of health.Kinds (tcp, http, https, ...)
 	Port       int      `toml:"port"`   // 0: the VIP's port
 	Path       string   `toml:"path"`   // http(s): default "/"
 	Host       string   `toml:"host"`   // http(s): Host header
