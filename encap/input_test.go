@@ -3,6 +3,7 @@ package encap
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"net/netip"
 	"strings"
@@ -168,16 +169,16 @@ func TestKindAndDFNames(t *testing.T) {
 	if _, err := ParseKind("vxlan"); err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `"vxlan"`) {
 		t.Errorf("ParseKind(vxlan) = %v", err)
 	}
-	var k Kind
-	if err := k.UnmarshalText([]byte("gue")); err != nil || k != GUE {
-		t.Errorf("UnmarshalText(gue) = %v, %v", k, err)
+	if got := fmt.Sprint(Kinds()); got != "[gre ipip gue]" {
+		t.Errorf("Kinds() = %s", got)
 	}
-	var d DF
-	if err := d.UnmarshalText([]byte("clear")); err != nil || d != DFClear {
-		t.Errorf("UnmarshalText(clear) = %v, %v", d, err)
+	if _, err := ParseKind("vxlan"); err == nil || !strings.Contains(err.Error(), "want one of gre, ipip, gue") {
+		t.Errorf("ParseKind(vxlan) does not list the kinds: %v", err)
 	}
-	if b, _ := IPIP.MarshalText(); string(b) != "ipip" {
-		t.Errorf("MarshalText = %q", b)
+	for _, k := range Kinds() {
+		if Overhead(k, false) < ipv4Len || Overhead(k, true) != Overhead(k, false)+ipv6Len-ipv4Len {
+			t.Errorf("Overhead(%v) = %d/%d", k, Overhead(k, false), Overhead(k, true))
+		}
 	}
 	if Kind(7).String() != "kind(7)" {
 		t.Errorf("Kind(7) = %q", Kind(7).String())
