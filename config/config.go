@@ -26,6 +26,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/fulcrumlb/fulcrum/bgp"
+	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 // Config is the whole configuration of one fulcrum process.
@@ -190,9 +191,24 @@ type VIP struct {
 	Backends []Backend `toml:"backend"`
 }
 
-// Key is "address:port/protocol", what identifies the VIP (two VIPs may not
-// share it, and the dataplane keeps a VIP's id across reloads by it).
-func (v *VIP) Key() string { return fmt.Sprintf("%s:%d/%s", v.Address, v.Port, v.Protocol) }
+// Key is what identifies the VIP: two VIPs may not share it, and the
+// dataplane keeps a VIP's id across reloads by it. Its String,
+// "address:port/protocol", is the name of a VIP that has none.
+func (v *VIP) Key() flow.VIPKey {
+	return flow.VIPKey{Addr: v.Address.Addr, Port: uint16(v.Port), Proto: v.Proto()}
+}
+
+// Proto is the IP protocol number of Protocol: 6 for "tcp" (the default),
+// 17 for "udp", 0 for anything else (which validation refuses).
+func (v *VIP) Proto() uint8 {
+	switch v.Protocol {
+	case "tcp", "":
+		return 6
+	case "udp":
+		return 17
+	}
+	return 0
+}
 
 // Backend is one real server behind a VIP.
 type Backend struct {

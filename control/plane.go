@@ -102,8 +102,8 @@ type Plane struct {
 
 	mu       sync.Mutex
 	cfg      *config.Config
-	backends map[string]*backendState // by dataplane.BackendKey
-	panicked map[string]bool          // VIP name -> in panic mode
+	backends map[dataplane.BackendRef]*backendState
+	panicked map[string]bool // VIP name -> in panic mode
 	rebuilds uint64
 	lastDur  time.Duration
 	lastErr  error
@@ -143,7 +143,7 @@ func New(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Work
 
 func newPlane(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Worker, log *slog.Logger, now func() time.Time) (*Plane, error) {
 	p := &Plane{log: log, shared: shared, workers: workers, now: now, cfg: cfg,
-		backends: map[string]*backendState{}, panicked: map[string]bool{}, kick: make(chan struct{}, 1), gwChanged: make(chan struct{}, 1)}
+		backends: map[dataplane.BackendRef]*backendState{}, panicked: map[string]bool{}, kick: make(chan struct{}, 1), gwChanged: make(chan struct{}, 1)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncBackends(cfg, true)

@@ -136,7 +136,7 @@ func (p *Plane) Status(withFlows bool) Status {
 		}
 		for _, id := range v.Members {
 			b := svc.Backends[id]
-			bst := p.backends[dataplane.BackendKey(v.Name, b.Name)]
+			bst := p.backends[dataplane.BackendRef{VIP: v.Name, Backend: b.Name}]
 			bs := BackendStatus{VIP: v.Name, Name: b.Name, Address: b.Addr.String(), ID: id, Effective: b.Weight, Down: b.Down, Slots: slots[id]}
 			if bst != nil {
 				bs.Weight = p.baseWeight(bst)
