@@ -127,12 +127,12 @@ type Plane struct {
 
 // PeerInfo is one BGP session as the admin API shows it.
 type PeerInfo struct {
-	Address      string  `json:"address"`
-	ASN          uint32  `json:"asn"`
-	State        string  `json:"state"`
-	UptimeSec    float64 `json:"uptime_seconds"`
-	PrefixesSent uint64  `json:"prefixes_sent"`
-	LastError    string  `json:"last_error,omitempty"`
+	Address      string
+	ASN          uint32
+	State        string
+	UptimeSec    float64
+	PrefixesSent uint64
+	LastError    string
 }
 
 // New makes a control plane for cfg whose snapshots go to shared and whose
