@@ -355,9 +355,8 @@ func (s *Server) getTable(r *http.Request) (any, error) {
 	}
 	out := api.Table{VIP: name, Size: len(keys), Slots: make([]string, len(keys))}
 	h := sha256.New()
-	prefix := dataplane.BackendKey(name, "")
 	for i, k := range keys {
-		out.Slots[i] = strings.TrimPrefix(k, prefix)
+		out.Slots[i] = k // a backend name
 		io.WriteString(h, out.Slots[i])
 		io.WriteString(h, "\n")
 	}

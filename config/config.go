@@ -26,6 +26,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/fulcrumlb/fulcrum/bgp"
+	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 // Config is the whole configuration of one fulcrum process.
@@ -114,7 +115,7 @@ type Control struct {
 // Health is an active health check. In [health] it sets the defaults; in
 // [vip.health] it overrides them per VIP. Kind "none" turns checks off.
 type Health struct {
-	Kind       string   `toml:"kind"`   // none (HealthNone, the default), or one of package health's kinds: tcp, http, https
+	Kind       string   `toml:"kind"`   // none (HealthNone, the default), or one of health.Kinds (tcp, http, https, ...)
 	Port       int      `toml:"port"`   // 0: the VIP's port
 	Path       string   `toml:"path"`   // http(s): default "/"
 	Host       string   `toml:"host"`   // http(s): Host header
@@ -175,8 +176,8 @@ type VIP struct {
 	Encap     string `toml:"encap"`    // default: dataplane.encap
 	TableSize int    `toml:"table_size"`
 	// Scheduler picks the backend of a new flow: maglev (default; the
-	// same answer on every instance), p2c, least-conn, peak-ewma,
-	// round-robin, random. See README "Choosing a scheduler".
+	// same answer on every instance) or another of package sched's kinds
+	// (sched.Kinds). See README "Choosing a scheduler".
 	Scheduler string   `toml:"scheduler"`
 	Draws     int      `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
 	Penalty   Duration `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples
@@ -190,9 +191,24 @@ type VIP struct {
 	Backends []Backend `toml:"backend"`
 }
 
-// Key is "address:port/protocol", what identifies the VIP (two VIPs may not
-// share it, and the dataplane keeps a VIP's id across reloads by it).
-func (v *VIP) Key() string { return fmt.Sprintf("%s:%d/%s", v.Address, v.Port, v.Protocol) }
+// Key is what identifies the VIP: two VIPs may not share it, and the
+// dataplane keeps a VIP's id across reloads by it. Its String,
+// "address:port/protocol", is the name of a VIP that has none.
+func (v *VIP) Key() flow.VIPKey {
+	return flow.VIPKey{Addr: v.Address.Addr, Port: uint16(v.Port), Proto: v.Proto()}
+}
+
+// Proto is the IP protocol number of Protocol: 6 for "tcp" (the default),
+// 17 for "udp", 0 for anything else (which validation refuses).
+func (v *VIP) Proto() uint8 {
+	switch v.Protocol {
+	case "tcp", "":
+		return 6
+	case "udp":
+		return 17
+	}
+	return 0
+}
 
 // Backend is one real server behind a VIP.
 type Backend struct {

@@ -93,8 +93,8 @@ func (ck *checker) finish(c *Config) {
 	if len(c.VIPs) == 0 {
 		ck.bad("vip", "no [[vip]] is configured")
 	}
-	keys := map[string]int{}  // VIP key -> index
-	names := map[string]int{} // VIP name -> index
+	keys := map[flow.VIPKey]int{} // VIP key -> index
+	names := map[string]int{}     // VIP name -> index
 	for i := range c.VIPs {
 		ck.finishVIP(c, i, keys, names)
 	}
@@ -443,7 +443,7 @@ func checkName(s string) error {
 	return nil
 }
 
-func (ck *checker) finishVIP(c *Config, i int, keys, names map[string]int) {
+func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names map[string]int) {
 	v := &c.VIPs[i]
 	at := fmt.Sprintf("vip[%d]", i)
 	d := &c.Dataplane
@@ -475,8 +475,8 @@ func (ck *checker) finishVIP(c *Config, i int, keys, names map[string]int) {
 	// resolves it by key (the effective config writes it back, so it is
 	// accepted as written). Any other name must be a plain path segment.
 	// A name that is the key repeats only with the key, reported above.
-	if v.Name == "" || v.Name == key {
-		v.Name = key
+	if v.Name == "" || v.Name == key.String() {
+		v.Name = key.String()
 	} else if err := checkName(v.Name); err != nil {
 		ck.bad(at+".name", "%v", err)
 	} else if j, dup := names[v.Name]; dup {

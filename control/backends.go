@@ -18,11 +18,11 @@ import (
 // ones keep their health and operator state.
 func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 	now := p.now()
-	seen := map[string]bool{}
+	seen := map[dataplane.BackendRef]bool{}
 	for _, v := range cfg.VIPs {
 		checked := healthEnabled(cfg, &v)
 		for _, b := range v.Backends {
-			k := dataplane.BackendKey(v.Name, b.Name)
+			k := dataplane.BackendRef{VIP: v.Name, Backend: b.Name}
 			seen[k] = true
 			st := p.backends[k]
 			if st == nil {
@@ -84,7 +84,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 	for _, v := range p.cfg.VIPs {
 		total, healthy := 0, 0
 		for _, b := range v.Backends {
-			st := p.backends[dataplane.BackendKey(v.Name, b.Name)]
+			st := p.backends[dataplane.BackendRef{VIP: v.Name, Backend: b.Name}]
 			if st.drained || p.baseWeight(st) == 0 {
 				continue
 			}
@@ -96,7 +96,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 		panic := total > 0 && float64(healthy) < c.PanicThreshold*float64(total)
 		panicked[v.Name] = panic
 		for _, b := range v.Backends {
-			k := dataplane.BackendKey(v.Name, b.Name)
+			k := dataplane.BackendRef{VIP: v.Name, Backend: b.Name}
 			st := p.backends[k]
 			w := p.baseWeight(st) * WeightScale
 			eff := dataplane.Effective{Weight: w}
@@ -139,7 +139,7 @@ func (p *Plane) baseWeight(st *backendState) int {
 var ErrNotFound = errors.New("not found")
 
 func (p *Plane) backend(vip, name string) (*backendState, error) {
-	st := p.backends[dataplane.BackendKey(vip, name)]
+	st := p.backends[dataplane.BackendRef{VIP: vip, Backend: name}]
 	if st == nil {
 		return nil, fmt.Errorf("vip %q backend %q: %w", vip, name, ErrNotFound)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
@@ -14,9 +15,9 @@ import (
 // config maps and validates it (config.Health.CheckConfig).
 func healthConfig(h *config.Health) health.Config { return h.CheckConfig() }
 
-// healthTargets lists a check target per checked backend, keyed like the
-// backend states (dataplane.BackendKey). The check goes to the backend's
-// address on the check port, or the VIP's port.
+// healthTargets lists a check target per checked backend, under its
+// checkKey. The check goes to the backend's address on the check port, or
+// the VIP's port.
 func healthTargets(cfg *config.Config) (map[string]health.Target, error) {
 	out := map[string]health.Target{}
 	for _, v := range cfg.VIPs {
@@ -33,10 +34,24 @@ func healthTargets(cfg *config.Config) (map[string]health.Target, error) {
 			if err := t.Validate(); err != nil {
 				return nil, fmt.Errorf("vip %q backend %q health check: %w", v.Name, b.Name, err)
 			}
-			out[dataplane.BackendKey(v.Name, b.Name)] = t
+			out[checkKey(dataplane.BackendRef{VIP: v.Name, Backend: b.Name})] = t
 		}
 	}
 	return out, nil
+}
+
+// checkKey is the key of a backend's checker in package health, whose
+// events and logs name it: "vip/backend".
+func checkKey(r dataplane.BackendRef) string { return r.String() }
+
+// checkRef is the backend a checker's key names. Backend names never hold a
+// '/' (a VIP's default name does), so the key splits at its last one.
+func checkRef(key string) dataplane.BackendRef {
+	i := strings.LastIndexByte(key, '/')
+	if i < 0 {
+		return dataplane.BackendRef{Backend: key}
+	}
+	return dataplane.BackendRef{VIP: key[:i], Backend: key[i+1:]}
 }
 
 // StartHealth runs the active health checks of every VIP that has them and
@@ -67,7 +82,7 @@ func (p *Plane) StartHealth(ctx context.Context, opts health.ManagerOptions) err
 	go func() {
 		for ev := range m.Events() {
 			p.mu.Lock()
-			st := p.backends[ev.Key]
+			st := p.backends[checkRef(ev.Key)]
 			p.mu.Unlock()
 			if st == nil {
 				continue // removed by a reload meanwhile
@@ -101,5 +116,5 @@ func (p *Plane) HealthStatus(vip, backend string) (health.Status, bool) {
 	if m == nil {
 		return health.Status{}, false
 	}
-	return m.Status(dataplane.BackendKey(vip, backend))
+	return m.Status(checkKey(dataplane.BackendRef{VIP: vip, Backend: backend}))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
@@ -205,5 +206,19 @@ func TestHealthConfigFlapWindow(t *testing.T) {
 	}
 	if got := healthConfig(&cfg.VIPs[0].Health).EffectiveFlapWindow(); got != 35 {
 		t.Fatalf("flap window %d checks, want 35", got)
+	}
+}
+
+// A checker's key names its backend even when the VIP's name is its default,
+// "address:port/protocol", which holds a '/'.
+func TestCheckKeyRoundTrip(t *testing.T) {
+	for _, r := range []dataplane.BackendRef{
+		{VIP: "web", Backend: "be1"},
+		{VIP: "203.0.113.7:80/tcp", Backend: "10.0.0.5"},
+		{VIP: "2001:db8::7:443/tcp", Backend: "2001:db8::5"},
+	} {
+		if got := checkRef(checkKey(r)); got != r {
+			t.Errorf("checkRef(checkKey(%#v)) = %#v", r, got)
+		}
 	}
 }

@@ -9,14 +9,13 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/flow"
-	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // LookupResult says which backend a flow goes to, and why.
 type LookupResult struct {
-	VIP     string `json:"vip"`
-	Backend string `json:"backend,omitempty"`
-	Address string `json:"address,omitempty"`
+	VIP     string
+	Backend string
+	Address string
 	// Reason: "conntrack" (pinned by an earlier packet, on Worker),
 	// "conntrack-stale" (pinned to a backend that is gone or down: the next
 	// packet is placed as a new flow), "table" (Maglev: a new flow would
@@ -24,33 +23,33 @@ type LookupResult struct {
 	// flow's backend at connection time, by load: Backend is empty and
 	// Candidates lists what it picks from), "no-backend" (the VIP takes no
 	// new flows), or "not-a-vip".
-	Reason string `json:"reason"`
-	Worker int    `json:"worker,omitempty"`
-	State  string `json:"state,omitempty"`
-	IdleMs uint32 `json:"idle_ms,omitempty"`
-	Slot   int    `json:"slot"` // -1 unless a Maglev table slot decides
-	Hash   string `json:"hash"`
+	Reason string
+	Worker int
+	State  string
+	IdleMs uint32
+	Slot   int // -1 unless a Maglev table slot decides
+	Hash   string
 	// Scheduler is the VIP's scheduler ("maglev", "p2c", "least-conn",
 	// ...). Candidates are the backends a non-Maglev scheduler picks a new
 	// flow from, with the weights and loads it compares.
-	Scheduler  string            `json:"scheduler,omitempty"`
-	Candidates []LookupCandidate `json:"candidates,omitempty"`
+	Scheduler  string
+	Candidates []LookupCandidate
 }
 
 // LookupCandidate is one backend a load-aware scheduler may pick for a
 // new flow, as the workers see it now.
 type LookupCandidate struct {
-	Backend string `json:"backend"`
-	Address string `json:"address"`
+	Backend string
+	Address string
 	// Weight is the effective weight (scaled by WeightScale); 0: not
 	// eligible (down, drained, ejected).
-	Weight int `json:"weight"`
+	Weight int
 	// Active is the load the schedulers read: active flows over every
 	// worker, as published at the last signals fold (about a second old).
-	Active int64 `json:"active_flows"`
+	Active int64
 	// LatencyUs is the peak-EWMA latency estimate (peak-ewma only reads
 	// it); 0 without samples.
-	LatencyUs int64 `json:"latency_us,omitempty"`
+	LatencyUs int64
 }
 
 // Lookup tells where a client's flow goes: its conntrack entry if a worker
@@ -96,7 +95,7 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 		res.Reason = "no-backend"
 		return res, nil
 	}
-	if v.Sched != sched.Maglev {
+	if v.Sched.IsPicker() {
 		// The worker's picker decides at the SYN, by the loads of that
 		// moment (dataplane Worker.choose): no slot names the backend.
 		if res.Reason != "conntrack-stale" {

@@ -102,8 +102,8 @@ type Plane struct {
 
 	mu       sync.Mutex
 	cfg      *config.Config
-	backends map[string]*backendState // by dataplane.BackendKey
-	panicked map[string]bool          // VIP name -> in panic mode
+	backends map[dataplane.BackendRef]*backendState
+	panicked map[string]bool // VIP name -> in panic mode
 	rebuilds uint64
 	lastDur  time.Duration
 	lastErr  error
@@ -127,12 +127,12 @@ type Plane struct {
 
 // PeerInfo is one BGP session as the admin API shows it.
 type PeerInfo struct {
-	Address      string  `json:"address"`
-	ASN          uint32  `json:"asn"`
-	State        string  `json:"state"`
-	UptimeSec    float64 `json:"uptime_seconds"`
-	PrefixesSent uint64  `json:"prefixes_sent"`
-	LastError    string  `json:"last_error,omitempty"`
+	Address      string
+	ASN          uint32
+	State        string
+	UptimeSec    float64
+	PrefixesSent uint64
+	LastError    string
 }
 
 // New makes a control plane for cfg whose snapshots go to shared and whose
@@ -143,7 +143,7 @@ func New(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Work
 
 func newPlane(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Worker, log *slog.Logger, now func() time.Time) (*Plane, error) {
 	p := &Plane{log: log, shared: shared, workers: workers, now: now, cfg: cfg,
-		backends: map[string]*backendState{}, panicked: map[string]bool{}, kick: make(chan struct{}, 1), gwChanged: make(chan struct{}, 1)}
+		backends: map[dataplane.BackendRef]*backendState{}, panicked: map[string]bool{}, kick: make(chan struct{}, 1), gwChanged: make(chan struct{}, 1)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncBackends(cfg, true)

@@ -260,7 +260,7 @@ func healthChanged(field string, want any) func(*testing.T, *reloadFixture) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tg, ok := ts[dataplane.BackendKey("chk", "c1")]
+		tg, ok := ts[checkKey(dataplane.BackendRef{VIP: "chk", Backend: "c1"})]
 		if !ok {
 			t.Fatal("chk/c1 is not checked")
 		}
@@ -428,7 +428,7 @@ func reloadCases() []reloadCase {
 		}},
 		{key: "health.port", edit: set("health", "port", "8080"), want: func(t *testing.T, f *reloadFixture) {
 			ts, _ := healthTargets(f.plane.Config())
-			if a := ts[dataplane.BackendKey("chk", "c1")].Addr; a.Port() != 8080 {
+			if a := ts[checkKey(dataplane.BackendRef{VIP: "chk", Backend: "c1"})].Addr; a.Port() != 8080 {
 				t.Errorf("chk/c1 checked at %v, want port 8080", a)
 			}
 		}},

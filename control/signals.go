@@ -31,7 +31,7 @@ func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 		h := checks[v.Name]
 		members := make([]*backendState, 0, len(v.Members))
 		for _, id := range v.Members {
-			st := p.backends[dataplane.BackendKey(v.Name, svc.Backends[id].Name)]
+			st := p.backends[dataplane.BackendRef{VIP: v.Name, Backend: svc.Backends[id].Name}]
 			if st == nil {
 				continue
 			}
@@ -72,7 +72,7 @@ func (p *Plane) foldLatency(st *backendState, hsMs, hsN uint64) {
 		ps.latency.ObservePeak(int64(dMs * 1000 / dN))
 	}
 	if p.checks != nil {
-		if hs, ok := p.checks.Status(dataplane.BackendKey(st.vip, st.name)); ok && hs.RTTEWMA > 0 {
+		if hs, ok := p.checks.Status(checkKey(dataplane.BackendRef{VIP: st.vip, Backend: st.name})); ok && hs.RTTEWMA > 0 {
 			ps.latency.ObservePeak(hs.RTTEWMA.Microseconds())
 		}
 	}

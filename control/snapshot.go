@@ -64,11 +64,11 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) ([]dataplane.VIPSpec
 		if err != nil && cv.Scheduler != "" {
 			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
 		}
-		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: protoNum(cv.Protocol),
+		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(),
 			Encap: kind, Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}, TableSize: uint64(cv.TableSize)}
 		for _, cb := range cv.Backends {
 			w := *cb.Weight
-			eff, ok := over[dataplane.BackendKey(cv.Name, cb.Name)]
+			eff, ok := over[dataplane.BackendRef{VIP: cv.Name, Backend: cb.Name}]
 			if !ok {
 				eff = dataplane.Effective{Weight: w}
 			}
@@ -77,13 +77,6 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) ([]dataplane.VIPSpec
 		out = append(out, v)
 	}
 	return out, nil
-}
-
-func protoNum(s string) uint8 {
-	if s == "udp" {
-		return 17
-	}
-	return 6
 }
 
 // BuildServices builds the snapshot a validated configuration describes:

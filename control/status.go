@@ -13,58 +13,58 @@ import (
 
 // BackendStatus is one backend as the admin API shows it.
 type BackendStatus struct {
-	VIP       string  `json:"vip"`
-	Name      string  `json:"name"`
-	Address   string  `json:"address"`
-	ID        uint32  `json:"id"`
-	Weight    int     `json:"weight"`           // configured (or set by the operator)
-	Effective int     `json:"effective_weight"` // in the table now, scaled by 100
-	Health    string  `json:"health"`
-	Reason    string  `json:"reason,omitempty"`
-	Drained   bool    `json:"drained"`
-	Down      bool    `json:"down"`
-	SlowStart bool    `json:"slow_start"`
-	Slots     int     `json:"table_slots"`
-	Share     float64 `json:"table_share"`
-	Flows     uint64  `json:"active_flows"`
-	Outlier   bool    `json:"outlier"`   // ejected by the passive checks
-	Ejections int     `json:"ejections"` // passive ejections so far
-	NewFlows  uint64  `json:"new_flows"`
-	Packets   uint64  `json:"packets"`
-	Bytes     uint64  `json:"bytes"`
+	VIP       string
+	Name      string
+	Address   string
+	ID        uint32
+	Weight    int // configured (or set by the operator)
+	Effective int // in the table now, scaled by 100
+	Health    string
+	Reason    string
+	Drained   bool
+	Down      bool
+	SlowStart bool
+	Slots     int
+	Share     float64
+	Flows     uint64
+	Outlier   bool // ejected by the passive checks
+	Ejections int  // passive ejections so far
+	NewFlows  uint64
+	Packets   uint64
+	Bytes     uint64
 }
 
 // VIPStatus is one VIP as the admin API shows it.
 type VIPStatus struct {
-	Name      string          `json:"name"`
-	Address   string          `json:"address"`
-	Port      uint16          `json:"port"`
-	Protocol  string          `json:"protocol"`
-	Encap     string          `json:"encap"`
-	TableSize int             `json:"table_size"`
-	Panic     bool            `json:"panic_mode"`
-	Serving   bool            `json:"serving"` // some backend takes new flows
-	Packets   uint64          `json:"packets"`
-	Bytes     uint64          `json:"bytes"`
-	NewFlows  uint64          `json:"new_flows"`
-	Backends  []BackendStatus `json:"backends"`
+	Name      string
+	Address   string
+	Port      uint16
+	Protocol  string
+	Encap     string
+	TableSize int
+	Panic     bool
+	Serving   bool // some backend takes new flows
+	Packets   uint64
+	Bytes     uint64
+	NewFlows  uint64
+	Backends  []BackendStatus
 }
 
 // Status is the whole control plane state.
 type Status struct {
-	Generation    uint64               `json:"generation"`
-	Rebuilds      uint64               `json:"rebuilds"`
-	LastRebuildMs float64              `json:"last_rebuild_ms"`
-	LastError     string               `json:"last_error,omitempty"`
-	VIPs          []VIPStatus          `json:"vips"`
-	Workers       []dataplane.Counters `json:"-"`
+	Generation    uint64
+	Rebuilds      uint64
+	LastRebuildMs float64
+	LastError     string
+	VIPs          []VIPStatus
+	Workers       []dataplane.Counters
 	// Stale lists the workers that did not answer the counter snapshot in
 	// time (stopped or stuck): their counters read zero.
-	Stale []int `json:"stale_workers,omitempty"`
+	Stale []int
 	// BGP lists the BGP sessions (none without a [bgp] section) and the
 	// announced VIPs.
-	BGP       []PeerInfo `json:"bgp_peers,omitempty"`
-	Announced []string   `json:"announced,omitempty"`
+	BGP       []PeerInfo
+	Announced []string
 	// Converging is true from start until every active health check of
 	// the backends configured at start has given its first verdict: until
 	// then nothing is announced and new flows use every configured backend
@@ -72,8 +72,8 @@ type Status struct {
 	// flows forwarded meanwhile (the router may still send traffic over
 	// the old route); it stops counting at the first signals fold after
 	// convergence, so it may include up to one fold period (1 s) more.
-	Converging         bool   `json:"converging"`
-	ConvergingNewFlows uint64 `json:"converging_new_flows"`
+	Converging         bool
+	ConvergingNewFlows uint64
 }
 
 // Status reports every VIP and backend with their counters. With flows, it
@@ -136,7 +136,7 @@ func (p *Plane) Status(withFlows bool) Status {
 		}
 		for _, id := range v.Members {
 			b := svc.Backends[id]
-			bst := p.backends[dataplane.BackendKey(v.Name, b.Name)]
+			bst := p.backends[dataplane.BackendRef{VIP: v.Name, Backend: b.Name}]
 			bs := BackendStatus{VIP: v.Name, Name: b.Name, Address: b.Addr.String(), ID: id, Effective: b.Weight, Down: b.Down, Slots: slots[id]}
 			if bst != nil {
 				bs.Weight = p.baseWeight(bst)

@@ -130,7 +130,7 @@ func TestConntrackCountsEachPacketOnce(t *testing.T) {
 			name = b.Name
 		}
 	}
-	r.publish(Overrides{"web/" + name: {Weight: 0, Down: true}})
+	r.publish(Overrides{{"web", name}: {Weight: 0, Down: true}})
 	r.run(frame(t, src, vip, 6000, 80, layers.IPProtocolTCP, "A", 0, true))
 	if c.Moved != 1 || c.CTHits+c.CTMisses != 6 || c.CTMisses != 1 {
 		t.Errorf("moved %d, hits %d, misses %d; want 1 moved and 6 packets of which 1 miss", c.Moved, c.CTHits, c.CTMisses)

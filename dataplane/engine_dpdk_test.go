@@ -284,7 +284,7 @@ func TestEngineForwardsToMaglevBackends(t *testing.T) {
 	}
 	// The same flows' next packets are conntrack hits on the same backends,
 	// also after a table change (be1 drained).
-	s, err := servicesOf(l.cfg, l.enc, l.shared.Services.Load(), Overrides{"web/be1": {Weight: 0}}, l.nh)
+	s, err := servicesOf(l.cfg, l.enc, l.shared.Services.Load(), Overrides{{"web", "be1"}: {Weight: 0}}, l.nh)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/maglev"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
@@ -38,7 +39,7 @@ type Backend struct {
 // VIP is one service with its current Maglev table.
 type VIP struct {
 	ID       uint16
-	Key      string // "address:port/protocol": what identifies the VIP across reloads
+	Key      flow.VIPKey // what identifies the VIP across reloads
 	Name     string
 	Addr     netip.Addr
 	Port     uint16 // 0: every port
@@ -82,12 +83,12 @@ type Services struct {
 	NextHop  NextHop             // where tunnelled packets go on the wire
 
 	byKey   map[vipKey]*VIP
-	index   vipIndex          // byKey for the fast path
-	addrIdx vipIndex          // every VIP address, as (addr, 0, 0)
-	fragVIP map[vipKey]*VIP   // (addr, proto) -> the VIP fragments go to (see fragment policy)
-	ids     map[string]uint32 // backend identity (vip key + name) -> id, for the next build
-	gens    []uint32          // last generation of every id ever used
-	vipIDs  map[string]uint16 // vip key -> id, for the next build
+	index   vipIndex                // byKey for the fast path
+	addrIdx vipIndex                // every VIP address, as (addr, 0, 0)
+	fragVIP map[vipKey]*VIP         // (addr, proto) -> the VIP fragments go to (see fragment policy)
+	ids     map[backendIdent]uint32 // -> id, for the next build
+	gens    []uint32                // last generation of every id ever used
+	vipIDs  map[flow.VIPKey]uint16  // -> id, for the next build
 }
 
 // NumBackendIDs is one past the highest backend id in use.
@@ -100,18 +101,34 @@ type Effective struct {
 	Down   bool
 }
 
-// Overrides maps "<vip name>/<backend name>" to the backend's effective
-// state; backends not in it take their configured weight and are up.
-type Overrides map[string]Effective
+// Overrides holds the backends' effective state; backends not in it take
+// their configured weight and are up.
+type Overrides map[BackendRef]Effective
 
-// BackendKey is the Overrides key of a backend.
-func BackendKey(vip, backend string) string { return vip + "/" + backend }
+// BackendRef names a backend as the operator does: by its VIP's name and
+// its own. It is a comparable value, the key of Overrides and of the
+// control plane's backend state.
+type BackendRef struct {
+	VIP, Backend string
+}
+
+// String is "vip/backend", as logs and the admin API's paths spell it
+// (neither name may contain a '/', but a VIP's default name may: split at
+// the last '/').
+func (r BackendRef) String() string { return r.VIP + "/" + r.Backend }
+
+// backendIdent is what keeps a backend's id across snapshots: its VIP's
+// key (the VIP may be renamed) and its name within the VIP.
+type backendIdent struct {
+	vip  flow.VIPKey
+	name string
+}
 
 // VIPSpec is one VIP as the control plane wants it in a snapshot: the
 // configuration already mapped to dataplane terms and the backends' weights
 // already decided (health, drain, slow start).
 type VIPSpec struct {
-	Key       string // identity across reloads ("address:port/protocol"): keeps the VIP's id
+	Key       flow.VIPKey // identity across reloads: keeps the VIP's id
 	Name      string
 	Addr      netip.Addr
 	Port      uint16 // 0: every port
@@ -146,11 +163,11 @@ func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIP
 		NextHop: nh,
 		byKey:   map[vipKey]*VIP{},
 		fragVIP: map[vipKey]*VIP{},
-		ids:     map[string]uint32{},
-		vipIDs:  map[string]uint16{},
+		ids:     map[backendIdent]uint32{},
+		vipIDs:  map[flow.VIPKey]uint16{},
 	}
-	var prevIDs map[string]uint32
-	var prevVIPIDs map[string]uint16
+	var prevIDs map[backendIdent]uint32
+	var prevVIPIDs map[flow.VIPKey]uint16
 	if prev != nil {
 		s.Gen = prev.Gen + 1
 		prevIDs, prevVIPIDs = prev.ids, prev.vipIDs
@@ -179,7 +196,7 @@ func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIP
 			usedV[id] = true
 		}
 		for _, b := range v.Backends {
-			if id, ok := prevIDs[v.Key+"|"+b.Name]; ok {
+			if id, ok := prevIDs[backendIdent{v.Key, b.Name}]; ok {
 				usedB[id] = true
 			}
 		}
@@ -218,7 +235,7 @@ func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIP
 		var mb []maglev.Backend
 		ids := map[string]uint32{}
 		for _, cb := range cv.Backends {
-			ident := vk + "|" + cb.Name
+			ident := backendIdent{vk, cb.Name}
 			id, ok := prevIDs[ident]
 			if !ok {
 				var err error

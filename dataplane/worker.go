@@ -330,7 +330,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		if !icmp {
 			was, lastSeen := e.State(), e.LastSeen()
 			w.ct.Touch(e, now, ps.TCPFlags)
-			if syn && v.Sched != sched.Maglev && was == conntrack.StateNew {
+			if syn && v.Sched.IsPicker() && was == conntrack.StateNew {
 				// A retransmitted SYN under a load-based scheduler keeps
 				// its first choice (choosing again would pick afresh).
 				if be := w.pinned(svc, v, e); be != nil && !be.Down {
@@ -426,7 +426,7 @@ func (w *Worker) countNew(c *Counters, v *VIP, be *Backend, syn bool) {
 // table, the same answer on every instance; otherwise the VIP's scheduler
 // over its backends' loads.
 func (w *Worker) choose(svc *Services, v *VIP, i int) *Backend {
-	if v.Sched == sched.Maglev || int(v.ID) >= len(w.pickers) || w.pickers[v.ID] == nil {
+	if !v.Sched.IsPicker() || int(v.ID) >= len(w.pickers) || w.pickers[v.ID] == nil {
 		return w.fromTable(svc, v, w.hashes[i])
 	}
 	loads := w.shared.Loads.Load()
@@ -466,7 +466,7 @@ func (w *Worker) schedulersFor(svc *Services) {
 	w.pickers = make([]sched.Picker, len(svc.VIPs))
 	most := 0
 	for _, v := range svc.VIPs {
-		if v == nil || v.Sched == sched.Maglev {
+		if v == nil || !v.Sched.IsPicker() {
 			continue
 		}
 		if p, err := sched.New(v.Sched, v.SchedOpt); err == nil { // validated with the config

@@ -127,7 +127,7 @@ func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, ove
 		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: proto, Encap: kind,
 			Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}, TableSize: uint64(cv.TableSize)}
 		for _, cb := range cv.Backends {
-			eff, ok := over[BackendKey(cv.Name, cb.Name)]
+			eff, ok := over[BackendRef{cv.Name, cb.Name}]
 			if !ok {
 				eff = Effective{Weight: *cb.Weight}
 			}
@@ -332,7 +332,7 @@ func TestStickinessAcrossTableSwap(t *testing.T) {
 	}
 	// Drain be1 (weight 0): the table changes, pinned flows do not move,
 	// and be1 keeps its established flows.
-	r.publish(Overrides{"web/be1": {Weight: 0}})
+	r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
 	moved := 0
 	for i := 0; i < n; i++ {
 		out, _ := r.run(frame(t, "198.51.100.20", "203.0.113.7", uint16(20000+i), 80, layers.IPProtocolTCP, "A", 5, true))
@@ -364,7 +364,7 @@ func TestStickinessAcrossTableSwap(t *testing.T) {
 	}
 	cfg2.VIPs[0].Backends = kept
 	r.cfg = &cfg2
-	r.publish(Overrides{"web/be1": {Weight: 0}})
+	r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
 	onBe2, moved := 0, 0
 	for i := 0; i < n; i++ {
 		out, _ := r.run(frame(t, "198.51.100.20", "203.0.113.7", uint16(20000+i), 80, layers.IPProtocolTCP, "A", 5, true))
@@ -593,7 +593,7 @@ func TestDownBackendFlowsMoveOthersStay(t *testing.T) {
 		first[i], _, _ = decodeTunnel(t, out[0])
 	}
 	// be2 fails its health checks: weight 0 and down.
-	r.publish(Overrides{"web/be2": {Weight: 0, Down: true}})
+	r.publish(Overrides{{"web", "be2"}: {Weight: 0, Down: true}})
 	be2 := backendAddr(r, "web", "be2")
 	onBe2, stayed := 0, 0
 	for i := 0; i < n; i++ {
@@ -619,7 +619,7 @@ func TestNoUsableBackend(t *testing.T) {
 	was, _, _ := decodeTunnel(t, out[0])
 	// Every backend drained: no table, new flows dropped, the
 	// established one keeps its backend.
-	s := r.publish(Overrides{"web/be1": {}, "web/be2": {}, "web/be3": {}})
+	s := r.publish(Overrides{{"web", "be1"}: {}, {"web", "be2"}: {}, {"web", "be3"}: {}})
 	if v := s.LookupVIP(netip.MustParseAddr("203.0.113.7"), 80, 6); v == nil || v.Table != nil {
 		t.Fatalf("vip %+v: want a VIP without table", v)
 	}
@@ -709,7 +709,7 @@ func TestReusedTupleAfterCloseFollowsTheTable(t *testing.T) {
 	}
 	r.run(frame(t, "198.51.100.50", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "A", 0, true))
 	r.run(frame(t, "198.51.100.50", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "FA", 0, true))
-	r.publish(Overrides{"web/be1": {Weight: 0}}) // drained: established flows stay, new ones go elsewhere
+	r.publish(Overrides{{"web", "be1"}: {Weight: 0}}) // drained: established flows stay, new ones go elsewhere
 	// Mid-stream packets of the old connection still go to be1...
 	out, _ := r.run(frame(t, "198.51.100.50", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "A", 0, true))
 	if d, _, _ := decodeTunnel(t, out[0]); d != first {
@@ -799,7 +799,7 @@ scheduler = "least-conn"`, 1)
 		t.Errorf("a pinned flow moved to %v", d)
 	}
 	// A drained backend is never picked.
-	r.publish(Overrides{"web/be2": {Weight: 0}})
+	r.publish(Overrides{{"web", "be2"}: {Weight: 0}})
 	for i := 0; i < 60; i++ {
 		out, _ := r.run(frame(t, "198.51.100.71", "203.0.113.7", uint16(100+i), 80, layers.IPProtocolTCP, "S", 0, true))
 		if d, _, _ := decodeTunnel(t, out[0]); d == be2 {

@@ -19,7 +19,9 @@ const (
 	IPIP = encap.IPIP
 	GUE  = encap.GUE
 
-	numKinds = int(GUE) + 1
+	// numKinds sizes the accept table from encap's registry, so a kind
+	// encap gains is known here (and refused until Strip handles it).
+	numKinds = int(encap.NumKinds)
 )
 
 // Limits and defaults.
@@ -70,7 +72,7 @@ var ErrConfig = errors.New("invalid decap config")
 // Config says which tunnels a Decapsulator accepts. The zero value accepts
 // every kind, with GUE on DefaultGUEPort.
 type Config struct {
-	// Kinds lists the kinds to accept; empty means all three. A
+	// Kinds lists the kinds to accept; empty means all of encap.Kinds. A
 	// well-formed tunnel of another kind is refused with ErrKindDisabled.
 	Kinds []Kind
 
@@ -97,11 +99,13 @@ func New(cfg Config) (*Decapsulator, error) {
 		d.guePort = DefaultGUEPort
 	}
 	if len(cfg.Kinds) == 0 {
-		d.accept = [numKinds]bool{true, true, true}
+		for k := range d.accept {
+			d.accept[k] = true
+		}
 	}
 	for _, k := range cfg.Kinds {
 		if int(k) >= numKinds {
-			return nil, fmt.Errorf("decap: %v is not gre, ipip or gue: %w", k, ErrConfig)
+			return nil, fmt.Errorf("decap: %v is not one of %v: %w", k, encap.Kinds(), ErrConfig)
 		}
 		d.accept[k] = true
 	}

@@ -297,11 +297,11 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Accepts(GRE) || d.Accepts(IPIP) || !d.Accepts(GUE) || d.Accepts(Kind(9)) || d.GUEPort() != 9999 {
+	if d.Accepts(GRE) || d.Accepts(IPIP) || !d.Accepts(GUE) || d.Accepts(Kind(numKinds)) || d.GUEPort() != 9999 {
 		t.Errorf("accepts gre %v ipip %v gue %v, port %d", d.Accepts(GRE), d.Accepts(IPIP), d.Accepts(GUE), d.GUEPort())
 	}
-	if _, err := New(Config{Kinds: []Kind{Kind(3)}}); !errors.Is(err, ErrConfig) {
-		t.Errorf("kind 3: %v, want ErrConfig", err)
+	if _, err := New(Config{Kinds: []Kind{Kind(numKinds)}}); !errors.Is(err, ErrConfig) {
+		t.Errorf("kind %d: %v, want ErrConfig", numKinds, err)
 	}
 	if std.GUEPort() != 6080 || !std.Accepts(GRE) || !std.Accepts(IPIP) || !std.Accepts(GUE) {
 		t.Errorf("zero config: port %d", std.GUEPort())

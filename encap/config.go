@@ -52,40 +52,6 @@ const (
 // return, so callers can test for a configuration problem with errors.Is.
 var ErrConfig = errors.New("invalid encap config")
 
-// Kind is a tunnel encapsulation. The zero value is GRE, Fulcrum's default.
-type Kind uint8
-
-const (
-	// GRE is RFC 2784 GRE with no key, checksum or sequence number; the
-	// protocol type is the inner packet's EtherType.
-	GRE Kind = iota
-	// IPIP is plain IP-in-IP: IPv4-in-IPv4 and 4in6 (protocol 4, RFC 2003,
-	// RFC 2473), IPv6-in-IPv6 and 6in4 (protocol 41, RFC 2473, RFC 4213).
-	IPIP
-	// GUE is Generic UDP Encapsulation variant 0 (draft-ietf-intarea-gue):
-	// UDP, then a 4-byte GUE header whose proto/ctype is 4 or 41.
-	GUE
-
-	numKinds
-)
-
-var kindNames = [numKinds]string{GRE: "gre", IPIP: "ipip", GUE: "gue"}
-
-// String is the kind's config name: "gre", "ipip" or "gue".
-func (k Kind) String() string { return enumName(kindNames[:], k, "kind") }
-
-// ParseKind reads a kind's config name ("gre", "ipip", "gue").
-func ParseKind(s string) (Kind, error) { return parseName[Kind]("kind", s, kindNames[:]) }
-
-// MarshalText and UnmarshalText let config files name kinds ("gre").
-func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
-
-// UnmarshalText reads a kind's config name, as ParseKind does.
-func (k *Kind) UnmarshalText(b []byte) (err error) {
-	*k, err = ParseKind(string(b))
-	return err
-}
-
 // DF says how the outer IPv4 header's don't-fragment bit is set. IPv6 has no
 // DF bit: routers never fragment IPv6.
 type DF uint8
@@ -109,15 +75,6 @@ var dfNames = [numDF]string{DFInherit: "inherit", DFSet: "set", DFClear: "clear"
 
 // String is the mode's config name: "inherit", "set" or "clear".
 func (d DF) String() string { return enumName(dfNames[:], d, "df") }
-
-// MarshalText and UnmarshalText let config files name DF modes ("set").
-func (d DF) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalText reads a DF mode's config name, as ParseDF does.
-func (d *DF) UnmarshalText(b []byte) (err error) {
-	*d, err = ParseDF(string(b))
-	return err
-}
 
 // enumName is v's config name, or what(v) for a value out of range.
 func enumName[T ~uint8](names []string, v T, what string) string {

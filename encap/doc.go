@@ -89,7 +89,7 @@
 //	drop-no-headroom         fewer bytes in front of the IP header than the headers need
 //	drop-bad-packet          off/n/offsets do not describe an IP packet inside the buffer
 //	drop-bad-backend         zero Backend, or no source address of its family
-//	drop-bad-kind            Kind is not gre, ipip or gue
+//	drop-bad-kind            Kind is not one of Kinds
 //
 // # Cost
 //

@@ -28,9 +28,6 @@ const (
 	etherTypeIPv6 = packet.EtherTypeIPv6
 )
 
-// tunnelLen is the tunnel header after the outer IP header, by kind.
-var tunnelLen = [numKinds]int{GRE: greLen, IPIP: 0, GUE: udpLen + gueLen}
-
 // Overhead is the number of L3 bytes kind adds in front of the inner IP
 // packet (outer IP header plus tunnel header; Ethernet is not part of the
 // MTU): IPIP 20/40, GRE 24/44, GUE 32/52 for an IPv4/IPv6 outer header. An
@@ -41,9 +38,9 @@ func Overhead(kind Kind, outerV6 bool) int {
 		return 0
 	}
 	if outerV6 {
-		return ipv6Len + tunnelLen[kind]
+		return ipv6Len + kinds[kind].tunnelLen
 	}
-	return ipv4Len + tunnelLen[kind]
+	return ipv4Len + kinds[kind].tunnelLen
 }
 
 // Result says what Encap did with a packet; the dataplane counts each. Every
@@ -78,7 +75,7 @@ const (
 	// DropBadBackend: the zero Backend, or a backend of a family this
 	// Encapsulator has no source address for.
 	DropBadBackend
-	// DropBadKind: a Kind value that is not GRE, IPIP or GUE.
+	// DropBadKind: a Kind value that is not one of Kinds.
 	DropBadKind
 
 	// NumResults is the number of Result values, for counter arrays.

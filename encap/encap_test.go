@@ -312,6 +312,11 @@ func TestDFAndID(t *testing.T) {
 	}
 }
 
+// tunnelLayer is the gopacket layer of each kind's tunnel header, the
+// layer after the outer IP header (IPIP has none), so tests check the
+// header with a decoder independent of Encap.
+var tunnelLayer = map[Kind]gopacket.LayerType{GRE: layers.LayerTypeGRE, GUE: layers.LayerTypeUDP}
+
 // TestOverhead pins the byte counts the MTU math depends on.
 func TestOverhead(t *testing.T) {
 	for _, tc := range []struct {
@@ -320,7 +325,7 @@ func TestOverhead(t *testing.T) {
 		want int
 	}{
 		{GRE, false, 24}, {GRE, true, 44}, {IPIP, false, 20}, {IPIP, true, 40},
-		{GUE, false, 32}, {GUE, true, 52}, {Kind(9), false, 0},
+		{GUE, false, 32}, {GUE, true, 52}, {NumKinds, false, 0},
 	} {
 		if got := Overhead(tc.k, tc.v6); got != tc.want {
 			t.Errorf("Overhead(%v, %v) = %d, want %d", tc.k, tc.v6, got, tc.want)

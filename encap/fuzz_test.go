@@ -119,7 +119,7 @@ func FuzzEncap(f *testing.F) {
 		if hl := length - len(inner); hl != 14+Overhead(kind, be.IsV6()) {
 			t.Fatalf("header length %d for %v", hl, kind)
 		}
-		if kind != IPIP && (len(ls) < 3 || ls[2].LayerType() != map[Kind]interface{}{GRE: layers.LayerTypeGRE, GUE: layers.LayerTypeUDP}[kind]) {
+		if want, ok := tunnelLayer[kind]; ok && (len(ls) < 3 || ls[2].LayerType() != want) {
 			t.Fatalf("%v: tunnel header does not decode: %v", kind, ls)
 		}
 	})

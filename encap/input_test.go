@@ -50,7 +50,7 @@ func TestEncapBadInput(t *testing.T) {
 		{"not-ip", func(a *args) { a.p.L3 = packet.L3Other }, DropBadPacket},
 		{"l3-says-v6", func(a *args) { a.p.L3 = packet.L3IPv6 }, DropBadPacket},
 		{"l3-unknown", func(a *args) { a.p.L3 = 7 }, DropBadPacket},
-		{"bad-kind", func(a *args) { a.kind = 3 }, DropBadKind},
+		{"bad-kind", func(a *args) { a.kind = NumKinds }, DropBadKind},
 		{"nil-backend", func(a *args) { a.be = nil }, DropBadBackend},
 		{"zero-backend", func(a *args) { a.be = &Backend{} }, DropBadBackend},
 		{"v6-backend-no-src6", func(a *args) { a.e, a.be = only4, &b6 }, DropBadBackend},
@@ -157,7 +157,7 @@ func TestBackend(t *testing.T) {
 }
 
 func TestKindAndDFNames(t *testing.T) {
-	for _, k := range []Kind{GRE, IPIP, GUE} {
+	for _, k := range Kinds() {
 		if got, err := ParseKind(k.String()); err != nil || got != k {
 			t.Errorf("ParseKind(%q) = %v, %v", k.String(), got, err)
 		}
@@ -168,16 +168,15 @@ func TestKindAndDFNames(t *testing.T) {
 	if _, err := ParseKind("vxlan"); err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `"vxlan"`) {
 		t.Errorf("ParseKind(vxlan) = %v", err)
 	}
-	var k Kind
-	if err := k.UnmarshalText([]byte("gue")); err != nil || k != GUE {
-		t.Errorf("UnmarshalText(gue) = %v, %v", k, err)
+	for _, k := range Kinds() {
+		if _, err := ParseKind("vxlan"); err == nil || !strings.Contains(err.Error(), k.String()) {
+			t.Errorf("ParseKind(vxlan) does not list %v: %v", k, err)
+		}
 	}
-	var d DF
-	if err := d.UnmarshalText([]byte("clear")); err != nil || d != DFClear {
-		t.Errorf("UnmarshalText(clear) = %v, %v", d, err)
-	}
-	if b, _ := IPIP.MarshalText(); string(b) != "ipip" {
-		t.Errorf("MarshalText = %q", b)
+	for _, k := range Kinds() {
+		if Overhead(k, false) < ipv4Len || Overhead(k, true) != Overhead(k, false)+ipv6Len-ipv4Len {
+			t.Errorf("Overhead(%v) = %d/%d", k, Overhead(k, false), Overhead(k, true))
+		}
 	}
 	if Kind(7).String() != "kind(7)" {
 		t.Errorf("Kind(7) = %q", Kind(7).String())

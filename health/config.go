@@ -10,13 +10,6 @@ import (
 	"time"
 )
 
-// Kinds of check.
-const (
-	KindTCP   = "tcp"   // TCP connect, then close
-	KindHTTP  = "http"  // HTTP/1.1 GET, status code checked
-	KindHTTPS = "https" // the same over TLS
-)
-
 // Defaults. Where a number comes from is said beside it.
 const (
 	DefaultKind         = KindTCP
@@ -47,7 +40,7 @@ const (
 // count, so a zero value is never silently used. The TOML key suggested for
 // each field is in brackets.
 type Config struct {
-	// Kind is the check: "tcp", "http" or "https". [kind]
+	// Kind is the check, one of Kinds: "tcp", "http", "https". [kind]
 	Kind string
 	// Port is the port checked; 0 means the backend's service port (the
 	// port of Target.Addr). [port]
@@ -140,17 +133,16 @@ func fieldErr(field, format string, args ...any) error {
 
 // Validate checks every field and returns the first problem, as a
 // *ConfigError that wraps ErrConfig. Path, Host and ExpectStatus are checked
-// only for http and https checks, which use them.
+// only for the kinds that send a request (http and https), which use them.
 func (c Config) Validate() error {
-	switch c.Kind {
-	case KindTCP, KindHTTP, KindHTTPS:
-	default:
-		return fieldErr("kind", "%q is not one of tcp, http, https", c.Kind)
+	k := lookupKind(c.Kind)
+	if k == nil {
+		return fieldErr("kind", "%q is not one of %s", c.Kind, kindList())
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		return fieldErr("port", "%d is outside 0..65535 (0: the backend's port)", c.Port)
 	}
-	if c.Kind != KindTCP {
+	if k.request {
 		if err := checkPath(c.Path); err != nil {
 			return fieldErr("path", "%q %v", c.Path, err)
 		}

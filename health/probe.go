@@ -75,10 +75,7 @@ func NewProber(cfg Config) (Prober, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Kind == KindTCP {
-		return &TCPProber{}, nil
-	}
-	return NewHTTPProber(cfg)
+	return lookupKind(cfg.Kind).newProber(cfg), nil // Validate found the kind
 }
 
 // TCPProber checks that the backend accepts a TCP connection; the round
@@ -125,6 +122,11 @@ func NewHTTPProber(cfg Config) (*HTTPProber, error) {
 	if cfg.Kind != KindHTTP && cfg.Kind != KindHTTPS {
 		return nil, fieldErr("kind", "%q is not an http check", cfg.Kind)
 	}
+	return newHTTPProber(cfg), nil
+}
+
+// newHTTPProber is NewHTTPProber for a cfg that Validate accepted.
+func newHTTPProber(cfg Config) *HTTPProber {
 	codes, _ := ParseStatusCodes(cfg.ExpectStatus) // Validate parsed it
 	tr := &http.Transport{
 		Proxy:                  nil, // never through HTTP_PROXY: the backend itself is the question
@@ -147,7 +149,7 @@ func NewHTTPProber(cfg Config) (*HTTPProber, error) {
 			Transport:     tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-	}, nil
+	}
 }
 
 // Probe sends one request to target.

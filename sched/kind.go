@@ -1,6 +1,9 @@
 package sched
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Kind names a VIP's scheduler as the configuration spells it. The zero
 // value is Maglev, the default.
@@ -18,13 +21,32 @@ const (
 	numKinds
 )
 
-var kindNames = [numKinds]string{
-	Maglev:     "maglev",
-	P2C:        "p2c",
-	LeastConn:  "least-conn",
-	PeakEWMA:   "peak-ewma",
-	RoundRobin: "round-robin",
-	Random:     "random",
+// params are Options after New has checked them and filled in defaults.
+type params struct {
+	draws   int
+	replace bool
+	penalty int64 // µs
+}
+
+// kindInfo is everything the package knows about one scheduler.
+type kindInfo struct {
+	name string                // the configuration name
+	new  func(p params) Picker // nil: not a picker (Maglev)
+}
+
+// kinds is the registry of schedulers: String, ParseKind, Kinds, New and
+// the error listing the valid names all read it, and config and
+// fulcrum-sim ask Kinds. Adding a scheduler is a constant above, a row here
+// and the picker's own file (see docs/architecture.md).
+var kinds = [numKinds]kindInfo{
+	Maglev:    {name: "maglev"},
+	P2C:       {name: "p2c", new: func(p params) Picker { return &bestOf{draws: p.draws, replace: p.replace} }},
+	LeastConn: {name: "least-conn", new: func(params) Picker { return &bestOf{all: true} }},
+	PeakEWMA: {name: "peak-ewma", new: func(p params) Picker {
+		return &bestOf{draws: p.draws, replace: p.replace, peak: true, penalty: p.penalty}
+	}},
+	RoundRobin: {name: "round-robin", new: func(params) Picker { return &roundRobin{} }},
+	Random:     {name: "random", new: func(params) Picker { return randomPicker{} }},
 }
 
 // Kinds lists every scheduler, Maglev first.
@@ -39,36 +61,31 @@ func Kinds() []Kind {
 // String returns the configuration name ("maglev", "p2c", ...).
 func (k Kind) String() string {
 	if k < numKinds {
-		return kindNames[k]
+		return kinds[k].name
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
+// IsPicker reports whether New makes a Picker for k: every known kind but
+// Maglev, whose choice is the VIP's Maglev table.
+func (k Kind) IsPicker() bool { return k < numKinds && kinds[k].new != nil }
+
 // ParseKind reads a configuration name. An unknown name is an error that
 // lists the known ones and wraps ErrUnknownKind.
 func ParseKind(s string) (Kind, error) {
-	for k, name := range kindNames {
-		if s == name {
+	for k := range kinds {
+		if s == kinds[k].name {
 			return Kind(k), nil
 		}
 	}
-	return 0, fmt.Errorf("%w %q (want maglev, p2c, least-conn, peak-ewma, round-robin or random)", ErrUnknownKind, s)
+	return 0, fmt.Errorf("%w %q (want %s)", ErrUnknownKind, s, kindList())
 }
 
-// MarshalText lets configuration encoders write a Kind by name.
-func (k Kind) MarshalText() ([]byte, error) {
-	if k >= numKinds {
-		return nil, fmt.Errorf("%w: Kind(%d)", ErrUnknownKind, uint8(k))
+// kindList is the names for an error message: "a, b or c".
+func kindList() string {
+	names := make([]string, numKinds)
+	for k := range kinds {
+		names[k] = kinds[k].name
 	}
-	return []byte(k.String()), nil
-}
-
-// UnmarshalText lets configuration decoders (TOML) read a Kind by name.
-func (k *Kind) UnmarshalText(b []byte) error {
-	v, err := ParseKind(string(b))
-	if err != nil {
-		return err
-	}
-	*k = v
-	return nil
+	return strings.Join(names[:numKinds-1], ", ") + " or " + names[numKinds-1]
 }

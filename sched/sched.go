@@ -65,21 +65,13 @@ func New(k Kind, o Options) (Picker, error) {
 	if us < 1 || us > MaxSample {
 		return nil, fmt.Errorf("%v: %w: %v (want 1µs to %v)", k, ErrPenalty, o.Penalty, MaxSample*time.Microsecond)
 	}
-	switch k {
-	case Maglev:
-		return nil, fmt.Errorf("%v: %w", k, ErrNotPicker)
-	case Random:
-		return randomPicker{}, nil
-	case RoundRobin:
-		return &roundRobin{}, nil
-	case LeastConn:
-		return &bestOf{all: true}, nil
-	case P2C:
-		return &bestOf{draws: draws, replace: o.WithReplacement}, nil
-	case PeakEWMA:
-		return &bestOf{draws: draws, replace: o.WithReplacement, peak: true, penalty: us}, nil
+	if k >= numKinds {
+		return nil, fmt.Errorf("%w: %v", ErrUnknownKind, k)
 	}
-	return nil, fmt.Errorf("%w: %v", ErrUnknownKind, k)
+	if !k.IsPicker() {
+		return nil, fmt.Errorf("%v: %w", k, ErrNotPicker)
+	}
+	return kinds[k].new(params{draws: draws, replace: o.WithReplacement, penalty: us}), nil
 }
 
 // MustNew is New for fixed, known-good arguments (tests, the simulator).

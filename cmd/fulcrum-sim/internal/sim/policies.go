@@ -46,8 +46,9 @@ type Rule struct {
 }
 
 // PolicyRules are the rows of fulcrum-sim policies: the chapter's four,
-// then the load signal an LB really has, with the pickers Fulcrum offers.
-var PolicyRules = []Rule{
+// then the load signal an LB really has, with the pickers Fulcrum offers
+// (every one of sched.Kinds, see withEveryPicker).
+var PolicyRules = withEveryPicker([]Rule{
 	{"random", sched.Random, sched.Options{}, NoSignal},
 	{"round robin", sched.RoundRobin, sched.Options{}, NoSignal},
 	{"two random choices", sched.P2C, sched.Options{}, Backlog},
@@ -56,6 +57,18 @@ var PolicyRules = []Rule{
 	{"peak EWMA", sched.PeakEWMA, sched.Options{}, InSystem},
 	{"random(2) replace", sched.P2C, sched.Options{WithReplacement: true}, InSystem},
 	{"random(2) distinct", sched.P2C, sched.Options{}, InSystem},
+})
+
+// withEveryPicker appends to rules, under its configuration name and on
+// the InSystem signal, each picker of sched.Kinds that no rule runs, so a
+// new scheduler shows up in the simulator without an edit here.
+func withEveryPicker(rules []Rule) []Rule {
+	for _, k := range sched.Kinds() {
+		if k.IsPicker() && !slices.ContainsFunc(rules, func(r Rule) bool { return r.Kind == k }) {
+			rules = append(rules, Rule{k.String(), k, sched.Options{}, InSystem})
+		}
+	}
+	return rules
 }
 
 // PolicyConfig is the experiment's setup: Servers servers, each serving

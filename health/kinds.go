@@ -1,0 +1,52 @@
+package health
+
+import "strings"
+
+// Kinds of check (Config.Kind).
+const (
+	KindTCP   = "tcp"   // TCP connect, then close
+	KindHTTP  = "http"  // HTTP/1.1 GET, status code checked
+	KindHTTPS = "https" // the same over TLS
+)
+
+// kindInfo is everything the package knows about one kind of check.
+type kindInfo struct {
+	name string
+	// request: the check sends a request, so Path, Host and ExpectStatus
+	// apply and Validate checks them.
+	request bool
+	// newProber builds the prober of a Config that Validate accepted.
+	newProber func(Config) Prober
+}
+
+// kinds is the registry of checks, in the order error messages list them:
+// Validate, NewProber and Kinds read it, and package config asks Kinds
+// rather than naming any. Adding a kind is a constant above, a row here and
+// the prober's own file (see docs/architecture.md).
+var kinds = []kindInfo{
+	{name: KindTCP, newProber: func(Config) Prober { return &TCPProber{} }},
+	{name: KindHTTP, request: true, newProber: func(c Config) Prober { return newHTTPProber(c) }},
+	{name: KindHTTPS, request: true, newProber: func(c Config) Prober { return newHTTPProber(c) }},
+}
+
+// Kinds lists the names of every kind of check, for help and error texts.
+func Kinds() []string {
+	names := make([]string, len(kinds))
+	for i := range kinds {
+		names[i] = kinds[i].name
+	}
+	return names
+}
+
+// lookupKind finds a kind by name; nil if there is none.
+func lookupKind(name string) *kindInfo {
+	for i := range kinds {
+		if kinds[i].name == name {
+			return &kinds[i]
+		}
+	}
+	return nil
+}
+
+// kindList is the names for an error message: "tcp, http, https".
+func kindList() string { return strings.Join(Kinds(), ", ") }
