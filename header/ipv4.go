@@ -157,39 +157,13 @@ func (b IPv4) IsChecksumValid() bool {
 	return inetsum.Fold(inetsum.Add(0, b[:b.HeaderLength()])) == 0xffff
 }
 
-// IPv4Fields are the fields of an option-less IPv4 header, for Encode.
-type IPv4Fields struct {
-	TOS                 uint8
-	TotalLength         uint16
-	ID                  uint16
-	FlagsFragmentOffset uint16
-	TTL                 uint8
-	Protocol            uint8
-	Checksum            uint16
-	Src, Dst            [4]byte
-}
-
-// Sum is the unfolded checksum sum of f's words other than the addresses
-// and the checksum, for a header of version 4 and IHL 5. A writer that
-// keeps the address sums can checksum a header from the values it writes
-// (^Fold(f.Sum() + addresses)), which avoids reading back the bytes just
-// stored: that read-back costs a store-forwarding stall that tripled
-// encap's time.
-func (f *IPv4Fields) Sum() uint64 {
-	return (0x45<<8 | uint64(f.TOS)) + uint64(f.TotalLength) + uint64(f.ID) +
-		uint64(f.FlagsFragmentOffset) + (uint64(f.TTL)<<8 | uint64(f.Protocol))
-}
-
-// Encode writes f as a 20-byte header (version 4, IHL 5) at the start of b,
-// in 16-bit stores.
-func (b IPv4) Encode(f *IPv4Fields) {
-	_ = b[IPv4MinimumSize-1]
-	be.PutUint16(b[0:], uint16(0x45)<<8|uint16(f.TOS))
-	be.PutUint16(b[2:], f.TotalLength)
-	be.PutUint16(b[4:], f.ID)
-	be.PutUint16(b[6:], f.FlagsFragmentOffset)
-	be.PutUint16(b[8:], uint16(f.TTL)<<8|uint16(f.Protocol))
-	be.PutUint16(b[10:], f.Checksum)
-	*(*[4]byte)(b[12:]) = f.Src
-	*(*[4]byte)(b[16:]) = f.Dst
+// IPv4HeaderSum is the unfolded checksum sum of the words of a 20-byte
+// header (version 4, IHL 5) other than the addresses and the checksum. A
+// writer that keeps the address sums checksums the header from the values
+// it writes, ^Fold(IPv4HeaderSum(...) + address sums), instead of reading
+// back the bytes just stored: that read-back costs a store-forwarding
+// stall that tripled encap's time.
+func IPv4HeaderSum(tos uint8, totalLength, id, flagsFragmentOffset uint16, ttl, proto uint8) uint64 {
+	return (0x45<<8 | uint64(tos)) + uint64(totalLength) + uint64(id) +
+		uint64(flagsFragmentOffset) + (uint64(ttl)<<8 | uint64(proto))
 }

@@ -255,3 +255,45 @@ func SetICMPType(b []byte, typ uint8) {
 	hc := uint64(^be.Uint16(b[ICMPChecksumOffset:]))
 	be.PutUint16(b[ICMPChecksumOffset:], ^foldSum(hc+(^old&0xffff)+now))
 }
+
+// SetRestOfHeader sets the 4 bytes after the checksum: zero and the
+// next-hop MTU in a "fragmentation needed" (RFC 1191 §4), identifier and
+// sequence number in an echo.
+func (b ICMPv4) SetRestOfHeader(v uint32) { be.PutUint32(b[ICMPv4RestOffset:], v) }
+
+// ICMPv4RestOffset is the "rest of header" word after the checksum.
+const ICMPv4RestOffset = 4
+
+// GUE variant 0 header (draft-ietf-intarea-gue §3.1): |00|C|Hlen(5)|
+// Proto/ctype(8)|Flags(16)|, Hlen in 32-bit words of optional fields.
+const (
+	// GUEMinimumSize is the variant 0 base header, without optional
+	// fields.
+	GUEMinimumSize = 4
+	// GUEControlBit is C: a control message, not a data packet.
+	GUEControlBit = 0x20
+)
+
+// GUE is a view of a GUE header. Accessors need 1 byte (Variant) or
+// GUEMinimumSize bytes (the rest).
+type GUE []byte
+
+// Variant is the 2-bit variant: 0 for a GUE header, 1 for a bare IPv4 or
+// IPv6 header (draft-ietf-intarea-gue §5).
+func (b GUE) Variant() uint8 { return b[0] >> 6 }
+
+// Control reports whether C is set.
+func (b GUE) Control() bool { return b[0]&GUEControlBit != 0 }
+
+// HeaderLength is the header's length in bytes, optional fields included.
+func (b GUE) HeaderLength() int { return GUEMinimumSize + int(b[0]&0x1f)*4 }
+
+// Protocol is the payload's IP protocol number (a data message).
+func (b GUE) Protocol() uint8 { return b[1] }
+
+// Flags is the flags word.
+func (b GUE) Flags() uint16 { return be.Uint16(b[2:]) }
+
+// Encode writes a variant 0 data header with no optional fields and no
+// flags, carrying protocol proto.
+func (b GUE) Encode(proto uint8) { be.PutUint32(b[0:], uint32(proto)<<16) }
