@@ -135,7 +135,9 @@ func (b IPv4) SwapAddresses() {
 
 // CalculateChecksum is the header checksum (RFC 791, RFC 1071) of the
 // HeaderLength bytes, computed as if the checksum field were zero: the
-// value SetChecksum stores. The common 20-byte header is five loads.
+// value SetChecksum stores. The common 20-byte header is five loads. A
+// header whose IHL claims fewer than 20 bytes (malformed on purpose, as the
+// traffic generator writes them) is summed over its first 20.
 func (b IPv4) CalculateChecksum() uint16 {
 	hl := b.HeaderLength()
 	_ = b[IPv4MinimumSize-1]
