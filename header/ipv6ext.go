@@ -22,6 +22,9 @@ const (
 	// on them: hop-by-hop, routing and destination options. A walk over
 	// it stops at a fragment header or AH, which the caller then handles.
 	IPv6ExtOptions IPv6ExtSet = 1<<ProtoHopByHop | 1<<ProtoRouting | 1<<ProtoDestOpts
+	// IPv6ExtFragment is the fragment header alone, to take out of a set
+	// (IPv6ExtAll &^ IPv6ExtFragment) for a walk that stops at one.
+	IPv6ExtFragment IPv6ExtSet = 1 << ProtoFragment
 )
 
 // Has reports whether nh is in s.

@@ -69,7 +69,7 @@ func ParseICMPError(frame []byte, p *Parsed, quoted *flow.Tuple) Reason {
 		quoted.V6 = true
 		// The walk stops at a fragment header: a quoted fragment is a
 		// 3-tuple, whatever follows.
-		w := header.WalkIPv6Ext(q, header.IPv6MinimumSize, ip.NextHeader(), header.IPv6ExtAll&^(1<<header.ProtoFragment), MaxExtHeaders)
+		w := header.WalkIPv6Ext(q, header.IPv6MinimumSize, ip.NextHeader(), header.IPv6ExtAll&^header.IPv6ExtFragment, MaxExtHeaders)
 		if w.Status != header.IPv6ExtOK {
 			return BadICMPQuote
 		}
