@@ -173,7 +173,10 @@ func (d *Decapsulator) strip6(pkt []byte) ([]byte, Kind, error) {
 	}
 	// Only the option headers are skipped: a fragment is refused, and AH
 	// is not stepped over, since nothing here would check it.
-	w := header.WalkIPv6Ext(pkt[:end], ipv6Len, ip.NextHeader(), header.IPv6ExtOptions, MaxExtHeaders)
+	w := header.IPv6Ext{Proto: ip.NextHeader(), Off: ipv6Len}
+	if header.IPv6ExtOptions.Has(w.Proto) { // Fulcrum's own tunnels have none: no call
+		w = header.WalkIPv6Ext(pkt[:end], w.Off, w.Proto, header.IPv6ExtOptions, MaxExtHeaders)
+	}
 	switch {
 	case w.Proto == header.ProtoFragment:
 		return nil, 0, ErrFragment
