@@ -173,25 +173,27 @@ func (d *Decapsulator) strip6(pkt []byte) ([]byte, Kind, error) {
 	}
 	// Only the option headers are skipped: a fragment is refused, and AH
 	// is not stepped over, since nothing here would check it.
-	w := header.IPv6Ext{Proto: ip.NextHeader(), Off: ipv6Len}
-	if header.IPv6ExtOptions.Has(w.Proto) { // Fulcrum's own tunnels have none: no call
-		w = header.WalkIPv6Ext(pkt[:end], w.Off, w.Proto, header.IPv6ExtOptions, MaxExtHeaders)
+	nh, off := ip.NextHeader(), ipv6Len
+	if header.IPv6ExtOptions.Has(nh) { // Fulcrum's own tunnels have none: no call
+		w := header.WalkIPv6Ext(pkt[:end], off, nh, header.IPv6ExtOptions, MaxExtHeaders)
+		switch w.Status {
+		case header.IPv6ExtTooMany:
+			return nil, 0, ErrIPHeader
+		case header.IPv6ExtTruncated:
+			return nil, 0, ErrTruncated
+		}
+		nh, off = w.Proto, w.Off
 	}
-	switch {
-	case w.Proto == header.ProtoFragment:
+	if nh == header.ProtoFragment {
 		return nil, 0, ErrFragment
-	case w.Status == header.IPv6ExtTooMany:
-		return nil, 0, ErrIPHeader
-	case w.Status == header.IPv6ExtTruncated:
-		return nil, 0, ErrTruncated
 	}
-	payload := pkt[w.Off:end]
-	if w.Proto == protoUDP {
+	payload := pkt[off:end]
+	if nh == protoUDP {
 		// RFC 8200 §8.1 pseudo-header: source, destination, length,
 		// next header.
 		return d.udp(payload, ip.AddressSum(), true)
 	}
-	return d.StripPayload(w.Proto, payload)
+	return d.StripPayload(nh, payload)
 }
 
 // StripPayload is Strip for a caller that has consumed the outer IP header

@@ -133,25 +133,26 @@ func parseIPv6(frame []byte, off int, p *Parsed) Reason {
 	t.Src = b.SourceAddress()
 	t.Dst = b.DestinationAddress()
 	t.V6 = true
-	w := header.IPv6Ext{Proto: b.NextHeader(), Off: header.IPv6MinimumSize}
-	if header.IPv6ExtAll.Has(w.Proto) { // most packets have none: no call
-		w = header.WalkIPv6Ext(b[:ipLen], w.Off, w.Proto, header.IPv6ExtAll, MaxExtHeaders)
+	nh, l4 := b.NextHeader(), header.IPv6MinimumSize
+	if header.IPv6ExtAll.Has(nh) { // most packets have none: no call
+		w := header.WalkIPv6Ext(b[:ipLen], l4, nh, header.IPv6ExtAll, MaxExtHeaders)
+		switch w.Status {
+		case header.IPv6ExtTooMany:
+			return TooManyExtHeaders
+		case header.IPv6ExtTruncated:
+			return TruncatedExtHeader
+		}
+		if w.Fragment {
+			p.Fragment = true
+			p.FragOffset = w.FragOffset
+			p.MoreFragments = w.MoreFragments
+			p.FragID = w.FragID
+		}
+		nh, l4 = w.Proto, w.Off
 	}
-	switch w.Status {
-	case header.IPv6ExtTooMany:
-		return TooManyExtHeaders
-	case header.IPv6ExtTruncated:
-		return TruncatedExtHeader
-	}
-	if w.Fragment {
-		p.Fragment = true
-		p.FragOffset = w.FragOffset
-		p.MoreFragments = w.MoreFragments
-		p.FragID = w.FragID
-	}
-	l4 := off + w.Off
-	p.Proto = w.Proto
-	t.Proto = w.Proto
+	l4 += off
+	p.Proto = nh
+	t.Proto = nh
 	p.L4Off = uint16(l4)
 	p.PayloadOff = uint16(l4)
 	if p.Fragment && p.FragOffset != 0 {
