@@ -206,8 +206,8 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 		o.SetPayloadLength(uint16(ovh - ipv6Len + ipLen))
 		o.SetNextHeader(proto)
 		o.SetHopLimit(e.ttl)
-		o.SetSourceAddress(e.src6)
-		o.SetDestinationAddress(be.addr)
+		copy(o.SourceSlice(), e.src6[:]) // not SetSourceAddress: see header.IPv6
+		copy(o.DestinationSlice(), be.addr[:])
 		tun = h[ethLen+ipv6Len:]
 	} else {
 		total := uint16(ovh + ipLen)

@@ -392,8 +392,8 @@ func (g *Generator) fill(b []byte, t *template, fl *client, dst []byte, dport ui
 		// hashing on the 3-tuple spreads flows too.
 		lbl := uint32(mix64(uint64(be.Uint32(fl.src[12:]))<<16^uint64(fl.sport)^g.flowKey)) & 0xfffff
 		ip.SetVersionTrafficClassFlowLabel(0, lbl)
-		ip.SetSourceAddress(fl.src)
-		ip.SetDestinationAddress([16]byte(dst))
+		copy(ip.SourceSlice(), fl.src[:])
+		copy(ip.DestinationSlice(), dst)
 		s = header.PseudoHeaderSum(ip.AddressSum(), ip.NextHeader(), len(seg))
 	} else {
 		ip := header.IPv4(b[ethLen:t.l4])

@@ -17,6 +17,11 @@ const (
 
 // IPv6 is a view of an IPv6 fixed header (and, when the slice goes on,
 // what follows it). Every accessor needs the first IPv6MinimumSize bytes.
+//
+// The compiler keeps a 16-byte array in memory, not in registers, so
+// SourceAddress and SetSourceAddress (and the destination's) copy through
+// the stack. On the fast path copy to or from SourceSlice instead: one
+// 16-byte load and store.
 type IPv6 []byte
 
 // Version is the version nibble (6 for an IPv6 header).

@@ -64,8 +64,8 @@ func ParseICMPError(frame []byte, p *Parsed, quoted *flow.Tuple) Reason {
 		if len(ip) < header.IPv6MinimumSize || ip.Version() != header.IPv6Version {
 			return BadICMPQuote
 		}
-		quoted.Src = ip.SourceAddress()
-		quoted.Dst = ip.DestinationAddress()
+		copy(quoted.Src[:], ip.SourceSlice())
+		copy(quoted.Dst[:], ip.DestinationSlice())
 		quoted.V6 = true
 		// The walk stops at a fragment header: a quoted fragment is a
 		// 3-tuple, whatever follows.

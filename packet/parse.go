@@ -130,8 +130,8 @@ func parseIPv6(frame []byte, off int, p *Parsed) Reason {
 	p.TOS = b.TrafficClass()
 	p.TTL = b.HopLimit()
 	t := &p.Tuple
-	t.Src = b.SourceAddress()
-	t.Dst = b.DestinationAddress()
+	copy(t.Src[:], b.SourceSlice()) // not SourceAddress: see IPv6
+	copy(t.Dst[:], b.DestinationSlice())
 	t.V6 = true
 	nh, l4 := b.NextHeader(), header.IPv6MinimumSize
 	if header.IPv6ExtAll.Has(nh) { // most packets have none: no call
