@@ -187,13 +187,9 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 		proto = protoUDP
 	}
 
-	outerEtherType := uint16(etherTypeIPv4)
-	if outerV6 {
-		outerEtherType = etherTypeIPv6
-	}
-	header.Ethernet(h).Encode(dstMAC, srcMAC, outerEtherType)
 	var tun []byte
 	if outerV6 {
+		header.Ethernet(h).Encode(dstMAC, srcMAC, etherTypeIPv6)
 		o := header.IPv6(h[ethLen : ethLen+ipv6Len])
 		// RFC 6438: the tunnel's flow label carries the inner flow's
 		// hash, so ECMP/LAG on the way can spread flows; zero would mean
@@ -210,6 +206,7 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 		copy(o.DestinationSlice(), be.addr[:])
 		tun = h[ethLen+ipv6Len:]
 	} else {
+		header.Ethernet(h).Encode(dstMAC, srcMAC, etherTypeIPv4)
 		total := uint16(ovh + ipLen)
 		var id, frag uint16
 		if e.df == DFSet || (e.df == DFInherit && (innerV6 || p.IPv4DF)) {
