@@ -56,16 +56,19 @@ func fragNeeded(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, srcMA
 	h := buf[start : ip+q]
 	replyEthernet(buf, off, start, srcMAC, etherTypeIPv4)
 	o := header.IPv4(h[ethLen : ethLen+ipv4Len])
+	total := uint16(ipv4Len + icmpLen + q)
 	o.SetHeaderLength(ipv4Len)
 	o.SetTOS(0)
-	o.SetTotalLength(uint16(ipv4Len + icmpLen + q))
+	o.SetTotalLength(total)
 	o.SetID(0)
 	o.SetFlagsFragmentOffset(header.IPv4FlagDF) // an atomic datagram
 	o.SetTTL(DefaultTTL)
 	o.SetProtocol(protoICMP)
 	o.SetSourceAddress(vip)
 	o.SetDestinationAddress(client)
-	o.UpdateChecksum()
+	// From the values, as Encap does; the quoted header holds the same
+	// two addresses, whose sum does not depend on their order.
+	o.SetChecksum(^fold(header.IPv4HeaderSum(0, total, 0, header.IPv4FlagDF, DefaultTTL, protoICMP) + pkt.AddressSum()))
 	m := header.ICMPv4(h[ethLen+ipv4Len:])
 	m.SetType(header.ICMPv4DstUnreachable)
 	m.SetCode(header.ICMPv4FragNeededCode)
