@@ -115,7 +115,7 @@ func packetTooBig(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, src
 	m.SetCode(0)
 	m.SetChecksum(0)
 	m.SetMTU(uint32(mtu))
-	s := header.PseudoHeaderSum(o.AddressSum(), protoICMPv6, icmpLen+q) + sumBytes(m)
+	s := header.PseudoHeaderSum(pkt.AddressSum(), protoICMPv6, icmpLen+q) + sumBytes(m) // the same addresses, swapped
 	m.SetChecksum(^fold(s))
 	return start, hl + q, ICMPReply
 }
