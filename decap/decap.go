@@ -1,13 +1,12 @@
 package decap
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/internal/inetsum"
-	"github.com/fulcrumlb/fulcrum/packet"
 )
 
 // Kind is a tunnel encapsulation, the same values package encap writes.
@@ -39,31 +38,20 @@ const (
 
 // Header sizes and numbers this package reads.
 const (
-	ipv4Len = 20
-	ipv6Len = 40
-	greLen  = 4 // RFC 2784 base header
-	greCLen = 8 // with the checksum and Reserved1 words
-	udpLen  = 8
-	gueLen  = 4 // variant 0 base header
+	ipv4Len = header.IPv4MinimumSize
+	ipv6Len = header.IPv6MinimumSize
+	greLen  = header.GREMinimumSize  // RFC 2784 base header
+	greCLen = header.GREChecksumSize // with the checksum and Reserved1 words
+	udpLen  = header.UDPMinimumSize
+	gueLen  = header.GUEMinimumSize // variant 0 base header
 
-	protoHopByHop = 0
-	protoIPIP     = 4 // IPv4 encapsulation (RFC 2003)
-	protoUDP      = packet.ProtoUDP
-	protoIPv6     = 41 // IPv6 encapsulation (RFC 2473, RFC 4213)
-	protoRouting  = 43
-	protoFragment = 44
-	protoGRE      = packet.ProtoGRE
-	protoDestOpts = 60
+	protoIPIP = header.ProtoIPIP
+	protoUDP  = header.ProtoUDP
+	protoIPv6 = header.ProtoIPv6
+	protoGRE  = header.ProtoGRE
 
-	etherTypeIPv4 = packet.EtherTypeIPv4
-	etherTypeIPv6 = packet.EtherTypeIPv6
-
-	// GRE flag word (RFC 2784 §2): C, then bits 1-5 that a receiver not
-	// implementing RFC 1701 must see clear (R, K, S, s, Recur), reserved
-	// bits 6-12 to ignore, and the version in bits 13-15.
-	greC       = 0x8000
-	greMustBe0 = 0x7c00
-	greVersion = 0x0007
+	etherTypeIPv4 = header.EtherTypeIPv4
+	etherTypeIPv6 = header.EtherTypeIPv6
 )
 
 // ErrConfig is wrapped by every error New returns.
@@ -152,66 +140,62 @@ func (d *Decapsulator) Strip(pkt []byte) (inner []byte, kind Kind, err error) {
 }
 
 func (d *Decapsulator) strip4(pkt []byte) ([]byte, Kind, error) {
-	if len(pkt) < ipv4Len {
+	ip := header.IPv4(pkt)
+	if len(ip) < ipv4Len {
 		return nil, 0, ErrTruncated
 	}
-	ihl := int(pkt[0]&0x0f) * 4
-	total := int(binary.BigEndian.Uint16(pkt[2:]))
+	ihl := ip.HeaderLength()
+	total := int(ip.TotalLength())
 	if ihl < ipv4Len || total < ihl {
 		return nil, 0, ErrIPHeader
 	}
 	if total > len(pkt) {
 		return nil, 0, ErrTruncated
 	}
-	if inetsum.Fold(inetsum.Add(0, pkt[:ihl])) != 0xffff {
+	if !ip.IsChecksumValid() {
 		return nil, 0, ErrIPChecksum
 	}
-	if binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 { // MF or a fragment offset
+	if ip.IsFragment() {
 		return nil, 0, ErrFragment
 	}
-	proto, payload := pkt[9], pkt[ihl:total]
+	proto, payload := ip.Protocol(), pkt[ihl:total]
 	if proto == protoUDP {
 		// RFC 768 pseudo-header: source, destination, protocol, length.
-		return d.udp(payload, inetsum.Add(0, pkt[12:20]), false)
+		return d.udp(payload, ip.AddressSum(), false)
 	}
 	return d.StripPayload(proto, payload)
 }
 
 func (d *Decapsulator) strip6(pkt []byte) ([]byte, Kind, error) {
-	if len(pkt) < ipv6Len {
+	ip := header.IPv6(pkt)
+	if len(ip) < ipv6Len {
 		return nil, 0, ErrTruncated
 	}
-	end := ipv6Len + int(binary.BigEndian.Uint16(pkt[4:]))
+	end := ipv6Len + int(ip.PayloadLength())
 	if end > len(pkt) {
 		return nil, 0, ErrTruncated
 	}
-	nh, off := pkt[6], ipv6Len
-	for i := 0; ; i++ {
-		if nh == protoFragment {
-			return nil, 0, ErrFragment
-		}
-		if nh != protoHopByHop && nh != protoRouting && nh != protoDestOpts {
-			break
-		}
-		if i == MaxExtHeaders {
+	// Only the option headers are skipped: a fragment is refused, and AH
+	// is not stepped over, since nothing here would check it.
+	nh, off := ip.NextHeader(), ipv6Len
+	if header.IPv6ExtOptions.Has(nh) { // Fulcrum's own tunnels have none: no call
+		w := header.WalkIPv6Ext(pkt[:end], off, nh, header.IPv6ExtOptions, MaxExtHeaders)
+		switch w.Status {
+		case header.IPv6ExtTooMany:
 			return nil, 0, ErrIPHeader
-		}
-		// RFC 8200 §4: next header, then the length in 8-octet units
-		// not counting the first 8.
-		if end-off < 8 {
+		case header.IPv6ExtTruncated:
 			return nil, 0, ErrTruncated
 		}
-		l := 8 + int(pkt[off+1])*8
-		if end-off < l {
-			return nil, 0, ErrTruncated
-		}
-		nh, off = pkt[off], off+l
+		nh, off = w.Proto, w.Off
+	}
+	if nh == header.ProtoFragment {
+		return nil, 0, ErrFragment
 	}
 	payload := pkt[off:end]
 	if nh == protoUDP {
 		// RFC 8200 §8.1 pseudo-header: source, destination, length,
 		// next header.
-		return d.udp(payload, inetsum.Add(0, pkt[8:40]), true)
+		return d.udp(payload, ip.AddressSum(), true)
 	}
 	return d.StripPayload(nh, payload)
 }
@@ -240,18 +224,19 @@ func (d *Decapsulator) gre(b []byte) ([]byte, Kind, error) {
 	if !d.accept[GRE] {
 		return nil, GRE, ErrKindDisabled
 	}
-	if len(b) < greLen {
+	g := header.GRE(b)
+	if len(g) < greLen {
 		return nil, GRE, ErrTruncated
 	}
-	flags := binary.BigEndian.Uint16(b)
-	if flags&greVersion != 0 {
+	flags := g.Flags()
+	if flags&header.GREVersionMask != 0 {
 		return nil, GRE, ErrGREVersion
 	}
-	if flags&greMustBe0 != 0 {
+	if flags&header.GREFlagsMustBeZero != 0 {
 		return nil, GRE, ErrGREFlags
 	}
 	var v6 bool
-	switch binary.BigEndian.Uint16(b[2:]) {
+	switch g.ProtocolType() {
 	case etherTypeIPv4:
 	case etherTypeIPv6:
 		v6 = true
@@ -259,7 +244,7 @@ func (d *Decapsulator) gre(b []byte) ([]byte, Kind, error) {
 		return nil, GRE, ErrGREProtocol
 	}
 	hl := greLen
-	if flags&greC != 0 {
+	if flags&header.GREFlagChecksum != 0 {
 		// RFC 2784 §2.5: the ones' complement checksum of the GRE header
 		// and payload, so the whole sums to all ones.
 		hl = greCLen
@@ -277,25 +262,26 @@ func (d *Decapsulator) gre(b []byte) ([]byte, Kind, error) {
 // udp checks a UDP datagram b (from its header) whose pseudo-header
 // addresses sum to addrSum, and strips GUE from it.
 func (d *Decapsulator) udp(b []byte, addrSum uint64, v6 bool) ([]byte, Kind, error) {
-	if len(b) < udpLen {
+	u := header.UDP(b)
+	if len(u) < udpLen {
 		return nil, 0, ErrTruncated
 	}
-	if binary.BigEndian.Uint16(b[2:]) != d.guePort {
+	if u.DestinationPort() != d.guePort {
 		return nil, 0, ErrUDPPort
 	}
 	if !d.accept[GUE] {
 		return nil, GUE, ErrKindDisabled
 	}
-	ulen := int(binary.BigEndian.Uint16(b[4:]))
+	ulen := int(u.Length())
 	if ulen < udpLen || ulen > len(b) {
 		return nil, GUE, ErrUDPLength
 	}
 	b = b[:ulen]
-	if binary.BigEndian.Uint16(b[6:]) == 0 {
+	if u.Checksum() == 0 {
 		if v6 && !d.zeroCsum6 {
 			return nil, GUE, ErrUDPZeroChecksum
 		}
-	} else if inetsum.Fold(inetsum.Add(addrSum+protoUDP+uint64(ulen), b)) != 0xffff {
+	} else if inetsum.Fold(inetsum.Add(header.PseudoHeaderSum(addrSum, protoUDP, ulen), b)) != 0xffff {
 		return nil, GUE, ErrUDPChecksum
 	}
 	return d.StripGUE(b[udpLen:])
@@ -311,15 +297,16 @@ func (d *Decapsulator) StripGUE(b []byte) (inner []byte, kind Kind, err error) {
 	if len(b) == 0 {
 		return nil, GUE, ErrTruncated
 	}
+	g := header.GUE(b)
 	var v6 bool
-	switch b[0] >> 6 {
+	switch g.Variant() {
 	case 0:
 	case 1:
 		// Variant 1: no GUE header, the IPv4 (0100) or IPv6 (0110)
 		// header starts right here.
-		switch b[0] >> 4 {
-		case 4:
-		case 6:
+		switch header.IPv4(b).Version() {
+		case header.IPv4Version:
+		case header.IPv6Version:
 			v6 = true
 		default:
 			return nil, GUE, ErrGUEProtocol
@@ -329,25 +316,23 @@ func (d *Decapsulator) StripGUE(b []byte) (inner []byte, kind Kind, err error) {
 	default:
 		return nil, GUE, ErrGUEVersion
 	}
-	if len(b) < gueLen {
+	if len(g) < gueLen {
 		return nil, GUE, ErrTruncated
 	}
-	// Variant 0: |00|C|Hlen(5)|Proto/ctype(8)|Flags(16)|, Hlen in 32-bit
-	// words of optional fields after these 4 bytes.
-	if b[0]&0x20 != 0 {
+	if g.Control() {
 		return nil, GUE, ErrGUEControl
 	}
-	if binary.BigEndian.Uint16(b[2:]) != 0 {
+	if g.Flags() != 0 {
 		return nil, GUE, ErrGUEFlags
 	}
-	switch b[1] {
+	switch g.Protocol() {
 	case protoIPIP:
 	case protoIPv6:
 		v6 = true
 	default:
 		return nil, GUE, ErrGUEProtocol
 	}
-	hl := gueLen + int(b[0]&0x1f)*4
+	hl := g.HeaderLength()
 	if len(b) < hl {
 		return nil, GUE, ErrTruncated
 	}
@@ -362,28 +347,30 @@ func innerIP(b []byte, v6 bool) ([]byte, error) {
 		return nil, ErrInnerTruncated
 	}
 	if v6 {
-		if b[0]>>4 != 6 {
+		ip := header.IPv6(b)
+		if ip.Version() != header.IPv6Version {
 			return nil, ErrInnerVersion
 		}
-		if len(b) < ipv6Len {
+		if len(ip) < ipv6Len {
 			return nil, ErrInnerTruncated
 		}
 		// A jumbogram (payload length 0, RFC 2675) cannot come through a
 		// 1500-byte tunnel; it would be cut to its 40-byte header.
-		n := ipv6Len + int(binary.BigEndian.Uint16(b[4:]))
+		n := ipv6Len + int(ip.PayloadLength())
 		if n > len(b) {
 			return nil, ErrInnerTruncated
 		}
 		return b[:n:n], nil
 	}
-	if b[0]>>4 != 4 {
+	ip := header.IPv4(b)
+	if ip.Version() != header.IPv4Version {
 		return nil, ErrInnerVersion
 	}
-	if len(b) < ipv4Len {
+	if len(ip) < ipv4Len {
 		return nil, ErrInnerTruncated
 	}
-	ihl := int(b[0]&0x0f) * 4
-	n := int(binary.BigEndian.Uint16(b[2:]))
+	ihl := ip.HeaderLength()
+	n := int(ip.TotalLength())
 	if ihl < ipv4Len || n < ihl {
 		return nil, ErrInnerHeader
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 
+	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/internal/inetsum"
 )
 
@@ -17,7 +18,7 @@ import (
 func fold(s uint64) uint16 { return inetsum.Fold(s) }
 
 // sumWords is the sum of b's big-endian 16-bit words; len(b) must be even.
-// It is for addresses and headers of a few words.
+// It is for the address sums Config precomputes (config.go).
 func sumWords(b []byte) uint64 {
 	var s uint64
 	for i := 0; i+1 < len(b); i += 2 {
@@ -60,25 +61,6 @@ func sumBytes(b []byte) uint64 {
 	return uint64(bits.ReverseBytes16(fold(s)))
 }
 
-// ipv4HeaderChecksum is the checksum of a 20-byte IPv4 header whose
-// checksum field is zero.
-func ipv4HeaderChecksum(h []byte) uint16 {
-	_ = h[19]
-	s := uint64(binary.BigEndian.Uint32(h[0:])) +
-		uint64(binary.BigEndian.Uint32(h[4:])) +
-		uint64(binary.BigEndian.Uint32(h[8:])) +
-		uint64(binary.BigEndian.Uint32(h[12:])) +
-		uint64(binary.BigEndian.Uint32(h[16:]))
-	return ^fold(s)
-}
-
-// pseudoSum is the sum of a TCP/UDP/ICMPv6 pseudo-header (RFC 793, RFC 768,
-// RFC 8200 §8.1): the address sums plus the protocol and the upper-layer
-// length.
-func pseudoSum(addrSum uint64, proto uint8, length int) uint64 {
-	return addrSum + uint64(proto) + uint64(length)
-}
-
 // innerSum is the ones'-complement sum of the IP packet pkt, which the
 // outer UDP checksum of GUE over IPv6 must cover. For the common inner
 // packets it costs a constant few loads instead of a pass over the payload:
@@ -92,24 +74,23 @@ func pseudoSum(addrSum uint64, proto uint8, length int) uint64 {
 // protocols, lengths that disagree with the header) is summed byte by byte.
 func innerSum(pkt []byte, v6 bool) uint64 {
 	if !v6 {
-		if len(pkt) < ipv4Len {
+		ip := header.IPv4(pkt)
+		if len(ip) < ipv4Len {
 			return sumBytes(pkt)
 		}
-		ihl := int(pkt[0]&0x0f) << 2
-		if ihl < ipv4Len || ihl > len(pkt) ||
-			int(binary.BigEndian.Uint16(pkt[2:])) != len(pkt) ||
-			binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 { // MF or offset: a fragment
+		ihl := ip.HeaderLength()
+		if ihl < ipv4Len || ihl > len(pkt) || int(ip.TotalLength()) != len(pkt) || ip.IsFragment() {
 			return sumBytes(pkt)
 		}
 		seg := len(pkt) - ihl
 		// A valid IPv4 header sums to 0xffff, which is zero; only the
 		// segment contributes.
-		switch pkt[9] {
+		switch proto := ip.Protocol(); proto {
 		case protoTCP, protoUDP:
-			if !segChecksummed(pkt[ihl:], pkt[9]) {
+			if !segChecksummed(pkt[ihl:], proto) {
 				return sumBytes(pkt)
 			}
-			return uint64(^fold(pseudoSum(sumWords(pkt[12:20]), pkt[9], seg)))
+			return uint64(^fold(header.PseudoHeaderSum(ip.AddressSum(), proto, seg)))
 		case protoICMP:
 			// The ICMP checksum covers the message alone.
 			if seg < 8 {
@@ -119,16 +100,17 @@ func innerSum(pkt []byte, v6 bool) uint64 {
 		}
 		return sumBytes(pkt)
 	}
-	if len(pkt) < ipv6Len || ipv6Len+int(binary.BigEndian.Uint16(pkt[4:])) != len(pkt) {
+	ip := header.IPv6(pkt)
+	if len(ip) < ipv6Len || ipv6Len+int(ip.PayloadLength()) != len(pkt) {
 		return sumBytes(pkt)
 	}
-	switch nh := pkt[6]; nh {
+	switch nh := ip.NextHeader(); nh {
 	case protoTCP, protoUDP, protoICMPv6:
 		if !segChecksummed(pkt[ipv6Len:], nh) {
 			return sumBytes(pkt)
 		}
-		hdr := sumWords(pkt[:ipv6Len])
-		return hdr + uint64(^fold(pseudoSum(sumWords(pkt[8:40]), nh, len(pkt)-ipv6Len)))
+		hdr := inetsum.Add(0, pkt[:ipv6Len])
+		return hdr + uint64(^fold(header.PseudoHeaderSum(ip.AddressSum(), nh, len(pkt)-ipv6Len)))
 	}
 	return sumBytes(pkt)
 }
@@ -138,11 +120,11 @@ func innerSum(pkt []byte, v6 bool) uint64 {
 func segChecksummed(seg []byte, proto uint8) bool {
 	switch proto {
 	case protoTCP:
-		return len(seg) >= 20
+		return len(seg) >= header.TCPMinimumSize
 	case protoUDP:
-		return len(seg) >= 8 && seg[6]|seg[7] != 0
+		return len(seg) >= header.UDPMinimumSize && header.UDP(seg).Checksum() != 0
 	case protoICMPv6:
-		return len(seg) >= 8
+		return len(seg) >= header.ICMPv6MinimumSize
 	}
 	return false
 }

@@ -1,31 +1,30 @@
 package encap
 
 import (
-	"encoding/binary"
-
+	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/packet"
 )
 
 // Header sizes and numbers this package writes.
 const (
-	ethLen  = 14
-	ipv4Len = 20
-	ipv6Len = 40
-	greLen  = 4 // RFC 2784 without the optional checksum word
-	udpLen  = 8
-	gueLen  = 4 // variant 0, Hlen 0: no optional fields
-	icmpLen = 8 // ICMP / ICMPv6 error header up to the quote
+	ethLen  = header.EthernetMinimumSize
+	ipv4Len = header.IPv4MinimumSize
+	ipv6Len = header.IPv6MinimumSize
+	greLen  = header.GREMinimumSize // RFC 2784 without the optional checksum word
+	udpLen  = header.UDPMinimumSize
+	gueLen  = header.GUEMinimumSize    // variant 0, Hlen 0: no optional fields
+	icmpLen = header.ICMPv4MinimumSize // ICMP / ICMPv6 error header up to the quote
 
-	protoICMP   = packet.ProtoICMP
-	protoIPIP   = 4 // IPv4 encapsulation (RFC 2003)
-	protoTCP    = packet.ProtoTCP
-	protoUDP    = packet.ProtoUDP
-	protoIPv6   = 41 // IPv6 encapsulation (RFC 2473, RFC 4213)
-	protoGRE    = packet.ProtoGRE
-	protoICMPv6 = packet.ProtoICMPv6
+	protoICMP   = header.ProtoICMP
+	protoIPIP   = header.ProtoIPIP
+	protoTCP    = header.ProtoTCP
+	protoUDP    = header.ProtoUDP
+	protoIPv6   = header.ProtoIPv6
+	protoGRE    = header.ProtoGRE
+	protoICMPv6 = header.ProtoICMPv6
 
-	etherTypeIPv4 = packet.EtherTypeIPv4
-	etherTypeIPv6 = packet.EtherTypeIPv6
+	etherTypeIPv4 = header.EtherTypeIPv4
+	etherTypeIPv6 = header.EtherTypeIPv6
 )
 
 // Overhead is the number of L3 bytes kind adds in front of the inner IP
@@ -128,11 +127,11 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 	innerV6 := false
 	switch p.L3 {
 	case packet.L3IPv4:
-		if ipLen < ipv4Len || buf[ip]>>4 != 4 {
+		if ipLen < ipv4Len || header.IPv4(buf[ip:]).Version() != header.IPv4Version {
 			return 0, 0, DropBadPacket
 		}
 	case packet.L3IPv6:
-		if ipLen < ipv6Len || buf[ip]>>4 != 6 {
+		if ipLen < ipv6Len || header.IPv6(buf[ip:]).Version() != header.IPv6Version {
 			return 0, 0, DropBadPacket
 		}
 		innerV6 = true
@@ -185,12 +184,10 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 		proto = protoUDP
 	}
 
-	copy(h[0:6], dstMAC[:])
-	copy(h[6:12], srcMAC[:])
 	var tun []byte
 	if outerV6 {
-		binary.BigEndian.PutUint16(h[12:], etherTypeIPv6)
-		o := h[ethLen : ethLen+ipv6Len]
+		header.Ethernet(h).Encode(dstMAC, srcMAC, etherTypeIPv6)
+		o := header.IPv6(h[ethLen : ethLen+ipv6Len])
 		// RFC 6438: the tunnel's flow label carries the inner flow's
 		// hash, so ECMP/LAG on the way can spread flows; zero would mean
 		// "unlabelled" (RFC 6437 §2).
@@ -198,21 +195,20 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 		if label == 0 {
 			label = 1
 		}
-		binary.BigEndian.PutUint32(o[0:], 6<<28|uint32(p.TOS)<<20|label)
-		binary.BigEndian.PutUint16(o[4:], uint16(ovh-ipv6Len+ipLen))
-		o[6] = proto
-		o[7] = e.ttl
-		copy(o[8:24], e.src6[:])
-		copy(o[24:40], be.addr[:])
+		o.SetVersionTrafficClassFlowLabel(p.TOS, label)
+		o.SetPayloadLength(uint16(ovh - ipv6Len + ipLen))
+		o.SetNextHeader(proto)
+		o.SetHopLimit(e.ttl)
+		copy(o.SourceSlice(), e.src6[:]) // not SetSourceAddress: see header.IPv6
+		copy(o.DestinationSlice(), be.addr[:])
 		tun = h[ethLen+ipv6Len:]
 	} else {
-		binary.BigEndian.PutUint16(h[12:], etherTypeIPv4)
-		o := h[ethLen : ethLen+ipv4Len]
+		header.Ethernet(h).Encode(dstMAC, srcMAC, etherTypeIPv4)
 		total := uint16(ovh + ipLen)
 		var id, frag uint16
 		if e.df == DFSet || (e.df == DFInherit && (innerV6 || p.IPv4DF)) {
 			// An atomic datagram: its ID means nothing (RFC 6864 §4.1).
-			frag = 0x4000
+			frag = header.IPv4FlagDF
 		} else {
 			// The ID matters only if a router fragments the outer packet,
 			// which happens only when MTU is set above the real path MTU.
@@ -220,30 +216,30 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 			// offset keeps IDs apart without shared per-core state.
 			id = uint16(hash >> 16)
 			if !innerV6 {
-				id += binary.BigEndian.Uint16(buf[ip+4:])
+				id += header.IPv4(buf[ip:]).ID()
 			}
 		}
-		verTOS := uint16(0x45)<<8 | uint16(p.TOS) // TOS: RFC 2983 uniform model; ECN copied (RFC 6040 normal mode)
-		ttlProto := uint16(e.ttl)<<8 | uint16(proto)
-		binary.BigEndian.PutUint16(o[0:], verTOS)
-		binary.BigEndian.PutUint16(o[2:], total)
-		binary.BigEndian.PutUint16(o[4:], id)
-		binary.BigEndian.PutUint16(o[6:], frag)
-		binary.BigEndian.PutUint16(o[8:], ttlProto)
-		copy(o[12:16], e.src4[:])
-		copy(o[16:20], be.addr[:4])
+		o := header.IPv4(h[ethLen : ethLen+ipv4Len])
+		o.SetHeaderLength(ipv4Len)
+		o.SetTOS(p.TOS) // RFC 2983 uniform model; ECN copied (RFC 6040 normal mode)
+		o.SetTotalLength(total)
+		o.SetID(id)
+		o.SetFlagsFragmentOffset(frag)
+		o.SetTTL(e.ttl)
+		o.SetProtocol(proto)
+		o.SetSourceAddress(e.src4)
+		o.SetDestinationAddress([4]byte(be.addr[:4]))
 		// The checksum is summed from the values, not read back from the
-		// bytes just written: reading them back costs a store-forwarding
-		// stall that tripled Encap's time.
-		sum := uint64(verTOS) + uint64(total) + uint64(id) + uint64(frag) + uint64(ttlProto) + e.src4Sum + be.sum
-		binary.BigEndian.PutUint16(o[10:], ^fold(sum))
+		// bytes just written (see header.IPv4HeaderSum).
+		o.SetChecksum(^fold(header.IPv4HeaderSum(p.TOS, total, id, frag, e.ttl, proto) + e.src4Sum + be.sum))
 		tun = h[ethLen+ipv4Len:]
 	}
 
 	switch kind {
 	case GRE:
-		tun[0], tun[1] = 0, 0 // C, K, S = 0, version 0
-		binary.BigEndian.PutUint16(tun[2:], innerEtherType)
+		g := header.GRE(tun)
+		g.SetFlags(0) // C, K, S = 0, version 0
+		g.SetProtocolType(innerEtherType)
 	case GUE:
 		tun = tun[:udpLen+gueLen]
 		// The source port carries the flow's entropy so the backend's
@@ -251,21 +247,21 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 		// hash onto the configured range without a division.
 		sport := e.portMin + uint16((uint64(uint32(hash))*e.portSpan)>>32)
 		ulen := udpLen + gueLen + ipLen
-		binary.BigEndian.PutUint16(tun[0:], sport)
-		binary.BigEndian.PutUint16(tun[2:], e.guePort)
-		binary.BigEndian.PutUint16(tun[4:], uint16(ulen))
-		tun[6], tun[7] = 0, 0 // zero over IPv4: no checksum (RFC 768)
-		// GUE variant 0: Ver 0, C 0, Hlen 0, Proto/ctype, Flags 0.
-		tun[8], tun[9], tun[10], tun[11] = 0, innerProto, 0, 0
+		u := header.UDP(tun)
+		u.SetSourcePort(sport)
+		u.SetDestinationPort(e.guePort)
+		u.SetLength(uint16(ulen))
+		u.SetChecksum(0) // zero over IPv4: no checksum (RFC 768)
+		header.GUE(tun[udpLen:]).Encode(innerProto)
 		if outerV6 && !e.zeroCsum {
-			s := pseudoSum(e.src6Sum+be.sum, protoUDP, ulen) +
+			s := header.PseudoHeaderSum(e.src6Sum+be.sum, protoUDP, ulen) +
 				uint64(sport) + uint64(e.guePort) + uint64(ulen) + uint64(innerProto) +
 				innerSum(buf[ip:ip+ipLen], innerV6)
 			c := ^fold(s)
 			if c == 0 {
 				c = 0xffff // RFC 768: zero means "no checksum"
 			}
-			binary.BigEndian.PutUint16(tun[6:], c)
+			u.SetChecksum(c)
 		}
 	}
 	return start, hl + ipLen, Forward

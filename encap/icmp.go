@@ -1,8 +1,7 @@
 package encap
 
 import (
-	"encoding/binary"
-
+	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/packet"
 )
 
@@ -43,8 +42,9 @@ func fragNeeded(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, srcMA
 	if mayBeICMPError(p) {
 		return 0, 0, DropTooBigICMPError
 	}
-	pkt := buf[ip : ip+ipLen]
-	if !unicast4(pkt[12:16]) || !unicast4(pkt[16:20]) {
+	pkt := header.IPv4(buf[ip : ip+ipLen])
+	client, vip := pkt.SourceAddress(), pkt.DestinationAddress()
+	if !unicast4(client) || !unicast4(vip) {
 		return 0, 0, DropTooBigNoReply
 	}
 	const hl = ethLen + ipv4Len + icmpLen
@@ -55,22 +55,26 @@ func fragNeeded(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, srcMA
 	start := ip - hl
 	h := buf[start : ip+q]
 	replyEthernet(buf, off, start, srcMAC, etherTypeIPv4)
-	o := h[ethLen : ethLen+ipv4Len]
-	o[0] = 0x45
-	o[1] = 0
-	binary.BigEndian.PutUint16(o[2:], uint16(ipv4Len+icmpLen+q))
-	binary.BigEndian.PutUint32(o[4:], 0x00004000) // ID 0, DF: an atomic datagram
-	o[8] = DefaultTTL
-	o[9] = protoICMP
-	o[10], o[11] = 0, 0
-	copy(o[12:16], pkt[16:20]) // from the VIP
-	copy(o[16:20], pkt[12:16]) // to the client
-	binary.BigEndian.PutUint16(o[10:], ipv4HeaderChecksum(o))
-	m := h[ethLen+ipv4Len:]
-	m[0], m[1] = 3, 4
-	m[2], m[3], m[4], m[5] = 0, 0, 0, 0
-	binary.BigEndian.PutUint16(m[6:], uint16(mtu))
-	binary.BigEndian.PutUint16(m[2:], ^fold(sumBytes(m)))
+	o := header.IPv4(h[ethLen : ethLen+ipv4Len])
+	total := uint16(ipv4Len + icmpLen + q)
+	o.SetHeaderLength(ipv4Len)
+	o.SetTOS(0)
+	o.SetTotalLength(total)
+	o.SetID(0)
+	o.SetFlagsFragmentOffset(header.IPv4FlagDF) // an atomic datagram
+	o.SetTTL(DefaultTTL)
+	o.SetProtocol(protoICMP)
+	o.SetSourceAddress(vip)
+	o.SetDestinationAddress(client)
+	// From the values, as Encap does; the quoted header holds the same
+	// two addresses, whose sum does not depend on their order.
+	o.SetChecksum(^fold(header.IPv4HeaderSum(0, total, 0, header.IPv4FlagDF, DefaultTTL, protoICMP) + pkt.AddressSum()))
+	m := header.ICMPv4(h[ethLen+ipv4Len:])
+	m.SetType(header.ICMPv4DstUnreachable)
+	m.SetCode(header.ICMPv4FragNeededCode)
+	m.SetChecksum(0)
+	m.SetRestOfHeader(uint32(mtu)) // unused, then the next-hop MTU
+	m.SetChecksum(^fold(sumBytes(m)))
 	return start, hl + q, ICMPReply
 }
 
@@ -83,10 +87,11 @@ func packetTooBig(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, src
 	if mayBeICMPError(p) {
 		return 0, 0, DropTooBigICMPError
 	}
-	pkt := buf[ip : ip+ipLen]
+	pkt := header.IPv6(buf[ip : ip+ipLen])
+	client, vip := pkt.SourceAddress(), pkt.DestinationAddress()
 	// Packet Too Big may answer a multicast destination (RFC 4443
 	// §2.4(e.3)); the source must still name one node (e.6).
-	if !unicast6(pkt[8:24]) {
+	if !unicast6(client) {
 		return 0, 0, DropTooBigNoReply
 	}
 	const hl = ethLen + ipv6Len + icmpLen
@@ -98,18 +103,20 @@ func packetTooBig(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, src
 	start := ip - hl
 	h := buf[start : ip+q]
 	replyEthernet(buf, off, start, srcMAC, etherTypeIPv6)
-	o := h[ethLen : ethLen+ipv6Len]
-	binary.BigEndian.PutUint32(o[0:], 6<<28)
-	binary.BigEndian.PutUint16(o[4:], uint16(icmpLen+q))
-	o[6] = protoICMPv6
-	o[7] = DefaultTTL
-	copy(o[8:24], pkt[24:40]) // from the VIP
-	copy(o[24:40], pkt[8:24]) // to the client
-	m := h[ethLen+ipv6Len:]
-	m[0], m[1], m[2], m[3] = 2, 0, 0, 0
-	binary.BigEndian.PutUint32(m[4:], uint32(mtu))
-	s := pseudoSum(sumWords(o[8:40]), protoICMPv6, icmpLen+q) + sumBytes(m)
-	binary.BigEndian.PutUint16(m[2:], ^fold(s))
+	o := header.IPv6(h[ethLen : ethLen+ipv6Len])
+	o.SetVersionTrafficClassFlowLabel(0, 0)
+	o.SetPayloadLength(uint16(icmpLen + q))
+	o.SetNextHeader(protoICMPv6)
+	o.SetHopLimit(DefaultTTL)
+	o.SetSourceAddress(vip)
+	o.SetDestinationAddress(client)
+	m := header.ICMPv6(h[ethLen+ipv6Len:])
+	m.SetType(header.ICMPv6PacketTooBig)
+	m.SetCode(0)
+	m.SetChecksum(0)
+	m.SetMTU(uint32(mtu))
+	s := header.PseudoHeaderSum(pkt.AddressSum(), protoICMPv6, icmpLen+q) + sumBytes(m) // the same addresses, swapped
+	m.SetChecksum(^fold(s))
 	return start, hl + q, ICMPReply
 }
 
@@ -117,12 +124,8 @@ func packetTooBig(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, src
 // the router that sent the frame at buf[off:], as Katran does: its MAC is
 // read before the new header overwrites the old one.
 func replyEthernet(buf []byte, off, start int, srcMAC [6]byte, etherType uint16) {
-	var router [6]byte
-	copy(router[:], buf[off+6:off+12])
-	h := buf[start : start+ethLen]
-	copy(h[0:6], router[:])
-	copy(h[6:12], srcMAC[:])
-	binary.BigEndian.PutUint16(h[12:], etherType)
+	router := header.Ethernet(buf[off:]).Source()
+	header.Ethernet(buf[start:start+ethLen]).Encode(router, srcMAC, etherType)
 }
 
 // mayBeICMPError reports whether p is an ICMP/ICMPv6 error, or a fragment of
@@ -134,13 +137,13 @@ func mayBeICMPError(p *packet.Parsed) bool {
 
 // unicast4 reports whether a names one host: not 0/8 ("this network"),
 // 127/8 (loopback), 224/4 (multicast) or 240/4 (reserved, broadcast).
-func unicast4(a []byte) bool {
+func unicast4(a [4]byte) bool {
 	return a[0] != 0 && a[0] != 127 && a[0] < 224
 }
 
 // unicast6 reports whether a names one node: not unspecified, loopback or
 // multicast (ff00::/8).
-func unicast6(a []byte) bool {
+func unicast6(a [16]byte) bool {
 	if a[0] == 0xff {
 		return false
 	}

@@ -1,10 +1,6 @@
 package gen
 
-import (
-	"encoding/binary"
-
-	"github.com/fulcrumlb/fulcrum/internal/inetsum"
-)
+import "github.com/fulcrumlb/fulcrum/internal/inetsum"
 
 func fold(s uint64) uint16          { return inetsum.Fold(s) }
 func sum(s uint64, b []byte) uint64 { return inetsum.Add(s, b) }
@@ -13,10 +9,5 @@ func sum(s uint64, b []byte) uint64 { return inetsum.Add(s, b) }
 // sum of big-endian 16-bit words and folded once at the end; a frame's worth
 // of words cannot overflow 64 bits. Only headers are summed per frame: a
 // template's payload is summed once (template.paySum), which is what keeps
-// 1518-byte frames nearly as cheap to generate as 64-byte ones.
-
-// setIPv4Checksum recomputes the checksum of the IPv4 header h (IHL 5).
-func setIPv4Checksum(h []byte) {
-	h[10], h[11] = 0, 0
-	binary.BigEndian.PutUint16(h[10:], ^fold(sum(0, h[:ipv4Len])))
-}
+// 1518-byte frames nearly as cheap to generate as 64-byte ones. The IPv4
+// header checksum is header.IPv4.UpdateChecksum.

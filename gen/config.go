@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/fulcrumlb/fulcrum/header"
 )
 
 // Limits and defaults. Sizes count the FCS (see the package doc).
@@ -36,11 +38,11 @@ const (
 	maxHostBits = 32
 
 	minFrame = 60 // MinSize without the FCS
-	ethLen   = 14
-	ipv4Len  = 20
-	ipv6Len  = 40
-	tcpLen   = 20
-	udpLen   = 8
+	ethLen   = header.EthernetMinimumSize
+	ipv4Len  = header.IPv4MinimumSize
+	ipv6Len  = header.IPv6MinimumSize
+	tcpLen   = header.TCPMinimumSize
+	udpLen   = header.UDPMinimumSize
 	arpLen   = 28
 )
 

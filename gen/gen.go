@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/fulcrumlb/fulcrum/header"
 )
 
 var be = binary.BigEndian
@@ -15,14 +17,14 @@ const (
 	ttl        = 64
 	synWindow  = 64240 // Linux's initial window for a 1460-byte MSS
 	estWindow  = 502   // a scaled window of an established connection
-	tcpFlagSyn = 0x02
-	tcpFlagPsh = 0x08
-	tcpFlagAck = 0x10
-	protoTCP   = 6
-	protoUDP   = 17
-	etherIPv4  = 0x0800
-	etherARP   = 0x0806
-	etherIPv6  = 0x86dd
+	tcpFlagSyn = header.TCPFlagSyn
+	tcpFlagPsh = header.TCPFlagPsh
+	tcpFlagAck = header.TCPFlagAck
+	protoTCP   = header.ProtoTCP
+	protoUDP   = header.ProtoUDP
+	etherIPv4  = header.EtherTypeIPv4
+	etherARP   = header.EtherTypeARP
+	etherIPv6  = header.EtherTypeIPv6
 
 	// pcgStream is the PCG's second seed word, fixed so that Config.Seed
 	// alone names a run.
@@ -194,38 +196,40 @@ func (g *Generator) buildTemplate(v6 bool, l l4Kind) template {
 	l4 := ethLen + ipLen
 	n := max(c.Size-FCSLen, l4+l4Len)
 	b := make([]byte, n)
-	copy(b[0:6], c.LBMAC)
-	copy(b[6:12], c.ClientMAC)
-	be.PutUint16(b[12:], etype)
-	ip := b[ethLen:]
+	header.Ethernet(b).Encode([6]byte(c.LBMAC), [6]byte(c.ClientMAC), etype)
 	if v6 {
-		ip[0] = 0x60
-		be.PutUint16(ip[4:], uint16(n-l4))
-		ip[6] = proto
-		ip[7] = ttl
+		ip := header.IPv6(b[ethLen:])
+		ip.SetVersionTrafficClassFlowLabel(0, 0)
+		ip.SetPayloadLength(uint16(n - l4))
+		ip.SetNextHeader(proto)
+		ip.SetHopLimit(ttl)
 	} else {
-		ip[0] = 0x45
-		be.PutUint16(ip[2:], uint16(n-ethLen))
-		be.PutUint16(ip[6:], 0x4000) // DF, as a TCP stack doing PMTU discovery sends
-		ip[8] = ttl
-		ip[9] = proto
+		ip := header.IPv4(b[ethLen:])
+		ip.SetHeaderLength(ipv4Len)
+		ip.SetTotalLength(uint16(n - ethLen))
+		ip.SetFlagsFragmentOffset(header.IPv4FlagDF) // as a TCP stack doing PMTU discovery sends
+		ip.SetTTL(ttl)
+		ip.SetProtocol(proto)
 	}
 	seg := b[l4:]
 	pay := seg[l4Len:]
 	switch l {
 	case l4SYN:
-		seg[12] = 5 << 4
-		seg[13] = tcpFlagSyn
-		be.PutUint16(seg[14:], synWindow)
+		tcp := header.TCP(seg)
+		tcp.SetDataOffset(tcpLen)
+		tcp.SetFlags(tcpFlagSyn)
+		tcp.SetWindowSize(synWindow)
 	case l4Est:
-		seg[12] = 5 << 4
-		seg[13] = tcpFlagAck
+		tcp := header.TCP(seg)
+		tcp.SetDataOffset(tcpLen)
+		flags := uint8(tcpFlagAck)
 		if len(pay) > 0 {
-			seg[13] |= tcpFlagPsh
+			flags |= tcpFlagPsh
 		}
-		be.PutUint16(seg[14:], estWindow)
+		tcp.SetFlags(flags)
+		tcp.SetWindowSize(estWindow)
 	case l4UDP:
-		be.PutUint16(seg[4:], uint16(len(seg)))
+		header.UDP(seg).SetLength(uint16(len(seg)))
 	}
 	for i := range pay {
 		pay[i] = payloadText[i%len(payloadText)]
@@ -241,8 +245,9 @@ func (g *Generator) buildARP() {
 	for i := range 6 {
 		b[i] = 0xff
 	}
-	copy(b[6:12], g.c.ClientMAC)
-	be.PutUint16(b[12:], etherARP)
+	eth := header.Ethernet(b)
+	eth.SetSource([6]byte(g.c.ClientMAC))
+	eth.SetType(etherARP)
 	a := b[ethLen:]
 	be.PutUint16(a[0:], 1) // Ethernet
 	be.PutUint16(a[2:], etherIPv4)
@@ -379,48 +384,49 @@ func (g *Generator) Next(buf []byte) ([]byte, Kind) {
 // fill writes the per-frame fields of a copy of template t: addresses,
 // ports, sequence numbers, identifiers and checksums.
 func (g *Generator) fill(b []byte, t *template, fl *client, dst []byte, dport uint16, l l4Kind) {
-	ip := b[ethLen:t.l4]
 	seg := b[t.l4:]
 	var s uint64 // pseudo-header sum (RFC 9293 3.1, RFC 768, RFC 8200 8.1)
 	if fl.v6 {
+		ip := header.IPv6(b[ethLen:t.l4])
 		// A per-flow label, as Linux sets it (RFC 6437), so that ECMP
 		// hashing on the 3-tuple spreads flows too.
 		lbl := uint32(mix64(uint64(be.Uint32(fl.src[12:]))<<16^uint64(fl.sport)^g.flowKey)) & 0xfffff
-		be.PutUint32(ip[0:], 6<<28|lbl)
-		copy(ip[8:24], fl.src[:])
-		copy(ip[24:40], dst[:16])
-		s = sum(0, ip[8:40])
-		s += uint64(ip[6]) + uint64(len(seg))
+		ip.SetVersionTrafficClassFlowLabel(0, lbl)
+		copy(ip.SourceSlice(), fl.src[:])
+		copy(ip.DestinationSlice(), dst)
+		s = header.PseudoHeaderSum(ip.AddressSum(), ip.NextHeader(), len(seg))
 	} else {
-		be.PutUint16(ip[4:], uint16(g.counts.Frames)) // IP ID
-		copy(ip[12:16], fl.src[:4])
-		copy(ip[16:20], dst[:4])
-		setIPv4Checksum(ip)
-		s = sum(0, ip[12:20])
-		s += uint64(ip[9]) + uint64(len(seg))
+		ip := header.IPv4(b[ethLen:t.l4])
+		ip.SetID(uint16(g.counts.Frames))
+		ip.SetSourceAddress([4]byte(fl.src[:4]))
+		ip.SetDestinationAddress([4]byte(dst))
+		ip.UpdateChecksum()
+		s = header.PseudoHeaderSum(ip.AddressSum(), ip.Protocol(), len(seg))
 	}
-	be.PutUint16(seg[0:], fl.sport)
-	be.PutUint16(seg[2:], dport)
+	// TCP and UDP ports sit alike.
+	tcp, udp := header.TCP(seg), header.UDP(seg)
+	tcp.SetSourcePort(fl.sport)
+	tcp.SetDestinationPort(dport)
 	hl := udpLen
 	if l != l4UDP {
 		hl = tcpLen
 		x := g.rng.Uint64()
-		be.PutUint32(seg[4:], uint32(x)) // seq
+		tcp.SetSequenceNumber(uint32(x))
 		if l == l4Est {
-			be.PutUint32(seg[8:], uint32(x>>32)) // ack
+			tcp.SetAckNumber(uint32(x >> 32))
 		}
-		seg[16], seg[17] = 0, 0
+		tcp.SetChecksum(0)
 	} else {
-		seg[6], seg[7] = 0, 0
+		udp.SetChecksum(0)
 	}
 	cs := ^fold(sum(s, seg[:hl]) + t.paySum)
-	if cs == 0 && l == l4UDP {
-		cs = 0xffff // RFC 768: 0 means "no checksum"
-	}
 	if l == l4UDP {
-		be.PutUint16(seg[6:], cs)
+		if cs == 0 {
+			cs = 0xffff // RFC 768: 0 means "no checksum"
+		}
+		udp.SetChecksum(cs)
 	} else {
-		be.PutUint16(seg[16:], cs)
+		tcp.SetChecksum(cs)
 	}
 }
 
@@ -445,39 +451,40 @@ func (g *Generator) breakFrame(b []byte, v6 bool, l4 int, udp bool, d Defect) []
 			if ver >= 6 {
 				ver++
 			}
-			ip[0] = ver<<4 | ip[0]&0x0f
+			ip[0] = ver<<4 | ip[0]&0x0f // the version nibble
 		} else {
-			ip[0] = 0x40 | byte(g.rng.IntN(5))
+			header.IPv4(ip).SetHeaderLength(4 * g.rng.IntN(5)) // IHL below 5
 		}
 	case DefectBadIPLength:
 		over := len(ip) + 1 + g.rng.IntN(64)
 		if v6 {
-			be.PutUint16(ip[4:], uint16(over-ipv6Len))
+			header.IPv6(ip).SetPayloadLength(uint16(over - ipv6Len))
 		} else if g.rng.IntN(2) == 0 {
-			be.PutUint16(ip[2:], uint16(over))
+			header.IPv4(ip).SetTotalLength(uint16(over))
 		} else {
-			be.PutUint16(ip[2:], uint16(g.rng.IntN(ipv4Len))) // below the header
+			header.IPv4(ip).SetTotalLength(uint16(g.rng.IntN(ipv4Len))) // below the header
 		}
 	case DefectTruncatedL4:
 		k := g.rng.IntN(l4Len)
 		if v6 {
-			be.PutUint16(ip[4:], uint16(k))
+			header.IPv6(ip).SetPayloadLength(uint16(k))
 		} else {
-			be.PutUint16(ip[2:], uint16(ipLen+k))
+			header.IPv4(ip).SetTotalLength(uint16(ipLen + k))
 		}
 		b = padFrame(b[:l4+k])
 	case DefectBadL4Length:
 		seg := b[l4:]
 		if !udp {
-			seg[12] = byte(g.rng.IntN(5))<<4 | seg[12]&0x0f
+			header.TCP(seg).SetDataOffset(4 * g.rng.IntN(5)) // below 20
 		} else if g.rng.IntN(2) == 0 {
-			be.PutUint16(seg[4:], uint16(g.rng.IntN(udpLen)))
+			header.UDP(seg).SetLength(uint16(g.rng.IntN(udpLen)))
 		} else {
-			be.PutUint16(seg[4:], uint16(len(seg)+1+g.rng.IntN(64)))
+			header.UDP(seg).SetLength(uint16(len(seg) + 1 + g.rng.IntN(64)))
 		}
 	}
 	if !v6 {
-		setIPv4Checksum(ip)
+		// Over the first 20 bytes even when the defect is an IHL below 5.
+		header.IPv4(ip).UpdateChecksum()
 	}
 	return b
 }

@@ -1,6 +1,9 @@
 package packet
 
-import "github.com/fulcrumlb/fulcrum/flow"
+import (
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/header"
+)
 
 // IsICMPError reports whether p is an ICMP or ICMPv6 error message, the kind
 // that quotes the packet that caused it (RFC 792, RFC 4443 section 2.1).
@@ -42,59 +45,50 @@ func ParseICMPError(frame []byte, p *Parsed, quoted *flow.Tuple) Reason {
 	q := frame[start:end]
 	var l4 []byte
 	if p.L3 == L3IPv4 {
-		if len(q) < 20 || q[0]>>4 != 4 {
+		ip := header.IPv4(q)
+		if len(ip) < header.IPv4MinimumSize || ip.Version() != header.IPv4Version {
 			return BadICMPQuote
 		}
-		ihl := int(q[0]&0x0f) * 4
-		if ihl < 20 || len(q) < ihl {
+		ihl := ip.HeaderLength()
+		if ihl < header.IPv4MinimumSize || len(ip) < ihl {
 			return BadICMPQuote
 		}
-		var s, d [4]byte
-		copy(s[:], q[12:16])
-		copy(d[:], q[16:20])
-		quoted.SetV4(s, d)
-		quoted.Proto = q[9]
-		if be.Uint16(q[6:])&0x3fff != 0 { // quoted packet was a fragment: 3-tuple
+		quoted.SetV4(ip.SourceAddress(), ip.DestinationAddress())
+		quoted.Proto = ip.Protocol()
+		if ip.IsFragment() { // quoted packet was a fragment: 3-tuple
 			return OK
 		}
 		l4 = q[ihl:]
 	} else {
-		if len(q) < 40 || q[0]>>4 != 6 {
+		ip := header.IPv6(q)
+		if len(ip) < header.IPv6MinimumSize || ip.Version() != header.IPv6Version {
 			return BadICMPQuote
 		}
-		copy(quoted.Src[:], q[8:24])
-		copy(quoted.Dst[:], q[24:40])
+		copy(quoted.Src[:], ip.SourceSlice())
+		copy(quoted.Dst[:], ip.DestinationSlice())
 		quoted.V6 = true
-		nh := q[6]
-		o := 40
-		for n := 0; isIPv6Ext(nh); n++ {
-			if n == MaxExtHeaders || o+8 > len(q) {
+		// The walk stops at a fragment header: a quoted fragment is a
+		// 3-tuple, whatever follows.
+		w := header.WalkIPv6Ext(q, header.IPv6MinimumSize, ip.NextHeader(), header.IPv6ExtAll&^header.IPv6ExtFragment, MaxExtHeaders)
+		if w.Status != header.IPv6ExtOK {
+			return BadICMPQuote
+		}
+		if w.Proto == header.ProtoFragment {
+			if w.N == MaxExtHeaders || len(q)-w.Off < header.IPv6FragmentSize {
 				return BadICMPQuote
 			}
-			if nh == 44 {
-				quoted.Proto = q[o]
-				return OK // a fragment: 3-tuple, whatever follows
-			}
-			hlen := (int(q[o+1]) + 1) * 8
-			if nh == 51 {
-				hlen = (int(q[o+1]) + 2) * 4
-			}
-			nh = q[o]
-			o += hlen
+			quoted.Proto = header.IPv6Fragment(q[w.Off:]).NextHeader()
+			return OK
 		}
-		if o > len(q) {
-			return BadICMPQuote
-		}
-		quoted.Proto = nh
-		l4 = q[o:]
+		quoted.Proto = w.Proto
+		l4 = q[w.Off:]
 	}
 	switch quoted.Proto {
 	case ProtoTCP, ProtoUDP:
 		if len(l4) < 4 {
 			return BadICMPQuote
 		}
-		quoted.SrcPort = be.Uint16(l4[0:])
-		quoted.DstPort = be.Uint16(l4[2:])
+		quoted.SrcPort, quoted.DstPort = header.Ports(l4)
 	}
 	return OK
 }

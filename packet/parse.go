@@ -1,6 +1,10 @@
 package packet
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/fulcrumlb/fulcrum/header"
+)
 
 // Limits the parser enforces. They bound the work per packet, whatever the
 // packet claims.
@@ -25,10 +29,10 @@ var be = binary.BigEndian
 // Bytes past the IP packet's own length (Ethernet padding) are ignored.
 func Parse(frame []byte, p *Parsed) Reason {
 	*p = Parsed{}
-	if len(frame) < 14 {
+	if len(frame) < header.EthernetMinimumSize {
 		return TruncatedEthernet
 	}
-	off := 12
+	off := header.EthernetTypeOffset
 	et := be.Uint16(frame[off:])
 	for et == EtherTypeVLAN || et == EtherTypeQinQ {
 		if p.NumVLANs == MaxVLANs {
@@ -39,7 +43,7 @@ func Parse(frame []byte, p *Parsed) Reason {
 		}
 		p.VLANs[p.NumVLANs] = be.Uint16(frame[off+2:])
 		p.NumVLANs++
-		off += 4
+		off += header.VLANTagSize
 		et = be.Uint16(frame[off:])
 	}
 	off += 2
@@ -58,44 +62,44 @@ func Parse(frame []byte, p *Parsed) Reason {
 }
 
 func parseIPv4(frame []byte, off int, p *Parsed) Reason {
-	b := frame[off:]
-	if len(b) < 20 {
+	b := header.IPv4(frame[off:])
+	if len(b) < header.IPv4MinimumSize {
 		return TruncatedIPv4
 	}
-	if b[0]>>4 != 4 {
+	if b.Version() != header.IPv4Version {
 		return BadIPv4Version
 	}
-	ihl := int(b[0]&0x0f) * 4
-	if ihl < 20 {
+	ihl := b.HeaderLength()
+	if ihl < header.IPv4MinimumSize {
 		return BadIPv4HeaderLen
 	}
 	if len(b) < ihl {
 		return TruncatedIPv4
 	}
-	total := int(be.Uint16(b[2:]))
+	total := int(b.TotalLength())
 	if total < ihl || total > len(b) {
 		return BadIPv4TotalLen
 	}
 	p.IPLen = uint16(total)
-	p.TOS = b[1]
-	p.TTL = b[8]
-	p.Proto = b[9]
-	ff := be.Uint16(b[6:])
-	p.IPv4DF = ff&0x4000 != 0
-	p.MoreFragments = ff&0x2000 != 0
-	p.FragOffset = (ff & 0x1fff) << 3
+	p.TOS = b.TOS()
+	p.TTL = b.TTL()
+	p.Proto = b.Protocol()
+	ff := b.FlagsFragmentOffset()
+	p.IPv4DF = ff&header.IPv4FlagDF != 0
+	p.MoreFragments = ff&header.IPv4FlagMF != 0
+	p.FragOffset = (ff & header.IPv4FragOffsetMask) << 3
 	t := &p.Tuple
 	t.Src[10], t.Src[11] = 0xff, 0xff
 	t.Dst[10], t.Dst[11] = 0xff, 0xff
-	copy(t.Src[12:], b[12:16])
-	copy(t.Dst[12:], b[16:20])
+	*(*[4]byte)(t.Src[12:]) = b.SourceAddress()
+	*(*[4]byte)(t.Dst[12:]) = b.DestinationAddress()
 	t.Proto = p.Proto
 	l4 := off + ihl
 	p.L4Off = uint16(l4)
 	p.PayloadOff = uint16(l4)
 	if p.MoreFragments || p.FragOffset != 0 {
 		p.Fragment = true
-		p.FragID = uint32(be.Uint16(b[4:]))
+		p.FragID = uint32(b.ID())
 		if p.FragOffset != 0 {
 			// RFC 1858: a TCP fragment at offset 8 can only exist to
 			// overwrite the flags of the first fragment.
@@ -108,69 +112,45 @@ func parseIPv4(frame []byte, off int, p *Parsed) Reason {
 	return parseL4(frame[:off+total], l4, p)
 }
 
-// isIPv6Ext reports whether nh is an IPv6 extension header the parser walks.
-func isIPv6Ext(nh uint8) bool {
-	switch nh {
-	case 0, 43, 44, 60, 51: // hop-by-hop, routing, fragment, destination options, AH
-		return true
-	}
-	return false
-}
-
 func parseIPv6(frame []byte, off int, p *Parsed) Reason {
-	b := frame[off:]
-	if len(b) < 40 {
+	b := header.IPv6(frame[off:])
+	if len(b) < header.IPv6MinimumSize {
 		return TruncatedIPv6
 	}
-	if b[0]>>4 != 6 {
+	if b.Version() != header.IPv6Version {
 		return BadIPv6Version
 	}
-	plen := int(be.Uint16(b[4:]))
-	if 40+plen > len(b) {
+	plen := int(b.PayloadLength())
+	if header.IPv6MinimumSize+plen > len(b) {
 		return BadIPv6PayloadLen
 	}
-	end := off + 40 + plen
-	p.IPLen = uint16(40 + plen)
-	p.TOS = uint8(be.Uint16(b[0:]) >> 4)
-	p.TTL = b[7]
+	ipLen := header.IPv6MinimumSize + plen
+	end := off + ipLen
+	p.IPLen = uint16(ipLen)
+	p.TOS = b.TrafficClass()
+	p.TTL = b.HopLimit()
 	t := &p.Tuple
-	copy(t.Src[:], b[8:24])
-	copy(t.Dst[:], b[24:40])
+	copy(t.Src[:], b.SourceSlice()) // not SourceAddress: see IPv6
+	copy(t.Dst[:], b.DestinationSlice())
 	t.V6 = true
-	nh := b[6]
-	l4 := off + 40
-	for n := 0; isIPv6Ext(nh); n++ {
-		if n == MaxExtHeaders {
+	nh, l4 := b.NextHeader(), header.IPv6MinimumSize
+	if header.IPv6ExtAll.Has(nh) { // most packets have none: no call
+		w := header.WalkIPv6Ext(b[:ipLen], l4, nh, header.IPv6ExtAll, MaxExtHeaders)
+		switch w.Status {
+		case header.IPv6ExtTooMany:
 			return TooManyExtHeaders
-		}
-		if l4+8 > end {
+		case header.IPv6ExtTruncated:
 			return TruncatedExtHeader
 		}
-		h := frame[l4:end]
-		var hlen int
-		switch nh {
-		case 44: // fragment header, RFC 8200 4.5: fixed 8 bytes
-			hlen = 8
-			fo := be.Uint16(h[2:])
+		if w.Fragment {
 			p.Fragment = true
-			p.FragOffset = fo &^ 7
-			p.MoreFragments = fo&1 != 0
-			p.FragID = be.Uint32(h[4:])
-		case 51: // AH, RFC 4302: length in 4-octet units minus 2
-			hlen = (int(h[1]) + 2) * 4
-		default: // length in 8-octet units, not counting the first 8
-			hlen = (int(h[1]) + 1) * 8
+			p.FragOffset = w.FragOffset
+			p.MoreFragments = w.MoreFragments
+			p.FragID = w.FragID
 		}
-		if l4+hlen > end {
-			return TruncatedExtHeader
-		}
-		nh = h[0]
-		l4 += hlen
-		if p.Fragment && p.FragOffset != 0 {
-			// The rest of a non-first fragment is payload, not headers.
-			break
-		}
+		nh, l4 = w.Proto, w.Off
 	}
+	l4 += off
 	p.Proto = nh
 	t.Proto = nh
 	p.L4Off = uint16(l4)
@@ -188,42 +168,43 @@ func parseL4(ip []byte, off int, p *Parsed) Reason {
 	b := ip[off:]
 	switch p.Proto {
 	case ProtoTCP:
-		if len(b) < 20 {
+		if len(b) < header.TCPMinimumSize {
 			return TruncatedTCP
 		}
-		doff := int(b[12]>>4) * 4
-		if doff < 20 || doff > len(b) {
+		tcp := header.TCP(b)
+		doff := tcp.DataOffset()
+		if doff < header.TCPMinimumSize || doff > len(b) {
 			return TruncatedTCP
 		}
-		p.TCPFlags = b[13]
+		p.TCPFlags = tcp.Flags()
 		if badTCPFlags>>(p.TCPFlags&0x3f)&1 != 0 {
 			return BadTCPFlags
 		}
 		p.PayloadOff = uint16(off + doff)
 	case ProtoUDP:
-		if len(b) < 8 {
+		if len(b) < header.UDPMinimumSize {
 			return TruncatedUDP
 		}
-		ul := int(be.Uint16(b[4:]))
+		ul := int(header.UDP(b).Length())
 		// Only a complete datagram's length can be checked against the
 		// IP payload; a first fragment carries part of it.
-		if ul < 8 || (!p.Fragment && ul > len(b)) {
+		if ul < header.UDPMinimumSize || (!p.Fragment && ul > len(b)) {
 			return BadUDPLen
 		}
-		p.PayloadOff = uint16(off + 8)
+		p.PayloadOff = uint16(off + header.UDPMinimumSize)
 	case ProtoICMP, ProtoICMPv6:
-		if len(b) < 8 {
+		if len(b) < header.ICMPv4MinimumSize { // = ICMPv6MinimumSize
 			return TruncatedICMP
 		}
-		p.ICMPType, p.ICMPCode = b[0], b[1]
-		p.PayloadOff = uint16(off + 8)
+		icmp := header.ICMPv4(b) // ICMPv6 has type and code alike
+		p.ICMPType, p.ICMPCode = icmp.Type(), icmp.Code()
+		p.PayloadOff = uint16(off + header.ICMPv4MinimumSize)
 		return OK
 	default:
 		return OK
 	}
 	if !p.Fragment {
-		p.Tuple.SrcPort = be.Uint16(b[0:])
-		p.Tuple.DstPort = be.Uint16(b[2:])
+		p.Tuple.SrcPort, p.Tuple.DstPort = header.Ports(b)
 	}
 	return OK
 }

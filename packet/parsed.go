@@ -8,7 +8,10 @@
 // checks and loads.
 package packet
 
-import "github.com/fulcrumlb/fulcrum/flow"
+import (
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/header"
+)
 
 // L3 says what the frame carries above Ethernet.
 type L3 uint8
@@ -21,30 +24,30 @@ const (
 
 // IP protocol numbers the parser knows.
 const (
-	ProtoICMP   = 1
-	ProtoTCP    = 6
-	ProtoUDP    = 17
-	ProtoGRE    = 47
-	ProtoICMPv6 = 58
+	ProtoICMP   = header.ProtoICMP
+	ProtoTCP    = header.ProtoTCP
+	ProtoUDP    = header.ProtoUDP
+	ProtoGRE    = header.ProtoGRE
+	ProtoICMPv6 = header.ProtoICMPv6
 )
 
 // EtherTypes the parser knows.
 const (
-	EtherTypeIPv4 = 0x0800
-	EtherTypeARP  = 0x0806
-	EtherTypeIPv6 = 0x86DD
-	EtherTypeVLAN = 0x8100 // 802.1Q
-	EtherTypeQinQ = 0x88A8 // 802.1ad
+	EtherTypeIPv4 = header.EtherTypeIPv4
+	EtherTypeARP  = header.EtherTypeARP
+	EtherTypeIPv6 = header.EtherTypeIPv6
+	EtherTypeVLAN = header.EtherTypeVLAN // 802.1Q
+	EtherTypeQinQ = header.EtherTypeQinQ // 802.1ad
 )
 
 // TCP flag bits as they sit in the TCP header's 13th byte.
 const (
-	TCPFin = 0x01
-	TCPSyn = 0x02
-	TCPRst = 0x04
-	TCPPsh = 0x08
-	TCPAck = 0x10
-	TCPUrg = 0x20
+	TCPFin = header.TCPFlagFin
+	TCPSyn = header.TCPFlagSyn
+	TCPRst = header.TCPFlagRst
+	TCPPsh = header.TCPFlagPsh
+	TCPAck = header.TCPFlagAck
+	TCPUrg = header.TCPFlagUrg
 )
 
 // Parsed is the decoded view of one frame. Offsets are from the start of the
