@@ -31,13 +31,18 @@ fi
 
 work=$(mktemp -d /tmp/fulcrum-debtest.XXXXXX)
 root=$work/root
-mkdir -p "$root" "$work/upper" "$work/w"
 cleanup() {
 	for m in dev/pts dev sys proc; do umount -l "$root/$m" 2>/dev/null || true; done
 	umount -l "$root" 2>/dev/null || true
+	umount -l "$work" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
+# The overlay's upper and work directories on a tmpfs of their own: overlayfs
+# refuses an upper directory that is itself on overlayfs, as / is when this
+# runs inside a container or a fresh-check root.
+mount -t tmpfs -o size=4g,mode=0755 tmpfs "$work"
+mkdir -p "$root" "$work/upper" "$work/w"
 mount -t overlay overlay -o "lowerdir=$base,upperdir=$work/upper,workdir=$work/w" "$root"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
