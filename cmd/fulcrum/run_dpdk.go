@@ -5,13 +5,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -50,10 +50,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	log.Info("fulcrum starting", buildInfo()...)
 	raiseNoFileLimit(log) // before anything opens descriptors; see rlimit.go
 	path := &opt.config
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	cfg, code := loadConfig(fs, opt.config, stderr)
-	if cfg == nil {
-		return code
+	// Through the logger, so --log-format json stays one object a line
+	// even when the configuration is refused.
+	cfg, err := config.Load(opt.config)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") { // config.Errors: one problem a line
+			log.Error("configuration refused", "problem", line)
+		}
+		return 2
 	}
 	shared := &dataplane.Shared{}
 	// Validate every table, the engine settings and the BGP section before

@@ -144,3 +144,32 @@ func TestRunAsService(t *testing.T) {
 		t.Errorf("first daemon: %v\n%s", err, firstOut.String())
 	}
 }
+
+// TestRunJSONLogsRefusedConfig: a configuration refused at start is logged
+// as JSON too, one object per problem, and the exit code is 2.
+func TestRunJSONLogsRefusedConfig(t *testing.T) {
+	bin := buildFulcrum(t)
+	bad := filepath.Join(t.TempDir(), "bad.toml")
+	if err := os.WriteFile(bad, []byte("[dataplane]\nport = \"x\"\nmtu = 10\n[eal]\nfile_prefix = \"..\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "run", "-c", bad, "--log-format", "json").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	}
+	problems := 0
+	for i, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Errorf("line %d is not JSON: %q", i+1, line)
+			continue
+		}
+		if rec["msg"] == "configuration refused" {
+			problems++
+		}
+	}
+	if problems < 2 {
+		t.Errorf("%d problems logged, want one per problem (at least mtu and file_prefix):\n%s", problems, out)
+	}
+}
