@@ -530,7 +530,11 @@ func refusingBackendIsEjected(t *testing.T, n string) {
 // withdraws it when the BGP session dies, the other instance carries its
 // flows to the same backends, no connection breaks.
 func TestLBKilledNoConnectionBreaks(t *testing.T) {
-	cc := startConncheck(t, 200, 20*time.Second)
+	// Broken means reset, or no progress for 30 s (as in check 12): a
+	// segment the client retransmits just before the router withdraws lb1
+	// (BGP hold 3 s) is next retransmitted 6.4 s later by TCP's backoff,
+	// so a healthy connection may stall for over 10 s and then go on.
+	cc := startConncheckWith(t, 200, 20*time.Second, 30*time.Second, "")
 	start := time.Now()
 	lab(t, "stop-lb", "1", "KILL")
 	t.Cleanup(func() {
