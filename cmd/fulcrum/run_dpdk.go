@@ -120,6 +120,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	adm := admin.New(plane, cfg.Admin, *path, log)
+	adm.SetVersion(version)
+	adm.SetPortStats(func() (admin.PortStats, error) { st, err := eng.PortStats(); return admin.PortStats(st), err })
 	admLn, err := adm.Listen()
 	if err != nil && !errors.Is(err, admin.ErrDisabled) {
 		log.Error("admin API", "listen", cfg.Admin.Listen, "err", err)
