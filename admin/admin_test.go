@@ -53,7 +53,12 @@ func start(t *testing.T, toml string, ac config.Admin) *env {
 
 func serve(t *testing.T, p *admintest.Plane, ac config.Admin, reloadPath string, setup ...func(*admin.Server)) *env {
 	t.Helper()
-	srv := admin.New(p.Plane, ac, reloadPath, slog.New(slog.DiscardHandler))
+	return serveLog(t, p, ac, reloadPath, slog.New(slog.DiscardHandler), setup...)
+}
+
+func serveLog(t *testing.T, p *admintest.Plane, ac config.Admin, reloadPath string, log *slog.Logger, setup ...func(*admin.Server)) *env {
+	t.Helper()
+	srv := admin.New(p.Plane, ac, reloadPath, log)
 	for _, f := range setup {
 		f(srv)
 	}

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -71,6 +73,7 @@ func (s *Server) routes() http.Handler {
 		ErrorHandling: promhttp.ContinueOnError,
 	})
 	mux.Handle(api.MetricsPath, s.methods(metrics, http.MethodGet, http.MethodHead))
+	mux.Handle("/{$}", s.methods(http.HandlerFunc(s.getPage), http.MethodGet, http.MethodHead))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &httpError{http.StatusNotFound, fmt.Sprintf("no endpoint %s", r.URL.Path)})
 	})
@@ -106,7 +109,6 @@ func (s *Server) guard(next http.Handler) http.Handler {
 // unauthorized answers 401. Off loopback the connection is closed after
 // it, so a peer without the token cannot keep a max_conns slot alive.
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
-	s.log.Warn("admin API: unauthorized call refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="fulcrum"`)
 	if !s.local {
 		w.Header().Set("Connection", "close")
@@ -158,7 +160,7 @@ func (s *Server) mutate(f apiFunc) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		s.log.Info("admin API call", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		s.log.Info("admin API call", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", http.StatusOK)
 		s.writeJSON(w, r, http.StatusOK, v)
 	}), http.MethodPost)
 }
@@ -181,11 +183,17 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, code int, v a
 	}
 }
 
+// writeError answers err and logs it with the caller's address: every
+// failed call is in the log, at warning level when it is a refused
+// change (any POST), a refused caller (401, 403) or a server error.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
-	if code >= 500 {
-		s.log.Warn("admin API call failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	level := slog.LevelInfo
+	if code >= 500 || code == http.StatusUnauthorized || code == http.StatusForbidden || r.Method == http.MethodPost {
+		level = slog.LevelWarn
 	}
+	s.log.Log(r.Context(), level, "admin API call failed", "method", r.Method, "path", r.URL.Path,
+		"remote", r.RemoteAddr, "status", code, "err", err)
 	s.writeJSON(w, r, code, api.Error{Error: err.Error()})
 }
 
@@ -247,14 +255,33 @@ func workerJSON(id int, c *dataplane.Counters) api.Worker {
 }
 
 func (s *Server) getVIPs(r *http.Request) (any, error) {
+	withBackends := false
+	if q := r.URL.Query().Get("backends"); q != "" {
+		var err error
+		if withBackends, err = strconv.ParseBool(q); err != nil {
+			return nil, badRequest("backends %q: not true or false", q)
+		}
+	}
+	return s.vipsNow(withBackends), nil
+}
+
+// vipsNow is every VIP with rates (and, with backends, their backends with
+// rates and check results).
+func (s *Server) vipsNow(withBackends bool) []api.VIP {
 	st := s.status(true)
+	now := time.Now()
 	out := make([]api.VIP, 0, len(st.VIPs))
 	for i := range st.VIPs {
 		v := vipJSON(&st.VIPs[i])
-		v.Backends = nil
+		s.withRates(&v, now)
+		if withBackends {
+			s.withChecks(&v)
+		} else {
+			v.Backends = nil
+		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out
 }
 
 func (s *Server) getVIP(r *http.Request) (any, error) {
@@ -267,7 +294,10 @@ func (s *Server) getVIP(r *http.Request) (any, error) {
 	if v == nil {
 		return nil, vipNotFound(name)
 	}
-	return vipJSON(v), nil
+	out := vipJSON(v)
+	s.withRates(&out, time.Now())
+	s.withChecks(&out)
+	return out, nil
 }
 
 func (s *Server) getBackend(r *http.Request) (any, error) {
@@ -331,6 +361,10 @@ func backendJSON(b *control.BackendStatus) api.Backend {
 		Weight: b.Weight, EffectiveWeight: effectiveWeight(b), Drained: b.Drained, Down: b.Down,
 		SlowStart: b.SlowStart, Outlier: b.Outlier, Ejections: b.Ejections, TableSlots: b.Slots, TableShare: b.Share, ActiveFlows: b.Flows,
 		Packets: b.Packets, Bytes: b.Bytes, NewFlows: b.NewFlows,
+	}
+	out.State = backendState(&out)
+	if out.State == "slow-start" && out.Weight > 0 {
+		out.RampPercent = 100 * out.EffectiveWeight / float64(out.Weight)
 	}
 	return out
 }

@@ -139,6 +139,7 @@ type Server struct {
 	portStats func() (PortStats, error) // SetPortStats; nil: no port metrics
 	version   string                    // SetVersion
 	started   time.Time                 // the first configuration's, for the last-reload metric
+	rates     rates                     // packet and byte rates for the status page and show
 
 	// statusMu serialises plane.Status: a worker serves one counter
 	// snapshot reader at a time (dataplane.Worker.Snapshot), and scrapes

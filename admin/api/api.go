@@ -16,7 +16,8 @@ import (
 // Prefix is the path prefix of every JSON endpoint (the API's version).
 const Prefix = "/api/v1"
 
-// Paths of the endpoints that take no names.
+// Paths of the endpoints that take no names. GET VIPsPath lists the VIPs
+// without their backends; VIPsPath + "?backends=true" with them.
 const (
 	StatusPath  = Prefix + "/status"
 	VIPsPath    = Prefix + "/vips"
@@ -133,22 +134,28 @@ type Conntrack struct {
 // VIP is one virtual service. In GET /api/v1/vips Backends is left out; in
 // GET /api/v1/vips/{vip} it lists every backend.
 type VIP struct {
-	Name         string    `json:"name"`
-	Address      string    `json:"address"`
-	Port         uint16    `json:"port"`
-	Protocol     string    `json:"protocol"`
-	Encap        string    `json:"encap"`
-	TableSize    int       `json:"table_size"` // 0: no table (no backend takes new flows)
-	Panic        bool      `json:"panic_mode"`
-	Serving      bool      `json:"serving"`
-	BackendCount int       `json:"backend_count"`
-	Healthy      int       `json:"healthy"` // backends not failing their checks
-	Usable       int       `json:"usable"`  // backends in the table (effective weight > 0)
-	Packets      uint64    `json:"packets"`
-	Bytes        uint64    `json:"bytes"`
-	NewFlows     uint64    `json:"new_flows"`
-	ActiveFlows  uint64    `json:"active_flows"`
-	Backends     []Backend `json:"backends,omitempty"`
+	Name         string `json:"name"`
+	Address      string `json:"address"`
+	Port         uint16 `json:"port"`
+	Protocol     string `json:"protocol"`
+	Encap        string `json:"encap"`
+	TableSize    int    `json:"table_size"` // 0: no table (no backend takes new flows)
+	Panic        bool   `json:"panic_mode"`
+	Serving      bool   `json:"serving"`
+	BackendCount int    `json:"backend_count"`
+	Healthy      int    `json:"healthy"` // backends not failing their checks
+	Usable       int    `json:"usable"`  // backends in the table (effective weight > 0)
+	Packets      uint64 `json:"packets"`
+	Bytes        uint64 `json:"bytes"`
+	NewFlows     uint64 `json:"new_flows"`
+	ActiveFlows  uint64 `json:"active_flows"`
+	// PacketRate and ByteRate are per second over the RateSeconds before
+	// this answer (since an earlier look at least a second old; 0 on the
+	// first look: ask again).
+	PacketRate  float64   `json:"packet_rate"`
+	ByteRate    float64   `json:"byte_rate"`
+	RateSeconds float64   `json:"rate_seconds"`
+	Backends    []Backend `json:"backends,omitempty"`
 }
 
 // Backend is one backend of a VIP, as HAProxy's "show stat" shows a server.
@@ -172,6 +179,18 @@ type Backend struct {
 	NewFlows        uint64  `json:"new_flows"`
 	Packets         uint64  `json:"packets"`
 	Bytes           uint64  `json:"bytes"`
+	// State is one word for people: up, down, draining, slow-start,
+	// outlier, unknown (checked, no verdict yet). RampPercent is how far a
+	// slow start has come (effective over configured weight).
+	State       string  `json:"state"`
+	RampPercent float64 `json:"ramp_percent,omitempty"`
+	PacketRate  float64 `json:"packet_rate"` // per second, as VIP.PacketRate
+	ByteRate    float64 `json:"byte_rate"`
+	// CheckResult is the last active health check's: "ok" or its error;
+	// empty without checks (or none done yet). CheckLatencyMs is the last
+	// passing check's round trip.
+	CheckResult    string  `json:"check_result,omitempty"`
+	CheckLatencyMs float64 `json:"check_latency_ms,omitempty"`
 }
 
 // Table is GET /api/v1/vips/{vip}/table: the backend name of every slot of
