@@ -67,6 +67,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(api.VIPsPath+"/{vip}/backends/{backend}", s.read(s.getBackend))
 	mux.Handle(api.VIPsPath+"/{vip}/backends/{backend}/{action}", s.mutate(s.postAction))
 	mux.Handle(api.LookupPath, s.read(s.getLookup))
+	mux.Handle(api.ConnsPath, s.read(s.getConns))
 	mux.Handle(api.ReloadPath, s.mutate(s.postReload))
 	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog:      promLogger{s.log},
@@ -472,18 +473,77 @@ func (s *Server) getLookup(r *http.Request) (any, error) {
 	return out, nil
 }
 
+// defaultConnsPage is the entries of a listing page when the caller
+// names no limit.
+const defaultConnsPage = 1000
+
+func (s *Server) getConns(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	cq := control.ConnQuery{Limit: defaultConnsPage}
+	var err error
+	if v := q.Get("vip"); v != "" {
+		if cq.VIP, err = s.resolveVIP(v); err != nil {
+			return nil, err
+		}
+	}
+	if b := q.Get("backend"); b != "" {
+		if cq.VIP == "" {
+			return nil, badRequest("backend %q: name its vip too (vip=...)", b)
+		}
+		if _, cq.Backend, err = s.resolveBackend(cq.VIP, b); err != nil {
+			return nil, err
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > control.MaxConnsPage {
+			return nil, badRequest("limit %q: not a number in 1..%d", l, control.MaxConnsPage)
+		}
+		cq.Limit = n
+	}
+	if c := q.Get("cursor"); c != "" {
+		w, b, ok := strings.Cut(c, ".")
+		wi, err1 := strconv.Atoi(w)
+		bi, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || wi < 0 || bi < 0 {
+			return nil, badRequest("cursor %q: not a cursor from an earlier page (WORKER.BUCKET)", c)
+		}
+		cq.From = control.ConnCursor{Worker: wi, Bucket: bi}
+	}
+	conns, next, done, err := s.plane.Conns(cq)
+	if err != nil {
+		return nil, err
+	}
+	out := api.Conns{Conns: make([]api.Conn, 0, len(conns))}
+	for _, c := range conns {
+		out.Conns = append(out.Conns, api.Conn{Client: c.Client, VIPAddress: c.VIPAddr, Proto: c.Proto, VIP: c.VIP,
+			Backend: c.Backend, BackendAddress: c.BackendAddress, State: c.State, IdleMs: c.IdleMs, Worker: c.Worker, Stale: c.Stale})
+	}
+	if !done {
+		out.Next = fmt.Sprintf("%d.%d", next.Worker, next.Bucket)
+	}
+	return out, nil
+}
+
 // --- operator actions ---
 
 func (s *Server) postAction(r *http.Request) (any, error) {
 	action := r.PathValue("action")
 	switch action {
-	case api.ActionDrain, api.ActionUndrain, api.ActionWeight:
+	case api.ActionDrain, api.ActionUndrain, api.ActionWeight, api.ActionFlush:
 	default:
-		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no backend action %q (drain, undrain, weight)", action)}
+		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no backend action %q (drain, undrain, weight, flush)", action)}
 	}
 	vip, backend, err := s.resolveBackend(r.PathValue("vip"), r.PathValue("backend"))
 	if err != nil {
 		return nil, err
+	}
+	if action == api.ActionFlush {
+		n, err := s.plane.Flush(vip, backend)
+		if err != nil {
+			return nil, err
+		}
+		return api.Flush{VIP: vip, Backend: backend, Flushed: n}, nil
 	}
 	switch action {
 	case api.ActionDrain:

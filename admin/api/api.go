@@ -23,6 +23,7 @@ const (
 	VIPsPath    = Prefix + "/vips"
 	LookupPath  = Prefix + "/lookup"
 	ReloadPath  = Prefix + "/reload"
+	ConnsPath   = Prefix + "/conns"
 	MetricsPath = "/metrics"
 )
 
@@ -31,6 +32,9 @@ const (
 	ActionDrain   = "drain"
 	ActionUndrain = "undrain"
 	ActionWeight  = "weight"
+	// ActionFlush removes the backend's tracked connections; their next
+	// packets are placed by the table again (counted as moved).
+	ActionFlush = "flush"
 )
 
 // VIPPath is the path of one VIP. Names are path-escaped: a VIP's default
@@ -48,6 +52,29 @@ func BackendPath(vip, backend string) string {
 // ActionPath is the path of an operator action on a backend.
 func ActionPath(vip, backend, action string) string {
 	return BackendPath(vip, backend) + "/" + action
+}
+
+// ConnsQuery is the query of a connection listing: vip and backend
+// (names or addresses; empty: any), at most limit entries (0: the
+// server's default), continuing from cursor (empty: the start).
+func ConnsQuery(vip, backend string, limit int, cursor string) string {
+	q := url.Values{}
+	if vip != "" {
+		q.Set("vip", vip)
+	}
+	if backend != "" {
+		q.Set("backend", backend)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if len(q) == 0 {
+		return ConnsPath
+	}
+	return ConnsPath + "?" + q.Encode()
 }
 
 // LookupQuery is the query of a lookup: proto is "tcp" or "udp".
@@ -256,4 +283,34 @@ type Reload struct {
 	File       string `json:"file"`
 	Generation uint64 `json:"generation"`
 	VIPs       int    `json:"vips"`
+}
+
+// Conns is GET /api/v1/conns: one page of tracked connections. Next is
+// the cursor of the next page, empty when every worker's table was read.
+type Conns struct {
+	Conns []Conn `json:"conns"`
+	Next  string `json:"next,omitempty"`
+}
+
+// Conn is one tracked connection (a conntrack entry).
+type Conn struct {
+	Client         string `json:"client"` // address:port
+	VIPAddress     string `json:"vip_address"`
+	Proto          string `json:"proto"`
+	VIP            string `json:"vip"`
+	Backend        string `json:"backend"`
+	BackendAddress string `json:"backend_address"`
+	State          string `json:"state"` // new, established, closing, other
+	IdleMs         uint32 `json:"idle_ms"`
+	Worker         int    `json:"worker"`
+	// Stale: pinned to a backend that is gone or down; the next packet is
+	// placed again.
+	Stale bool `json:"stale,omitempty"`
+}
+
+// Flush is the answer to POST .../backends/{backend}/flush.
+type Flush struct {
+	VIP     string `json:"vip"`
+	Backend string `json:"backend"`
+	Flushed uint64 `json:"flushed"` // connections removed, over every worker
 }
