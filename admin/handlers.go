@@ -68,6 +68,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(api.VIPsPath+"/{vip}/backends/{backend}/{action}", s.mutate(s.postAction))
 	mux.Handle(api.LookupPath, s.read(s.getLookup))
 	mux.Handle(api.ConnsPath, s.read(s.getConns))
+	mux.Handle(api.CapturePath, s.methods(http.HandlerFunc(s.postCapture), http.MethodPost))
 	mux.Handle(api.ReloadPath, s.mutate(s.postReload))
 	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog:      promLogger{s.log},

@@ -11,6 +11,7 @@ package api
 import (
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Prefix is the path prefix of every JSON endpoint (the API's version).
@@ -19,11 +20,14 @@ const Prefix = "/api/v1"
 // Paths of the endpoints that take no names. GET VIPsPath lists the VIPs
 // without their backends; VIPsPath + "?backends=true" with them.
 const (
-	StatusPath  = Prefix + "/status"
-	VIPsPath    = Prefix + "/vips"
-	LookupPath  = Prefix + "/lookup"
-	ReloadPath  = Prefix + "/reload"
-	ConnsPath   = Prefix + "/conns"
+	StatusPath = Prefix + "/status"
+	VIPsPath   = Prefix + "/vips"
+	LookupPath = Prefix + "/lookup"
+	ReloadPath = Prefix + "/reload"
+	ConnsPath  = Prefix + "/conns"
+	// CapturePath is POST only: the answer is a pcapng stream (see
+	// CaptureQuery), not JSON.
+	CapturePath = Prefix + "/capture"
 	MetricsPath = "/metrics"
 )
 
@@ -75,6 +79,32 @@ func ConnsQuery(vip, backend string, limit int, cursor string) string {
 		return ConnsPath
 	}
 	return ConnsPath + "?" + q.Encode()
+}
+
+// CaptureQuery is the query of a capture: vip and backend (names or
+// addresses; empty: any), drops only (of reason, if not empty), at most
+// count frames (0: no limit) for at most duration (0: the server's
+// default, 10 s).
+func CaptureQuery(vip, backend string, drops bool, reason string, count int, duration time.Duration) string {
+	q := url.Values{}
+	for k, v := range map[string]string{"vip": vip, "backend": backend, "reason": reason} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if drops {
+		q.Set("drops", "true")
+	}
+	if count > 0 {
+		q.Set("count", strconv.Itoa(count))
+	}
+	if duration > 0 {
+		q.Set("duration", duration.String())
+	}
+	if len(q) == 0 {
+		return CapturePath
+	}
+	return CapturePath + "?" + q.Encode()
 }
 
 // LookupQuery is the query of a lookup: proto is "tcp" or "udp".
