@@ -19,6 +19,7 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcapgo"
 
+	"github.com/fulcrumlb/fulcrum/admin/api"
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
@@ -33,12 +34,6 @@ const (
 	// busy lcore's traffic with no filter; a filter or drops-only keeps
 	// far fewer.
 	capturePoll = 2 * time.Millisecond
-)
-
-// Trailers of a capture's answer.
-const (
-	TrailerCaptureFrames = "Fulcrum-Capture-Frames"
-	TrailerCaptureMissed = "Fulcrum-Capture-Missed" // the rings were full
 )
 
 func (s *Server) postCapture(w http.ResponseWriter, r *http.Request) {
@@ -69,12 +64,12 @@ func (s *Server) postCapture(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/vnd.tcpdump.pcapng")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Trailer", TrailerCaptureFrames+", "+TrailerCaptureMissed)
+	h.Set("Trailer", api.TrailerCaptureFrames+", "+api.TrailerCaptureMissed)
 	w.WriteHeader(http.StatusOK)
 
 	frames, werr := writeCapture(w, rc, cp, count, duration, r.Context().Done())
-	h.Set(TrailerCaptureFrames, strconv.Itoa(frames))
-	h.Set(TrailerCaptureMissed, strconv.FormatUint(cp.Missed(), 10))
+	h.Set(api.TrailerCaptureFrames, strconv.Itoa(frames))
+	h.Set(api.TrailerCaptureMissed, strconv.FormatUint(cp.Missed(), 10))
 	s.log.Info("admin API call", "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery, "remote", r.RemoteAddr,
 		"status", http.StatusOK, "frames", frames, "missed", cp.Missed(), "err", werr)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/gopacket/pcapgo"
 
-	"github.com/fulcrumlb/fulcrum/admin"
 	"github.com/fulcrumlb/fulcrum/admin/admintest"
 	"github.com/fulcrumlb/fulcrum/admin/api"
 )
@@ -134,7 +133,7 @@ func TestCapture(t *testing.T) {
 			t.Errorf("comment %q", c)
 		}
 	}
-	if trailer.Get(admin.TrailerCaptureFrames) != "3" || trailer.Get(admin.TrailerCaptureMissed) != "0" {
+	if trailer.Get(api.TrailerCaptureFrames) != "3" || trailer.Get(api.TrailerCaptureMissed) != "0" {
 		t.Errorf("trailers %v", trailer)
 	}
 

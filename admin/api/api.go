@@ -81,6 +81,13 @@ func ConnsQuery(vip, backend string, limit int, cursor string) string {
 	return ConnsPath + "?" + q.Encode()
 }
 
+// Trailers of a capture's answer: the frames written and the frames the
+// workers' rings had no room for.
+const (
+	TrailerCaptureFrames = "Fulcrum-Capture-Frames"
+	TrailerCaptureMissed = "Fulcrum-Capture-Missed"
+)
+
 // CaptureQuery is the query of a capture: vip and backend (names or
 // addresses; empty: any), drops only (of reason, if not empty), at most
 // count frames (0: no limit) for at most duration (0: the server's

@@ -44,6 +44,10 @@ commands:
                                   state, idle, worker); at most N (default 100)
   flush --backend B [--vip V]     drop a backend's tracked connections: their
                                   next packets are placed by the table again
+  capture [--vip V] [--backend B] [--drops [REASON]] [--count N] [--duration D] -w FILE
+                                  frames received, sent and dropped, as pcapng
+                                  (FILE "-": stdout); the comment of each frame
+                                  says rx, tx or drop REASON and the worker
 
 A VIP is its name, or ADDRESS:PORT; a BACKEND is its name or address.
 
@@ -97,6 +101,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&sel.vip, "vip", "", "")
 	fs.StringVar(&sel.backend, "backend", "", "")
 	fs.IntVar(&sel.limit, "limit", defaultConnsLimit, "")
+	fs.BoolVar(&sel.drops, "drops", false, "")
+	fs.IntVar(&sel.count, "count", 0, "")
+	fs.DurationVar(&sel.duration, "duration", 0, "")
+	fs.StringVar(&sel.file, "w", "", "")
 	help := fs.Bool("help", false, "")
 	fs.BoolVar(help, "h", false, "")
 
@@ -133,6 +141,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	sel.timeout = *timeout
 	out := &output{w: stdout, json: *asJSON, sel: sel}
 	if err := cmd.run(ctx, c, out, pos[1:]); err != nil {
 		fmt.Fprintf(stderr, "fulcrumctl %s: %v\n", pos[0], err)
@@ -194,6 +203,7 @@ var commands = map[string]command{
 	"show":     {"show", 0, 0, cmdShow},
 	"conns":    {"conns [--vip V] [--backend B] [--limit N]", 0, 0, cmdConns},
 	"flush":    {"flush --backend B [--vip V]", 0, 0, cmdFlush},
+	"capture":  {"capture [--vip V] [--backend B] [--drops [REASON]] [--count N] [--duration D] -w FILE", 0, 1, cmdCapture},
 }
 
 // output prints either the API's JSON or a human-readable rendering.
@@ -203,10 +213,15 @@ type output struct {
 	sel  selection
 }
 
-// selection is --vip, --backend and --limit.
+// selection is --vip, --backend and --limit, and capture's flags.
 type selection struct {
 	vip, backend string
 	limit        int
+	drops        bool
+	count        int
+	duration     time.Duration
+	file         string
+	timeout      time.Duration // --timeout
 }
 
 // show prints raw (the API's JSON) with --json, or decodes it into v and
