@@ -82,6 +82,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		log.Error("EAL initialisation failed", "err", err)
 		return 1
 	}
+	if cfg.EAL.Hugepages { // dpdk-dumpcap attaches through the EAL's shared hugepage memory
+		if err := dpdk.PdumpInit(); err != nil {
+			log.Warn("dpdk-dumpcap support is off", "err", err)
+		}
+	}
 	runDir := dpdk.RuntimeDir()
 	defer func() {
 		if err := dpdk.CleanupEAL(); err != nil {
