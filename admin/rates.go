@@ -7,6 +7,10 @@ import (
 	"github.com/fulcrumlb/fulcrum/admin/api"
 )
 
+// rateSampleTTL is how long a sample is kept without a look: VIPs and
+// backends removed by a reload must not stay in memory forever.
+const rateSampleTTL = 10 * time.Minute
+
 // minRateWindow is the shortest interval rates are measured over: looks
 // closer together than this reuse the last rates, so two viewers (or a
 // page and fulcrumctl) do not turn each other's rates into noise.
@@ -19,6 +23,7 @@ const minRateWindow = time.Second
 type rates struct {
 	mu      sync.Mutex
 	samples map[string]*rateSample
+	pruned  time.Time
 }
 
 type rateSample struct {
@@ -34,6 +39,14 @@ func (r *rates) rate(key string, packets, bytes uint64, now time.Time) (pps, bps
 	defer r.mu.Unlock()
 	if r.samples == nil {
 		r.samples = map[string]*rateSample{}
+	}
+	if len(r.samples) > 0 && now.Sub(r.pruned) > rateSampleTTL {
+		for k, old := range r.samples {
+			if now.Sub(old.at) > rateSampleTTL {
+				delete(r.samples, k)
+			}
+		}
+		r.pruned = now
 	}
 	s := r.samples[key]
 	if s == nil || packets < s.packets || bytes < s.bytes {
