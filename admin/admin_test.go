@@ -51,9 +51,17 @@ func start(t *testing.T, toml string, ac config.Admin) *env {
 	return serve(t, p, ac, p.File)
 }
 
-func serve(t *testing.T, p *admintest.Plane, ac config.Admin, reloadPath string) *env {
+func serve(t *testing.T, p *admintest.Plane, ac config.Admin, reloadPath string, setup ...func(*admin.Server)) *env {
 	t.Helper()
-	srv := admin.New(p.Plane, ac, reloadPath, slog.New(slog.DiscardHandler))
+	return serveLog(t, p, ac, reloadPath, slog.New(slog.DiscardHandler), setup...)
+}
+
+func serveLog(t *testing.T, p *admintest.Plane, ac config.Admin, reloadPath string, log *slog.Logger, setup ...func(*admin.Server)) *env {
+	t.Helper()
+	srv := admin.New(p.Plane, ac, reloadPath, log)
+	for _, f := range setup {
+		f(srv)
+	}
 	ln, err := srv.Listen()
 	if err != nil {
 		t.Fatal(err)
@@ -640,6 +648,21 @@ func TestReload(t *testing.T) {
 
 	noFile := serve(t, e.plane, loopback(), "")
 	noFile.fails("POST", api.ReloadPath, "", 409, "configuration file")
+
+	// Every reload is counted by its result: one applied, four refused
+	// configurations, one file that could not be read.
+	fams := e.scrape()
+	for _, c := range []struct {
+		result string
+		want   float64
+	}{{"ok", 1}, {"refused", 4}, {"error", 1}} {
+		if got, ok := value(fams, "fulcrum_reloads_total", "result", c.result); !ok || got != c.want {
+			t.Errorf("fulcrum_reloads_total{result=%q} = %v (found %v), want %v", c.result, got, ok, c.want)
+		}
+	}
+	if got, _ := value(fams, "fulcrum_config_generation"); got != 2 {
+		t.Errorf("fulcrum_config_generation = %v, want 2", got)
+	}
 }
 
 func TestToken(t *testing.T) {

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -65,12 +67,15 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(api.VIPsPath+"/{vip}/backends/{backend}", s.read(s.getBackend))
 	mux.Handle(api.VIPsPath+"/{vip}/backends/{backend}/{action}", s.mutate(s.postAction))
 	mux.Handle(api.LookupPath, s.read(s.getLookup))
+	mux.Handle(api.ConnsPath, s.read(s.getConns))
+	mux.Handle(api.CapturePath, s.methods(http.HandlerFunc(s.postCapture), http.MethodPost))
 	mux.Handle(api.ReloadPath, s.mutate(s.postReload))
 	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog:      promLogger{s.log},
 		ErrorHandling: promhttp.ContinueOnError,
 	})
 	mux.Handle(api.MetricsPath, s.methods(metrics, http.MethodGet, http.MethodHead))
+	mux.Handle("/{$}", s.methods(http.HandlerFunc(s.getPage), http.MethodGet, http.MethodHead))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &httpError{http.StatusNotFound, fmt.Sprintf("no endpoint %s", r.URL.Path)})
 	})
@@ -106,7 +111,6 @@ func (s *Server) guard(next http.Handler) http.Handler {
 // unauthorized answers 401. Off loopback the connection is closed after
 // it, so a peer without the token cannot keep a max_conns slot alive.
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
-	s.log.Warn("admin API: unauthorized call refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="fulcrum"`)
 	if !s.local {
 		w.Header().Set("Connection", "close")
@@ -158,7 +162,7 @@ func (s *Server) mutate(f apiFunc) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		s.log.Info("admin API call", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		s.log.Info("admin API call", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", http.StatusOK)
 		s.writeJSON(w, r, http.StatusOK, v)
 	}), http.MethodPost)
 }
@@ -181,11 +185,17 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, code int, v a
 	}
 }
 
+// writeError answers err and logs it with the caller's address: every
+// failed call is in the log, at warning level when it is a refused
+// change (any POST), a refused caller (401, 403) or a server error.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
-	if code >= 500 {
-		s.log.Warn("admin API call failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	level := slog.LevelInfo
+	if code >= 500 || code == http.StatusUnauthorized || code == http.StatusForbidden || r.Method == http.MethodPost {
+		level = slog.LevelWarn
 	}
+	s.log.Log(r.Context(), level, "admin API call failed", "method", r.Method, "path", r.URL.Path,
+		"remote", r.RemoteAddr, "status", code, "err", err)
 	s.writeJSON(w, r, code, api.Error{Error: err.Error()})
 }
 
@@ -247,14 +257,33 @@ func workerJSON(id int, c *dataplane.Counters) api.Worker {
 }
 
 func (s *Server) getVIPs(r *http.Request) (any, error) {
+	withBackends := false
+	if q := r.URL.Query().Get("backends"); q != "" {
+		var err error
+		if withBackends, err = strconv.ParseBool(q); err != nil {
+			return nil, badRequest("backends %q: not true or false", q)
+		}
+	}
+	return s.vipsNow(withBackends), nil
+}
+
+// vipsNow is every VIP with rates (and, with backends, their backends with
+// rates and check results).
+func (s *Server) vipsNow(withBackends bool) []api.VIP {
 	st := s.status(true)
+	now := time.Now()
 	out := make([]api.VIP, 0, len(st.VIPs))
 	for i := range st.VIPs {
 		v := vipJSON(&st.VIPs[i])
-		v.Backends = nil
+		s.withRates(&v, now)
+		if withBackends {
+			s.withChecks(&v)
+		} else {
+			v.Backends = nil
+		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out
 }
 
 func (s *Server) getVIP(r *http.Request) (any, error) {
@@ -267,7 +296,10 @@ func (s *Server) getVIP(r *http.Request) (any, error) {
 	if v == nil {
 		return nil, vipNotFound(name)
 	}
-	return vipJSON(v), nil
+	out := vipJSON(v)
+	s.withRates(&out, time.Now())
+	s.withChecks(&out)
+	return out, nil
 }
 
 func (s *Server) getBackend(r *http.Request) (any, error) {
@@ -331,6 +363,10 @@ func backendJSON(b *control.BackendStatus) api.Backend {
 		Weight: b.Weight, EffectiveWeight: effectiveWeight(b), Drained: b.Drained, Down: b.Down,
 		SlowStart: b.SlowStart, Outlier: b.Outlier, Ejections: b.Ejections, TableSlots: b.Slots, TableShare: b.Share, ActiveFlows: b.Flows,
 		Packets: b.Packets, Bytes: b.Bytes, NewFlows: b.NewFlows,
+	}
+	out.State = backendState(&out)
+	if out.State == "slow-start" && out.Weight > 0 {
+		out.RampPercent = 100 * out.EffectiveWeight / float64(out.Weight)
 	}
 	return out
 }
@@ -438,18 +474,77 @@ func (s *Server) getLookup(r *http.Request) (any, error) {
 	return out, nil
 }
 
+// defaultConnsPage is the entries of a listing page when the caller
+// names no limit.
+const defaultConnsPage = 1000
+
+func (s *Server) getConns(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	cq := control.ConnQuery{Limit: defaultConnsPage}
+	var err error
+	if v := q.Get("vip"); v != "" {
+		if cq.VIP, err = s.resolveVIP(v); err != nil {
+			return nil, err
+		}
+	}
+	if b := q.Get("backend"); b != "" {
+		if cq.VIP == "" {
+			return nil, badRequest("backend %q: name its vip too (vip=...)", b)
+		}
+		if _, cq.Backend, err = s.resolveBackend(cq.VIP, b); err != nil {
+			return nil, err
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > control.MaxConnsPage {
+			return nil, badRequest("limit %q: not a number in 1..%d", l, control.MaxConnsPage)
+		}
+		cq.Limit = n
+	}
+	if c := q.Get("cursor"); c != "" {
+		w, b, ok := strings.Cut(c, ".")
+		wi, err1 := strconv.Atoi(w)
+		bi, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || wi < 0 || bi < 0 {
+			return nil, badRequest("cursor %q: not a cursor from an earlier page (WORKER.BUCKET)", c)
+		}
+		cq.From = control.ConnCursor{Worker: wi, Bucket: bi}
+	}
+	conns, next, done, err := s.plane.Conns(cq)
+	if err != nil {
+		return nil, err
+	}
+	out := api.Conns{Conns: make([]api.Conn, 0, len(conns))}
+	for _, c := range conns {
+		out.Conns = append(out.Conns, api.Conn{Client: c.Client, VIPAddress: c.VIPAddr, Proto: c.Proto, VIP: c.VIP,
+			Backend: c.Backend, BackendAddress: c.BackendAddress, State: c.State, IdleMs: c.IdleMs, Worker: c.Worker, Stale: c.Stale})
+	}
+	if !done {
+		out.Next = fmt.Sprintf("%d.%d", next.Worker, next.Bucket)
+	}
+	return out, nil
+}
+
 // --- operator actions ---
 
 func (s *Server) postAction(r *http.Request) (any, error) {
 	action := r.PathValue("action")
 	switch action {
-	case api.ActionDrain, api.ActionUndrain, api.ActionWeight:
+	case api.ActionDrain, api.ActionUndrain, api.ActionWeight, api.ActionFlush:
 	default:
-		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no backend action %q (drain, undrain, weight)", action)}
+		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no backend action %q (drain, undrain, weight, flush)", action)}
 	}
 	vip, backend, err := s.resolveBackend(r.PathValue("vip"), r.PathValue("backend"))
 	if err != nil {
 		return nil, err
+	}
+	if action == api.ActionFlush {
+		n, err := s.plane.Flush(vip, backend)
+		if err != nil {
+			return nil, err
+		}
+		return api.Flush{VIP: vip, Backend: backend, Flushed: n}, nil
 	}
 	switch action {
 	case api.ActionDrain:

@@ -1,14 +1,37 @@
 package admin
 
 import (
+	"runtime"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/encap"
 )
+
+// PortStats are the wire port's driver counters (dpdk.Stats, which this
+// package cannot name: it builds without DPDK too).
+type PortStats struct {
+	IPackets, OPackets uint64
+	IBytes, OBytes     uint64
+	IMissed            uint64 // dropped by the NIC: rx ring full (lcore too slow)
+	IErrors, OErrors   uint64
+	RxNoMbuf           uint64 // rx failed for want of an mbuf (pool too small)
+}
+
+// SetPortStats gives the metrics a reader of the wire port's counters
+// (nil: no port metrics, as under the pcap or test dataplane). Call it
+// before serving.
+func (s *Server) SetPortStats(f func() (PortStats, error)) { s.portStats = f }
+
+// SetVersion names the daemon's version in fulcrum_build_info. Call it
+// before serving.
+func (s *Server) SetVersion(v string) { s.version = v }
 
 // collector exports the control plane's state as Prometheus metrics. It
 // reads one Status at scrape time, so there is no background goroutine and
@@ -29,7 +52,27 @@ type collector struct {
 	bgpEstablished, bgpAnnounced                *prometheus.Desc
 	converging, convergingNewFlows              *prometheus.Desc
 	adminConns, adminRefused                    *prometheus.Desc
+
+	// Per worker (lcore).
+	wRxBytes, wTxBytes, wTxFull, wMoved, wPunted, wFromKernel *prometheus.Desc
+	wFragments, wICMPRouted, wForwarded, wICMPReplies         *prometheus.Desc
+	wICMPLimited, wPolls, wBusy                               *prometheus.Desc
+	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups      *prometheus.Desc
+	wCTInserts, wCTExpired, wCTFlushed                        *prometheus.Desc
+	staleWorkers                                              *prometheus.Desc
+
+	// The wire port.
+	portPackets, portBytes, portMissed, portNoMbuf, portErrors *prometheus.Desc
+
+	buildInfo, configGen, reloads, lastReload *prometheus.Desc
+
+	// busy keeps each worker's poll counters at the previous scrape, so
+	// fulcrum_worker_busy_ratio covers the time since then.
+	busyMu sync.Mutex
+	busy   []polls
 }
+
+type polls struct{ bursts, idle uint64 }
 
 func newCollector(s *Server) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
@@ -54,7 +97,7 @@ func newCollector(s *Server) *collector {
 		beOutlier:   d("backend_outlier", "1 while the backend is ejected by the passive (handshake) checks.", vb...),
 		beEjections: d("backend_ejections_total", "Passive ejections of the backend.", vb...),
 
-		drops:    d("drops_total", "Packets dropped, by reason, over all workers.", "reason"),
+		drops:    d("drops_total", "Packets dropped, by reason, over all workers (docs/drop-reasons.md).", "reason"),
 		workerRx: d("worker_rx_packets_total", "Packets received by a worker (lcore).", "worker"),
 		workerTx: d("worker_tx_packets_total", "Packets transmitted by a worker (lcore).", "worker"),
 
@@ -63,7 +106,7 @@ func newCollector(s *Server) *collector {
 		ctInsertFailed: d("conntrack_insert_failed_total", "New flows that found no conntrack slot (bucket full of entries they may not evict)."),
 
 		rebuilds:       d("table_rebuilds_total", "Service snapshots (Maglev tables) built and published."),
-		rebuildSeconds: d("table_rebuild_seconds", "Duration of the last snapshot rebuild."),
+		rebuildSeconds: d("table_rebuild_duration_seconds", "Time to build and publish a service snapshot (every Maglev table)."),
 		generation:     d("snapshot_generation", "Generation of the published service snapshot."),
 
 		bgpEstablished: d("bgp_session_established", "1 while the BGP session to a router is established.", "peer"),
@@ -74,6 +117,39 @@ func newCollector(s *Server) *collector {
 
 		adminConns:   d("admin_connections", "Open admin API connections (at most admin.max_conns)."),
 		adminRefused: d("admin_connections_refused_total", "Admin API connections closed at accept because admin.max_conns were open."),
+
+		wRxBytes:        d("worker_rx_bytes_total", "Bytes received by a worker.", "worker"),
+		wTxBytes:        d("worker_tx_bytes_total", "Bytes transmitted by a worker.", "worker"),
+		wTxFull:         d("worker_tx_full_total", "Packets a worker decided to send (forward, reply, punt) that the port's tx queue refused.", "worker"),
+		wMoved:          d("worker_moved_flows_total", "Tracked flows re-selected because their backend was removed or went down, or flushed by an operator.", "worker"),
+		wPunted:         d("worker_punted_packets_total", "Packets a worker handed to the kernel (exception path).", "worker"),
+		wFromKernel:     d("worker_from_kernel_packets_total", "Packets from the kernel a worker sent on the wire.", "worker"),
+		wFragments:      d("worker_fragments_total", "VIP packets that were IP fragments.", "worker"),
+		wICMPRouted:     d("worker_icmp_errors_routed_total", "ICMP errors sent to the backend owning the quoted flow.", "worker"),
+		wForwarded:      d("worker_forwarded_packets_total", "Packets encapsulated toward a backend.", "worker"),
+		wICMPReplies:    d("worker_icmp_replies_total", "ICMP messages the LB answered itself: too-big (path MTU) or echo (ping to a VIP).", "worker", "type"),
+		wICMPLimited:    d("worker_icmp_rate_limited_total", "ICMP replies not sent because the lcore's budget was spent.", "worker", "type"),
+		wPolls:          d("worker_polls_total", "Receive polls of a worker: with packets (a burst) or empty.", "worker", "result"),
+		wBusy:           d("worker_busy_ratio", "Fraction of a worker's polls that found packets, since the previous scrape (since start on the first).", "worker"),
+		wCTEntries:      d("worker_conntrack_entries", "Live conntrack entries of a worker.", "worker"),
+		wCTCapacity:     d("worker_conntrack_capacity_entries", "Size of a worker's conntrack table.", "worker"),
+		wCTInsertFailed: d("worker_conntrack_insert_failed_total", "New flows of a worker that found no conntrack slot.", "worker"),
+		wCTLookups:      d("worker_conntrack_lookups_total", "Conntrack lookups of VIP packets (fragments excluded), by result.", "worker", "result"),
+		wCTInserts:      d("worker_conntrack_inserts_total", "Conntrack entries created.", "worker"),
+		wCTExpired:      d("worker_conntrack_expired_total", "Conntrack entries reclaimed after their idle timeout.", "worker"),
+		wCTFlushed:      d("worker_conntrack_flushed_total", "Conntrack entries removed by an operation (a removed VIP or backend, a flush).", "worker"),
+		staleWorkers:    d("workers_stale", "Workers that did not answer this scrape's counter snapshot (stopped or stuck): their counters read 0."),
+
+		portPackets: d("port_packets_total", "Packets through the wire port, from the driver's counters.", "direction"),
+		portBytes:   d("port_bytes_total", "Bytes through the wire port, from the driver's counters (some virtual drivers leave them 0).", "direction"),
+		portMissed:  d("port_rx_missed_packets_total", "Packets the NIC dropped because the rx ring was full (imissed: the lcores are too slow)."),
+		portNoMbuf:  d("port_rx_nombuf_total", "Receives that failed for want of an mbuf (rx_nombuf: the pool is too small)."),
+		portErrors:  d("port_errors_total", "Erroneous packets, from the driver's counters (ierrors, oerrors).", "direction"),
+
+		buildInfo:  d("build_info", "Always 1; the labels name the build.", "version", "goversion"),
+		configGen:  d("config_generation", "Configurations applied since start: 1 plus the successful reloads."),
+		reloads:    d("reloads_total", "Configuration reloads, by result: ok, refused (invalid, or needs a restart: the running one stays), error (the file could not be read).", "result"),
+		lastReload: d("last_reload_success_timestamp_seconds", "Unix time the running configuration was applied (start, or the last successful reload)."),
 	}
 }
 
@@ -86,6 +162,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced,
 		c.converging, c.convergingNewFlows,
 		c.adminConns, c.adminRefused,
+		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wPunted, c.wFromKernel,
+		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPolls, c.wBusy,
+		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
+		c.staleWorkers,
+		c.portPackets, c.portBytes, c.portMissed, c.portNoMbuf, c.portErrors,
+		c.buildInfo, c.configGen, c.reloads, c.lastReload,
 	} {
 		ch <- d
 	}
@@ -121,13 +203,43 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
+	capacity := c.s.plane.ConntrackCapacity()
+	busy := c.busyRatios(st.Workers)
 	total := &dataplane.Counters{}
 	for i := range st.Workers {
 		w := &st.Workers[i]
 		total.Add(w)
-		counter(c.workerRx, w.RxPackets, strconv.Itoa(i))
-		counter(c.workerTx, w.TxPackets, strconv.Itoa(i))
+		id := strconv.Itoa(i)
+		counter(c.workerRx, w.RxPackets, id)
+		counter(c.workerTx, w.TxPackets, id)
+		counter(c.wRxBytes, w.RxBytes, id)
+		counter(c.wTxBytes, w.TxBytes, id)
+		counter(c.wTxFull, w.TxFull, id)
+		counter(c.wMoved, w.Moved, id)
+		counter(c.wPunted, w.Punted, id)
+		counter(c.wFromKernel, w.FromKernel, id)
+		counter(c.wFragments, w.Fragments, id)
+		counter(c.wICMPRouted, w.ICMPErrors, id)
+		counter(c.wForwarded, w.Encap[encap.Forward], id)
+		counter(c.wICMPReplies, w.Encap[encap.ICMPReply], id, "too-big")
+		counter(c.wICMPReplies, w.EchoReplies, id, "echo")
+		counter(c.wICMPLimited, w.Drops[dataplane.DropICMPRateLimited], id, "too-big")
+		counter(c.wICMPLimited, w.Drops[dataplane.DropEchoRateLimited], id, "echo")
+		counter(c.wPolls, w.Bursts, id, "packets")
+		counter(c.wPolls, w.IdlePolls, id, "empty")
+		gauge(c.wBusy, busy[i], id)
+		gauge(c.wCTEntries, float64(w.Flows), id)
+		if i < len(capacity) {
+			gauge(c.wCTCapacity, float64(capacity[i]), id)
+		}
+		counter(c.wCTInsertFailed, w.Conntrack.InsertFailed, id)
+		counter(c.wCTLookups, w.CTHits, id, "hit")
+		counter(c.wCTLookups, w.CTMisses, id, "miss")
+		counter(c.wCTInserts, w.Conntrack.Inserts, id)
+		counter(c.wCTExpired, w.Conntrack.Expired, id)
+		counter(c.wCTFlushed, w.Conntrack.Dropped, id)
 	}
+	gauge(c.staleWorkers, float64(len(st.Stale)))
 	// Reasons are summed by name: a label value must appear once.
 	drops := map[string]uint64{}
 	var order []string
@@ -146,10 +258,45 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.ctInsertFailed, total.Conntrack.InsertFailed)
 
-	n, last := c.s.plane.RebuildStats()
+	if c.s.portStats != nil {
+		if p, err := c.s.portStats(); err == nil {
+			counter(c.portPackets, p.IPackets, "rx")
+			counter(c.portPackets, p.OPackets, "tx")
+			counter(c.portBytes, p.IBytes, "rx")
+			counter(c.portBytes, p.OBytes, "tx")
+			counter(c.portMissed, p.IMissed)
+			counter(c.portNoMbuf, p.RxNoMbuf)
+			counter(c.portErrors, p.IErrors, "rx")
+			counter(c.portErrors, p.OErrors, "tx")
+		} else {
+			c.s.log.Warn("metrics: reading the port's counters", "err", err)
+		}
+	}
+
+	n, _ := c.s.plane.RebuildStats()
 	counter(c.rebuilds, n)
-	gauge(c.rebuildSeconds, last.Seconds())
+	ops := c.s.plane.OpsStats()
+	buckets := make(map[float64]uint64, len(control.RebuildBuckets))
+	for i, le := range control.RebuildBuckets {
+		buckets[le] = ops.RebuildBuckets[i]
+	}
+	ch <- prometheus.MustNewConstHistogram(c.rebuildSeconds, ops.RebuildCount, ops.RebuildSum, buckets)
 	gauge(c.generation, float64(st.Generation))
+	for _, r := range []string{control.ReloadOK, control.ReloadRefused, control.ReloadError} {
+		counter(c.reloads, ops.Reloads[r], r)
+	}
+	gauge(c.configGen, float64(1+ops.Reloads[control.ReloadOK]))
+	last := c.s.started
+	if !ops.LastReloadOK.IsZero() {
+		last = ops.LastReloadOK
+	}
+	gauge(c.lastReload, float64(last.UnixNano())/1e9)
+	version := c.s.version
+	if version == "" {
+		version = "unknown"
+	}
+	gauge(c.buildInfo, 1, version, runtime.Version())
+
 	for _, p := range st.BGP {
 		gauge(c.bgpEstablished, bool01(p.State == "established"), p.Address)
 	}
@@ -159,6 +306,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	conns := c.s.Conns()
 	gauge(c.adminConns, float64(conns.Open))
 	counter(c.adminRefused, conns.Refused)
+}
+
+// busyRatios is, per worker, the fraction of polls with packets since
+// the previous scrape, or since start when there is no earlier one (or
+// the worker did not poll since).
+func (c *collector) busyRatios(workers []dataplane.Counters) []float64 {
+	c.busyMu.Lock()
+	defer c.busyMu.Unlock()
+	out := make([]float64, len(workers))
+	prev := c.busy
+	c.busy = make([]polls, len(workers))
+	for i := range workers {
+		now := polls{workers[i].Bursts, workers[i].IdlePolls}
+		c.busy[i] = now
+		var base polls
+		if i < len(prev) && prev[i].bursts <= now.bursts && prev[i].idle <= now.idle &&
+			now.bursts+now.idle > prev[i].bursts+prev[i].idle {
+			base = prev[i]
+		}
+		if all := now.bursts - base.bursts + now.idle - base.idle; all > 0 {
+			out[i] = float64(now.bursts-base.bursts) / float64(all)
+		}
+	}
+	return out
 }
 
 func bool01(b bool) float64 {

@@ -3,15 +3,21 @@ package admin_test
 import (
 	"bytes"
 	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/fulcrumlb/fulcrum/admin"
 	"github.com/fulcrumlb/fulcrum/admin/admintest"
 	"github.com/fulcrumlb/fulcrum/admin/api"
+	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
@@ -75,7 +81,11 @@ next:
 }
 
 func TestMetrics(t *testing.T) {
-	e := start(t, admintest.Config, loopback())
+	p := admintest.New(t, admintest.Config)
+	e := serve(t, p, loopback(), p.File, func(s *admin.Server) {
+		s.SetVersion("1.2.3-test")
+		s.SetPortStats(func() (admin.PortStats, error) { return testPort, nil })
+	})
 	const n = 120
 	sent := e.traffic(1000, n)
 	for i := range 3 {
@@ -126,7 +136,52 @@ func TestMetrics(t *testing.T) {
 	check(0, "fulcrum_conntrack_insert_failed_total")
 	rebuilds, last := e.plane.RebuildStats()
 	check(float64(rebuilds), "fulcrum_table_rebuilds_total")
-	check(last.Seconds(), "fulcrum_table_rebuild_seconds")
+	_ = last
+	h := fams["fulcrum_table_rebuild_duration_seconds"].GetMetric()
+	if len(h) != 1 || h[0].Histogram == nil {
+		t.Fatalf("fulcrum_table_rebuild_duration_seconds: %v, want one histogram", h)
+	}
+	if hist := h[0].Histogram; hist.GetSampleCount() != rebuilds || len(hist.Bucket) != len(control.RebuildBuckets)+1 ||
+		hist.Bucket[len(hist.Bucket)-1].GetCumulativeCount() > rebuilds {
+		t.Errorf("rebuild histogram: %d samples, %d buckets (last %d); want %d samples, %d buckets (+Inf)",
+			hist.GetSampleCount(), len(hist.Bucket), hist.Bucket[len(hist.Bucket)-1].GetCumulativeCount(), rebuilds, len(control.RebuildBuckets)+1)
+	}
+	w := st.Workers[0]
+	check(float64(w.RxBytes), "fulcrum_worker_rx_bytes_total", "worker", "0")
+	check(float64(w.TxBytes), "fulcrum_worker_tx_bytes_total", "worker", "0")
+	check(n+3, "fulcrum_worker_forwarded_packets_total", "worker", "0")
+	check(0, "fulcrum_worker_tx_full_total", "worker", "0")
+	check(0, "fulcrum_worker_moved_flows_total", "worker", "0")
+	check(0, "fulcrum_worker_punted_packets_total", "worker", "0")
+	check(0, "fulcrum_worker_icmp_replies_total", "worker", "0", "type", "echo")
+	check(0, "fulcrum_worker_icmp_replies_total", "worker", "0", "type", "too-big")
+	check(0, "fulcrum_worker_icmp_rate_limited_total", "worker", "0", "type", "echo")
+	check(n+3, "fulcrum_worker_conntrack_entries", "worker", "0")
+	check(65536, "fulcrum_worker_conntrack_capacity_entries", "worker", "0") // [conntrack] capacity
+	check(n+3, "fulcrum_worker_conntrack_inserts_total", "worker", "0")
+	check(n+3, "fulcrum_worker_conntrack_lookups_total", "worker", "0", "result", "miss")
+	check(0, "fulcrum_worker_conntrack_lookups_total", "worker", "0", "result", "hit")
+	check(float64(w.Bursts), "fulcrum_worker_polls_total", "worker", "0", "result", "packets")
+	if b, ok := value(fams, "fulcrum_worker_busy_ratio", "worker", "0"); !ok || b < 0 || b > 1 {
+		t.Errorf("fulcrum_worker_busy_ratio = %v (found %v), want 0..1", b, ok)
+	}
+	check(0, "fulcrum_workers_stale")
+	check(float64(testPort.IPackets), "fulcrum_port_packets_total", "direction", "rx")
+	check(float64(testPort.OPackets), "fulcrum_port_packets_total", "direction", "tx")
+	check(float64(testPort.IBytes), "fulcrum_port_bytes_total", "direction", "rx")
+	check(float64(testPort.OBytes), "fulcrum_port_bytes_total", "direction", "tx")
+	check(float64(testPort.IMissed), "fulcrum_port_rx_missed_packets_total")
+	check(float64(testPort.RxNoMbuf), "fulcrum_port_rx_nombuf_total")
+	check(float64(testPort.IErrors), "fulcrum_port_errors_total", "direction", "rx")
+	check(float64(testPort.OErrors), "fulcrum_port_errors_total", "direction", "tx")
+	check(1, "fulcrum_build_info", "version", "1.2.3-test", "goversion", runtime.Version())
+	check(1, "fulcrum_config_generation")
+	for _, r := range []string{"ok", "refused", "error"} {
+		check(0, "fulcrum_reloads_total", "result", r)
+	}
+	if ts, _ := value(fams, "fulcrum_last_reload_success_timestamp_seconds"); ts < float64(time.Now().Add(-time.Hour).Unix()) || ts > float64(time.Now().Unix()+1) {
+		t.Errorf("fulcrum_last_reload_success_timestamp_seconds = %v, want about now", ts)
+	}
 	check(float64(st.Generation), "fulcrum_snapshot_generation")
 	if got := len(fams["fulcrum_backend_packets_total"].GetMetric()); got != 6 {
 		t.Errorf("%d backend series, want 6 (VIPs x backends)", got)
@@ -158,6 +213,62 @@ func TestMetrics(t *testing.T) {
 	fams = e.scrape()
 	check(n+1, "fulcrum_vip_packets_total", "vip", "web")
 	check(n, "fulcrum_vip_new_flows_total", "vip", "web")
+}
+
+// testPort are port counters, all different, so a swapped pair shows.
+var testPort = admin.PortStats{IPackets: 101, OPackets: 102, IBytes: 103, OBytes: 104, IMissed: 105, IErrors: 106, OErrors: 107, RxNoMbuf: 108}
+
+// TestMetricsBusyRatio: the busy ratio covers the polls since the previous
+// scrape: packets in one window and none in the next read 1, then 0.
+func TestMetricsBusyRatio(t *testing.T) {
+	e := start(t, admintest.Config, loopback())
+	e.scrape()
+	e.traffic(2000, 5)
+	if b, _ := value(e.scrape(), "fulcrum_worker_busy_ratio", "worker", "0"); b <= 0 {
+		t.Errorf("busy ratio after traffic: %v, want > 0", b)
+	}
+	// Idle polls only: the test worker serves snapshots from idle polls.
+	e.plane.Status(false)
+	if b, _ := value(e.scrape(), "fulcrum_worker_busy_ratio", "worker", "0"); b != 0 {
+		t.Errorf("busy ratio with no traffic since the last scrape: %v, want 0", b)
+	}
+}
+
+// TestMetricsPromtool: Prometheus' own checker accepts the exposition
+// (names, units, _total on counters, help text). Where scripts/setup.sh ran
+// (it installs promtool), a missing promtool fails the test.
+func TestMetricsPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if setupRan() {
+			t.Fatal("promtool not found: scripts/setup.sh installs it (Debian package prometheus)")
+		}
+		t.Skip("promtool not installed (scripts/setup.sh installs it)")
+	}
+	p := admintest.New(t, admintest.Config)
+	e := serve(t, p, loopback(), p.File, func(s *admin.Server) {
+		s.SetVersion("test")
+		s.SetPortStats(func() (admin.PortStats, error) { return testPort, nil })
+	})
+	e.traffic(3000, 10)
+	code, body := e.call("GET", api.MetricsPath, "")
+	if code != 200 {
+		t.Fatalf("GET /metrics: %d", code)
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// setupRan reports whether scripts/setup.sh ran here as root: it installs
+// debootstrap (packaging group) with the test tools, so a root without it
+// is a bare build box.
+func setupRan() bool {
+	_, err := exec.LookPath("debootstrap")
+	return os.Geteuid() == 0 && err == nil
 }
 
 // TestMetricsPanicMode: both dns backends failing their checks put the VIP

@@ -136,6 +136,11 @@ type Server struct {
 	reg       *prometheus.Registry
 	handler   http.Handler
 
+	portStats func() (PortStats, error) // SetPortStats; nil: no port metrics
+	version   string                    // SetVersion
+	started   time.Time                 // the first configuration's, for the last-reload metric
+	rates     rates                     // packet and byte rates for the status page and show
+
 	// statusMu serialises plane.Status: a worker serves one counter
 	// snapshot reader at a time (dataplane.Worker.Snapshot), and scrapes
 	// and API calls may arrive together.
@@ -155,7 +160,7 @@ func New(plane *control.Plane, cfg config.Admin, reloadPath string, log *slog.Lo
 		cfg.MaxConns = config.DefaultAdminMaxConns
 	}
 	s := &Server{plane: plane, cfg: cfg, reloadPath: reloadPath, log: log.With("component", "admin"),
-		cop: http.NewCrossOriginProtection(), timeouts: defaultTimeouts}
+		cop: http.NewCrossOriginProtection(), timeouts: defaultTimeouts, started: time.Now()}
 	s.token = cfg.Secret()
 	if s.token != "" {
 		s.tokenSum = sha256.Sum256([]byte(s.token))

@@ -123,6 +123,8 @@ type Plane struct {
 	hop       resolvedHop                         // the kernel's answer for the gateways (SetNextHop)
 	gwChanged chan struct{}                       // a reload changed the gateways: resolve again now
 	onApply   func(old, cur *config.Config) error // applies a reload to the kernel's side (SetOnApply)
+
+	ops opsStats // reloads and rebuild durations, for metrics (status.go)
 }
 
 // PeerInfo is one BGP session as the admin API shows it.
@@ -212,7 +214,8 @@ func (p *Plane) drainTimeoutPending() bool {
 // Reload applies a new configuration after validating it completely
 // (decoding, and building every table from it). A configuration that fails
 // is rejected with the reason and the running one stays in force.
-func (p *Plane) Reload(path string) error {
+func (p *Plane) Reload(path string) (err error) {
+	defer func() { p.noteReload(err) }()
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ func (p *Plane) rebuildLocked() error {
 	p.shared.Services.Store(svc)
 	p.rebuilds++
 	p.lastDur = p.now().Sub(start)
+	p.ops.rebuilt(p.lastDur)
 	p.lastErr = nil
 	p.ramping = ramping
 	for vip, on := range panicked {

@@ -3,7 +3,9 @@ package control
 // Status: what the admin API and fulcrumctl show of VIPs and backends.
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strings"
 	"time"
@@ -213,4 +215,104 @@ func (p *Plane) RebuildStats() (n uint64, last time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.rebuilds, p.lastDur
+}
+
+// RebuildBuckets are the upper bounds, in seconds, of the rebuild duration
+// histogram: a table of 65537 slots over a few backends builds in about a
+// millisecond, a million slots over hundreds of backends in tens to
+// hundreds of milliseconds (docs/benchmarks.md), so the buckets span
+// 100 µs to 5 s.
+var RebuildBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+// Reload results, the label values of the reload counter.
+const (
+	ReloadOK      = "ok"      // applied
+	ReloadRefused = "refused" // invalid, or needs a restart: the running one stays
+	ReloadError   = "error"   // the file could not be read
+)
+
+// opsStats are the reload and rebuild statistics. They are guarded by
+// Plane.mu.
+type opsStats struct {
+	rebuildCounts []uint64 // per RebuildBuckets bound (not cumulative), then +Inf
+	rebuildSum    float64  // seconds
+	reloads       map[string]uint64
+	lastReloadOK  time.Time
+}
+
+func (o *opsStats) rebuilt(d time.Duration) {
+	if o.rebuildCounts == nil {
+		o.rebuildCounts = make([]uint64, len(RebuildBuckets)+1)
+	}
+	s := d.Seconds()
+	i := sort.SearchFloat64s(RebuildBuckets, s) // first bound >= s
+	o.rebuildCounts[i]++
+	o.rebuildSum += s
+}
+
+// noteReload counts a Reload by its result.
+func (p *Plane) noteReload(err error) {
+	result := ReloadOK
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe):
+		result = ReloadError
+	case err != nil:
+		result = ReloadRefused
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ops.reloads == nil {
+		p.ops.reloads = map[string]uint64{}
+	}
+	p.ops.reloads[result]++
+	if err == nil {
+		p.ops.lastReloadOK = p.now()
+	}
+}
+
+// OpsStats are the control plane's reload and rebuild statistics, for
+// metrics.
+type OpsStats struct {
+	// RebuildBuckets are cumulative counts of rebuilds that took at most
+	// RebuildBuckets[i] seconds; RebuildCount and RebuildSum are all of
+	// them and their summed seconds.
+	RebuildBuckets []uint64
+	RebuildCount   uint64
+	RebuildSum     float64
+	// Reloads counts Reload calls by result (ReloadOK, ReloadRefused,
+	// ReloadError); LastReloadOK is the time of the last good one (zero
+	// before any).
+	Reloads      map[string]uint64
+	LastReloadOK time.Time
+}
+
+// OpsStats reads the reload and rebuild statistics.
+func (p *Plane) OpsStats() OpsStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := OpsStats{RebuildBuckets: make([]uint64, len(RebuildBuckets)), RebuildSum: p.ops.rebuildSum,
+		Reloads: map[string]uint64{ReloadOK: 0, ReloadRefused: 0, ReloadError: 0}, LastReloadOK: p.ops.lastReloadOK}
+	var cum uint64
+	for i, n := range p.ops.rebuildCounts {
+		cum += n
+		if i < len(out.RebuildBuckets) {
+			out.RebuildBuckets[i] = cum
+		}
+	}
+	out.RebuildCount = cum
+	for k, n := range p.ops.reloads {
+		out.Reloads[k] = n
+	}
+	return out
+}
+
+// ConntrackCapacity is every worker's conntrack table size in entries
+// (fixed at start).
+func (p *Plane) ConntrackCapacity() []int {
+	out := make([]int, len(p.workers))
+	for i, w := range p.workers {
+		out[i] = w.Conntrack().Slots()
+	}
+	return out
 }

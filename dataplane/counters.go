@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +44,17 @@ var dropNames = [NumDropReasons]string{
 	DropEchoRateLimited: "echo-rate-limited",
 	DropICMPToSelf:      "icmp-error-to-self",
 }
+
+// encapDropNames are the encapsulation drops as drop reasons: encap names
+// its results "drop-too-big-no-df" and so on, and a reason label says
+// "drop" once, in the metric's name (fulcrum_drops_total), like every
+// other reason.
+var encapDropNames = func() (n [encap.NumResults]string) {
+	for r := range n {
+		n[r] = strings.TrimPrefix(encap.Result(r).String(), "drop-")
+	}
+	return n
+}()
 
 // String is the reason's metric label.
 func (r DropReason) String() string {
@@ -226,7 +238,7 @@ func ForEachDrop(c *Counters, f func(reason string, n uint64)) {
 	}
 	for r, n := range c.Encap {
 		if encap.Result(r).Drop() {
-			f(encap.Result(r).String(), n)
+			f(encapDropNames[r], n)
 		}
 	}
 	for r, n := range c.Drops {

@@ -304,7 +304,14 @@ func (e *Engine) loop(i int) error {
 			mbIdx[k] = j
 			k++
 		}
+		cp := w.capture.Load() // capture.go: nil unless a capture runs
+		if cp != nil {
+			cp.captureBefore(pkts[:k], c)
+		}
 		w.Process(pkts[:k], now)
+		if cp != nil {
+			cp.captureAfter(pkts[:k], w.Verdicts[:k], c)
+		}
 		for j := 0; j < k; j++ {
 			mb := rx.At(mbIdx[j])
 			switch w.Verdicts[j] {

@@ -25,6 +25,8 @@ const (
 	opDrop       opKind = iota // remove every entry a selector matches
 	opCountFlows               // count live, not closing entries by backend id
 	opLookup                   // find one flow's entry
+	opList                     // copy live entries from a cursor, up to a limit
+	opFlush                    // opDrop, counting the removed entries as moved
 )
 
 // Op is a request to a worker. Fields after the request part are results,
@@ -46,6 +48,28 @@ type Op struct {
 	VIP     uint16
 	State   conntrack.State
 	IdleMs  uint32 // opLookup: milliseconds since its last packet
+
+	// opList: the request (a VIP id or backend id to match, or -1) and
+	// the page: Conns, and Next, the bucket to continue from (Done: the
+	// whole table was visited).
+	listVIP, listBackend int64
+	limit                int
+	Conns                []ConnEntry
+	Next                 int
+	Done                 bool
+
+	// opFlush: the entries removed.
+	Flushed uint64
+}
+
+// ConnEntry is one live conntrack entry, as ListOp copies it.
+type ConnEntry struct {
+	Tuple   flow.Tuple // client to VIP
+	VIP     uint16
+	Backend uint32
+	Gen     uint32
+	State   conntrack.State
+	IdleMs  uint32 // since its last packet
 }
 
 // ErrBusy is returned when a worker still runs an earlier Op.
@@ -63,6 +87,21 @@ func CountFlowsOp() *Op { return &Op{kind: opCountFlows, Flows: make([]uint32, M
 
 // LookupOp finds the conntrack entry of a flow (hash from the fleet hasher).
 func LookupOp(t flow.Tuple, hash uint64) *Op { return &Op{kind: opLookup, tuple: t, hash: hash} }
+
+// ListOp copies up to limit live conntrack entries (of VIP id vip and
+// backend id backend; -1 matches any) from bucket from on. The worker
+// copies at most opBudget buckets per burst and stops at a bucket boundary
+// before the page would overflow, so Next resumes exactly; limit is
+// raised to one bucket's slots if smaller.
+func ListOp(from, limit int, vip, backend int64) *Op {
+	limit = max(limit, 1)
+	return &Op{kind: opList, cursor: from, limit: limit, listVIP: vip, listBackend: backend, Conns: make([]ConnEntry, 0, limit)}
+}
+
+// FlushOp removes a backend's (or VIP's) conntrack entries, like DropOp,
+// and counts them in Counters.Moved: their flows are placed again by the
+// table at their next packet.
+func FlushOp(sel conntrack.Selector) *Op { return &Op{kind: opFlush, sel: sel} }
 
 // Post hands op to the worker. Only one Op runs at a time per worker.
 func (w *Worker) Post(op *Op) error {
@@ -119,6 +158,14 @@ func (w *Worker) serveOp(now conntrack.Time) {
 				op.Flows[e.Backend()]++
 			}
 		})
+	case opList:
+		finished = w.listStep(op, now)
+	case opFlush:
+		before := w.ct.Counters().Dropped
+		op.cursor, finished = w.ct.Drop(op.sel, op.cursor, opBudget)
+		n := w.ct.Counters().Dropped - before
+		op.Flushed += n
+		w.c.Moved += n
 	case opLookup:
 		if e := w.ct.Lookup(op.hash, &op.tuple, now); e != nil {
 			op.Found, op.Backend, op.Gen, op.VIP, op.State = true, e.Backend(), e.Gen(), e.VIP(), e.State()
@@ -132,4 +179,36 @@ func (w *Worker) serveOp(now conntrack.Time) {
 		w.op.Store(nil)
 		op.done.Store(true)
 	}
+}
+
+// listStep copies entries of up to opBudget buckets into op.Conns, bucket
+// by bucket, stopping before a bucket that might not fit. It reports
+// whether the op is finished (page full or table done).
+func (w *Worker) listStep(op *Op, now conntrack.Time) bool {
+	perBucket := w.ct.Slots() / max(w.ct.Buckets(), 1)
+	if cap(op.Conns) < perBucket {
+		op.Conns = make([]ConnEntry, 0, perBucket) // once, on a too-small request
+	}
+	copyEntry := func(e *conntrack.Entry) {
+		if w.ct.Expired(e, now) || op.listVIP >= 0 && int64(e.VIP()) != op.listVIP ||
+			op.listBackend >= 0 && int64(e.Backend()) != op.listBackend {
+			return
+		}
+		op.Conns = append(op.Conns, ConnEntry{Tuple: e.Key(), VIP: e.VIP(), Backend: e.Backend(), Gen: e.Gen(),
+			State: e.State(), IdleMs: uint32(now - e.LastSeen())})
+	}
+	for range opBudget {
+		if len(op.Conns)+perBucket > cap(op.Conns) {
+			op.Next = op.cursor
+			return true
+		}
+		var done bool
+		op.cursor, done = w.ct.Scan(op.cursor, 1, copyEntry)
+		if done {
+			op.Next, op.Done = op.cursor, true
+			return true
+		}
+	}
+	op.Next = op.cursor
+	return false
 }

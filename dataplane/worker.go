@@ -102,6 +102,8 @@ type Worker struct {
 	// false look-ups of a burst of new flows rare (one in eight or less
 	// with 32 new flows).
 	burstNew [4]uint64
+
+	capture atomic.Pointer[captureRing] // capture.go: nil unless a capture runs
 }
 
 // NewWorker creates a worker with its own conntrack table.

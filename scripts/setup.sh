@@ -16,6 +16,7 @@ groups=(
 	"lab: service names for wrk and curl (/etc/services)|/etc/services:netbase"
 	"benchmark: dpdk-testpmd, the I/O ceiling (make bench)|dpdk-testpmd:dpdk-dev stdbuf:coreutils"
 	"packaging: dpkg-deb, systemd-analyze verify, a fresh root for deb-test|dpkg-deb:dpkg systemd-analyze:systemd debootstrap:debootstrap gzip:gzip"
+	"admin tests: promtool (metrics check), headless chromium (status page)|promtool:prometheus chromium:chromium"
 	"TLS for go mod download|/etc/ssl/certs/ca-certificates.crt:ca-certificates"
 )
 
@@ -65,6 +66,12 @@ if ((${#need[@]})); then
 			exit 1
 		}
 	done
+fi
+
+# The prometheus package is here for promtool only: its server (which
+# would listen on :9090 beside the tests) must not run.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled prometheus >/dev/null 2>&1; then
+	systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 
 command -v go >/dev/null 2>&1 || { echo "setup: Go is not installed (need Go 1.26)" >&2; exit 1; }

@@ -11,17 +11,23 @@ package api
 import (
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Prefix is the path prefix of every JSON endpoint (the API's version).
 const Prefix = "/api/v1"
 
-// Paths of the endpoints that take no names.
+// Paths of the endpoints that take no names. GET VIPsPath lists the VIPs
+// without their backends; VIPsPath + "?backends=true" with them.
 const (
-	StatusPath  = Prefix + "/status"
-	VIPsPath    = Prefix + "/vips"
-	LookupPath  = Prefix + "/lookup"
-	ReloadPath  = Prefix + "/reload"
+	StatusPath = Prefix + "/status"
+	VIPsPath   = Prefix + "/vips"
+	LookupPath = Prefix + "/lookup"
+	ReloadPath = Prefix + "/reload"
+	ConnsPath  = Prefix + "/conns"
+	// CapturePath is POST only: the answer is a pcapng stream (see
+	// CaptureQuery), not JSON.
+	CapturePath = Prefix + "/capture"
 	MetricsPath = "/metrics"
 )
 
@@ -30,6 +36,9 @@ const (
 	ActionDrain   = "drain"
 	ActionUndrain = "undrain"
 	ActionWeight  = "weight"
+	// ActionFlush removes the backend's tracked connections; their next
+	// packets are placed by the table again (counted as moved).
+	ActionFlush = "flush"
 )
 
 // VIPPath is the path of one VIP. Names are path-escaped: a VIP's default
@@ -47,6 +56,62 @@ func BackendPath(vip, backend string) string {
 // ActionPath is the path of an operator action on a backend.
 func ActionPath(vip, backend, action string) string {
 	return BackendPath(vip, backend) + "/" + action
+}
+
+// ConnsQuery is the query of a connection listing: vip and backend
+// (names or addresses; empty: any), at most limit entries (0: the
+// server's default), continuing from cursor (empty: the start).
+func ConnsQuery(vip, backend string, limit int, cursor string) string {
+	q := url.Values{}
+	if vip != "" {
+		q.Set("vip", vip)
+	}
+	if backend != "" {
+		q.Set("backend", backend)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if len(q) == 0 {
+		return ConnsPath
+	}
+	return ConnsPath + "?" + q.Encode()
+}
+
+// Trailers of a capture's answer: the frames written and the frames the
+// workers' rings had no room for.
+const (
+	TrailerCaptureFrames = "Fulcrum-Capture-Frames"
+	TrailerCaptureMissed = "Fulcrum-Capture-Missed"
+)
+
+// CaptureQuery is the query of a capture: vip and backend (names or
+// addresses; empty: any), drops only (of reason, if not empty), at most
+// count frames (0: no limit) for at most duration (0: the server's
+// default, 10 s).
+func CaptureQuery(vip, backend string, drops bool, reason string, count int, duration time.Duration) string {
+	q := url.Values{}
+	for k, v := range map[string]string{"vip": vip, "backend": backend, "reason": reason} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if drops {
+		q.Set("drops", "true")
+	}
+	if count > 0 {
+		q.Set("count", strconv.Itoa(count))
+	}
+	if duration > 0 {
+		q.Set("duration", duration.String())
+	}
+	if len(q) == 0 {
+		return CapturePath
+	}
+	return CapturePath + "?" + q.Encode()
 }
 
 // LookupQuery is the query of a lookup: proto is "tcp" or "udp".
@@ -133,22 +198,28 @@ type Conntrack struct {
 // VIP is one virtual service. In GET /api/v1/vips Backends is left out; in
 // GET /api/v1/vips/{vip} it lists every backend.
 type VIP struct {
-	Name         string    `json:"name"`
-	Address      string    `json:"address"`
-	Port         uint16    `json:"port"`
-	Protocol     string    `json:"protocol"`
-	Encap        string    `json:"encap"`
-	TableSize    int       `json:"table_size"` // 0: no table (no backend takes new flows)
-	Panic        bool      `json:"panic_mode"`
-	Serving      bool      `json:"serving"`
-	BackendCount int       `json:"backend_count"`
-	Healthy      int       `json:"healthy"` // backends not failing their checks
-	Usable       int       `json:"usable"`  // backends in the table (effective weight > 0)
-	Packets      uint64    `json:"packets"`
-	Bytes        uint64    `json:"bytes"`
-	NewFlows     uint64    `json:"new_flows"`
-	ActiveFlows  uint64    `json:"active_flows"`
-	Backends     []Backend `json:"backends,omitempty"`
+	Name         string `json:"name"`
+	Address      string `json:"address"`
+	Port         uint16 `json:"port"`
+	Protocol     string `json:"protocol"`
+	Encap        string `json:"encap"`
+	TableSize    int    `json:"table_size"` // 0: no table (no backend takes new flows)
+	Panic        bool   `json:"panic_mode"`
+	Serving      bool   `json:"serving"`
+	BackendCount int    `json:"backend_count"`
+	Healthy      int    `json:"healthy"` // backends not failing their checks
+	Usable       int    `json:"usable"`  // backends in the table (effective weight > 0)
+	Packets      uint64 `json:"packets"`
+	Bytes        uint64 `json:"bytes"`
+	NewFlows     uint64 `json:"new_flows"`
+	ActiveFlows  uint64 `json:"active_flows"`
+	// PacketRate and ByteRate are per second over the RateSeconds before
+	// this answer (since an earlier look at least a second old; 0 on the
+	// first look: ask again).
+	PacketRate  float64   `json:"packet_rate"`
+	ByteRate    float64   `json:"byte_rate"`
+	RateSeconds float64   `json:"rate_seconds"`
+	Backends    []Backend `json:"backends,omitempty"`
 }
 
 // Backend is one backend of a VIP, as HAProxy's "show stat" shows a server.
@@ -172,6 +243,18 @@ type Backend struct {
 	NewFlows        uint64  `json:"new_flows"`
 	Packets         uint64  `json:"packets"`
 	Bytes           uint64  `json:"bytes"`
+	// State is one word for people: up, down, draining, slow-start,
+	// outlier, unknown (checked, no verdict yet). RampPercent is how far a
+	// slow start has come (effective over configured weight).
+	State       string  `json:"state"`
+	RampPercent float64 `json:"ramp_percent,omitempty"`
+	PacketRate  float64 `json:"packet_rate"` // per second, as VIP.PacketRate
+	ByteRate    float64 `json:"byte_rate"`
+	// CheckResult is the last active health check's: "ok" or its error;
+	// empty without checks (or none done yet). CheckLatencyMs is the last
+	// passing check's round trip.
+	CheckResult    string  `json:"check_result,omitempty"`
+	CheckLatencyMs float64 `json:"check_latency_ms,omitempty"`
 }
 
 // Table is GET /api/v1/vips/{vip}/table: the backend name of every slot of
@@ -237,4 +320,34 @@ type Reload struct {
 	File       string `json:"file"`
 	Generation uint64 `json:"generation"`
 	VIPs       int    `json:"vips"`
+}
+
+// Conns is GET /api/v1/conns: one page of tracked connections. Next is
+// the cursor of the next page, empty when every worker's table was read.
+type Conns struct {
+	Conns []Conn `json:"conns"`
+	Next  string `json:"next,omitempty"`
+}
+
+// Conn is one tracked connection (a conntrack entry).
+type Conn struct {
+	Client         string `json:"client"` // address:port
+	VIPAddress     string `json:"vip_address"`
+	Proto          string `json:"proto"`
+	VIP            string `json:"vip"`
+	Backend        string `json:"backend"`
+	BackendAddress string `json:"backend_address"`
+	State          string `json:"state"` // new, established, closing, other
+	IdleMs         uint32 `json:"idle_ms"`
+	Worker         int    `json:"worker"`
+	// Stale: pinned to a backend that is gone or down; the next packet is
+	// placed again.
+	Stale bool `json:"stale,omitempty"`
+}
+
+// Flush is the answer to POST .../backends/{backend}/flush.
+type Flush struct {
+	VIP     string `json:"vip"`
+	Backend string `json:"backend"`
+	Flushed uint64 `json:"flushed"` // connections removed, over every worker
 }

@@ -82,6 +82,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		log.Error("EAL initialisation failed", "err", err)
 		return 1
 	}
+	if cfg.EAL.Hugepages { // dpdk-dumpcap attaches through the EAL's shared hugepage memory
+		if err := dpdk.PdumpInit(); err != nil {
+			log.Warn("dpdk-dumpcap support is off", "err", err)
+		}
+	}
 	runDir := dpdk.RuntimeDir()
 	defer func() {
 		if err := dpdk.CleanupEAL(); err != nil {
@@ -120,6 +125,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	adm := admin.New(plane, cfg.Admin, *path, log)
+	adm.SetVersion(version)
+	adm.SetPortStats(func() (admin.PortStats, error) { st, err := eng.PortStats(); return admin.PortStats(st), err })
 	admLn, err := adm.Listen()
 	if err != nil && !errors.Is(err, admin.ErrDisabled) {
 		log.Error("admin API", "listen", cfg.Admin.Listen, "err", err)

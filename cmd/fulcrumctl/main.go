@@ -37,6 +37,17 @@ commands:
                                   which backend a flow goes to, and why
   table VIP                       the VIP's Maglev table, one slot a line (compare instances)
   reload                          re-read the daemon's configuration file
+  show                            every VIP with its backends, states, weights,
+                                  flows and rates, in one table
+  conns [--vip V] [--backend B] [--limit N]
+                                  tracked connections (client, VIP, backend,
+                                  state, idle, worker); at most N (default 100)
+  flush --backend B [--vip V]     drop a backend's tracked connections: their
+                                  next packets are placed by the table again
+  capture [--vip V] [--backend B] [--drops [REASON]] [--count N] [--duration D] -w FILE
+                                  frames received, sent and dropped, as pcapng
+                                  (FILE "-": stdout); the comment of each frame
+                                  says rx, tx or drop REASON and the worker
 
 A VIP is its name, or ADDRESS:PORT; a BACKEND is its name or address.
 
@@ -51,6 +62,9 @@ flags (before or after the command):
   --insecure       speak TLS without checking the certificate (tests only)
   --json           print the API's JSON instead of tables
   --timeout D      give up on the daemon after D (default 30s)
+  --vip V, --backend B, --limit N
+                   select for conns and flush; a backend name or address
+                   that only one VIP has needs no --vip
 `
 
 // Exit codes.
@@ -83,6 +97,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	insecure := fs.Bool("insecure", false, "")
 	asJSON := fs.Bool("json", false, "")
 	timeout := fs.Duration("timeout", 30*time.Second, "")
+	var sel selection
+	fs.StringVar(&sel.vip, "vip", "", "")
+	fs.StringVar(&sel.backend, "backend", "", "")
+	fs.IntVar(&sel.limit, "limit", defaultConnsLimit, "")
+	fs.BoolVar(&sel.drops, "drops", false, "")
+	fs.IntVar(&sel.count, "count", 0, "")
+	fs.DurationVar(&sel.duration, "duration", 0, "")
+	fs.StringVar(&sel.file, "w", "", "")
 	help := fs.Bool("help", false, "")
 	fs.BoolVar(help, "h", false, "")
 
@@ -119,7 +141,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	out := &output{w: stdout, json: *asJSON}
+	sel.timeout = *timeout
+	out := &output{w: stdout, json: *asJSON, sel: sel}
 	if err := cmd.run(ctx, c, out, pos[1:]); err != nil {
 		fmt.Fprintf(stderr, "fulcrumctl %s: %v\n", pos[0], err)
 		var ue *usageError
@@ -177,12 +200,28 @@ var commands = map[string]command{
 	"lookup":   {"lookup SRC DST SPORT DPORT [tcp|udp]", 4, 5, cmdLookup},
 	"table":    {"table VIP", 1, 1, cmdTable},
 	"reload":   {"reload", 0, 0, cmdReload},
+	"show":     {"show", 0, 0, cmdShow},
+	"conns":    {"conns [--vip V] [--backend B] [--limit N]", 0, 0, cmdConns},
+	"flush":    {"flush --backend B [--vip V]", 0, 0, cmdFlush},
+	"capture":  {"capture [--vip V] [--backend B] [--drops [REASON]] [--count N] [--duration D] -w FILE", 0, 1, cmdCapture},
 }
 
 // output prints either the API's JSON or a human-readable rendering.
 type output struct {
 	w    io.Writer
 	json bool
+	sel  selection
+}
+
+// selection is --vip, --backend and --limit, and capture's flags.
+type selection struct {
+	vip, backend string
+	limit        int
+	drops        bool
+	count        int
+	duration     time.Duration
+	file         string
+	timeout      time.Duration // --timeout
 }
 
 // show prints raw (the API's JSON) with --json, or decodes it into v and

@@ -70,7 +70,8 @@ func (l *Lcore) loop() {
 		case f := <-l.in:
 			copy(buf[headroom:], f)
 			pkts[0] = dataplane.Pkt{Buf: buf, Off: headroom, Len: len(f)}
-			l.Worker.Process(pkts, now)
+			l.Worker.ProcessCaptured(pkts, now) // Process, with the capture hooks
+			l.Worker.Local().Bursts++           // as the engine counts its polls
 			r := Result{Verdict: l.Worker.Verdicts[0]}
 			if r.Verdict == dataplane.Tx {
 				// The I/O loop counts what it transmits.
@@ -83,6 +84,7 @@ func (l *Lcore) loop() {
 			}
 			l.out <- r
 		default:
+			l.Worker.Local().IdlePolls++
 			l.Worker.Idle(now)
 			time.Sleep(50 * time.Microsecond)
 		}

@@ -1,0 +1,67 @@
+package admin
+
+import (
+	"bytes"
+	_ "embed"
+	"html/template"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/admin/api"
+)
+
+// The status page: what HAProxy's stats page shows, for Fulcrum. One
+// server-side template, no script: it reloads itself (meta refresh), so
+// the page needs nothing the admin API does not already serve, and the
+// access rules are the API's (a token off loopback).
+
+//go:embed page.html
+var pageHTML string
+
+var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
+	"pct": func(f float64) float64 { return 100 * f },
+}).Parse(pageHTML))
+
+// pageRefresh is the page's reload period in seconds: rates need a second
+// between looks (minRateWindow), and each load scans every conntrack table
+// for flow counts.
+const pageRefresh = 5
+
+type pageData struct {
+	Refresh    int
+	Generation uint64
+	VIPCount   int
+	ConfigFile string
+	Converging bool
+	LastError  string
+	Now        string
+	VIPs       []api.VIP
+	BGP        []api.BGPPeer
+	Announced  []string
+}
+
+func (s *Server) getPage(w http.ResponseWriter, r *http.Request) {
+	vips := s.vipsNow(true)
+	st := s.status(false)
+	d := pageData{Refresh: pageRefresh, Generation: st.Generation, VIPCount: len(vips), ConfigFile: s.plane.Config().File,
+		Converging: st.Converging, LastError: st.LastError, Now: time.Now().UTC().Format(time.RFC3339), VIPs: vips, Announced: st.Announced}
+	for _, p := range st.BGP {
+		d.BGP = append(d.BGP, api.BGPPeer(p))
+	}
+	var b bytes.Buffer
+	if err := pageTmpl.Execute(&b, d); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	// No script, no frames, nothing from elsewhere.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'")
+	h.Set("Content-Length", strconv.Itoa(b.Len()))
+	if r.Method != http.MethodHead {
+		w.Write(b.Bytes())
+	}
+}

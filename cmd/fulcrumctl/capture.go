@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/admin/api"
+)
+
+// captureDefault is the server's capture duration without --duration or
+// --count (admin's defaultCaptureDuration).
+const captureDefault = 10 * time.Second
+
+// cmdCapture streams a capture into -w FILE. Ctrl-C ends it early; the
+// file then holds every frame received so far.
+func cmdCapture(ctx context.Context, c *client, out *output, args []string) error {
+	sel := out.sel
+	reason := ""
+	if len(args) == 1 {
+		if !sel.drops {
+			return usagef("%q: a drop reason follows --drops", args[0])
+		}
+		reason = args[0]
+	}
+	if sel.file == "" {
+		return usagef("-w FILE: missing (where the pcapng goes; - for stdout)")
+	}
+	if sel.count < 0 || sel.duration < 0 {
+		return usagef("--count and --duration must be positive")
+	}
+	if err := resolveSelection(ctx, c, &sel); err != nil {
+		return err
+	}
+	d := sel.duration
+	if d == 0 {
+		d = captureDefault
+	}
+	// The capture outlives --timeout: it is the wait for the first byte
+	// and the last, on top of the capture's duration.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+sel.timeout)
+	defer cancel()
+	cctx, stop := signal.NotifyContext(cctx, os.Interrupt)
+	defer stop()
+
+	req, err := http.NewRequestWithContext(cctx, "POST", c.base+api.CaptureQuery(sel.vip, sel.backend, sel.drops, reason, sel.count, sel.duration), nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	hc := *c.hc
+	hc.Timeout = 0 // cctx bounds it
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the admin API at %s: %w", c.addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		var ae api.Error
+		if json.Unmarshal(raw, &ae) != nil || ae.Error == "" {
+			ae.Error = strings.TrimSpace(string(raw))
+		}
+		return &apiError{resp.StatusCode, ae.Error}
+	}
+	var w io.Writer = out.w
+	if sel.file != "-" {
+		f, err := os.Create(sel.file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	_, err = io.Copy(w, resp.Body)
+	interrupted := cctx.Err() != nil && ctx.Err() == nil
+	if err != nil && !interrupted {
+		return fmt.Errorf("capture: %w", err)
+	}
+	if f, ok := w.(*os.File); ok {
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if sel.file != "-" {
+		frames, missed := resp.Trailer.Get(api.TrailerCaptureFrames), resp.Trailer.Get(api.TrailerCaptureMissed)
+		if frames == "" {
+			frames, missed = "?", "?" // ended early
+		}
+		fmt.Fprintf(out.w, "%s: %s frames (%s missed: the rings were full)\n", sel.file, frames, missed)
+	}
+	return nil
+}
