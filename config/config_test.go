@@ -143,7 +143,7 @@ func TestFullExampleStatesTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if full.Dataplane.Burst != DefaultBurst || full.Conntrack.Capacity != conntrack.DefaultCapacity || full.Control.PanicThreshold != DefaultPanicThreshold ||
+	if full.Dataplane.Burst != conntrack.DefaultBurst || full.Conntrack.Capacity != conntrack.DefaultCapacity || full.Control.PanicThreshold != DefaultPanicThreshold ||
 		full.Health.Interval.Duration != health.DefaultInterval || full.Health.Rise != health.DefaultRise || full.Admin.Listen != DefaultAdminListen ||
 		full.VIPs[0].TableSize != maglev.DefaultSize || full.Dataplane.IdleMaxSleep.Duration != DefaultIdleMaxSleep {
 		t.Errorf("examples/fulcrum.toml disagrees with the defaults: %+v", full)

@@ -7,7 +7,9 @@ import "time"
 // other setting is owned by the package that uses it, and config reads its
 // defaults, limits and names from there: encapsulation (encap.DefaultMTU,
 // encap.MinMTU, encap.ParseKind, encap.ParseDF), flow tables
-// (conntrack.DefaultConfig, conntrack.Config.Validate, conntrack.MaxBurst),
+// (conntrack.DefaultConfig, conntrack.Config.Validate, conntrack.MaxBurst,
+// conntrack.DefaultBurst, and the snapshot's limits conntrack.MaxVIPs and
+// conntrack.MaxBackends),
 // Maglev tables (maglev.DefaultSize, maglev.MaxSize), schedulers
 // (sched.ParseKind, sched.New), active health checks (health.DefaultConfig,
 // health.Config.Validate) and BGP (bgp.Config.Validate).
@@ -15,11 +17,6 @@ import "time"
 // Durations are positive and bounded; a zero means "the default" unless
 // the key's comment says it means off.
 const (
-	// DefaultBurst is DPDK's customary burst (testpmd, the samples): the
-	// unit of work of the fast path. The largest is conntrack.MaxBurst, the
-	// size of the flow table's per-burst arrays.
-	DefaultBurst = 32
-
 	DefaultRxDesc      = 1024  // per queue; testpmd's default
 	DefaultTxDesc      = 1024  // per queue; testpmd's default
 	DefaultMempoolSize = 16383 // mbufs per pool; 2^n-1 is optimal for rte_mempool

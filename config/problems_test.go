@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/bgp"
+	"github.com/fulcrumlb/fulcrum/conntrack"
 )
 
 // problem is one line of a Parse error, in the documented
@@ -342,5 +343,60 @@ func TestManyUnknownKeysAreLinear(t *testing.T) {
 	}
 	if es[0].Key != "x0.y" || es[0].Line != 18 {
 		t.Errorf("first problem %+v, want x0.y at line 18", es[0])
+	}
+}
+
+// More VIPs or backends than the dataplane's snapshot holds are refused by
+// Parse (so by `fulcrum check`), at the first one too many; before, only
+// `fulcrum run` refused them, without a line.
+func TestParseRejectsBeyondSnapshotLimits(t *testing.T) {
+	head := base[:strings.Index(base, "[[vip]]")]
+	addr := func(i int) string { return fmt.Sprintf("10.%d.%d.%d", 1+i>>16, i>>8&255, i&255) }
+	vips := func(n int) (string, int) { // n VIPs of one backend; the line of the last VIP's header
+		var b strings.Builder
+		b.WriteString(head)
+		line := strings.Count(head, "\n") + 1
+		last := 0
+		for i := 0; i < n; i++ {
+			last = line
+			fmt.Fprintf(&b, "[[vip]]\naddress = %q\nport = 80\n[[vip.backend]]\naddress = %q\n", fmt.Sprintf("198.%d.%d.%d", 18+i>>16, i>>8&255, i&255), addr(i))
+			line += 5
+		}
+		return b.String(), last
+	}
+	backends := func(n int) (string, int) { // one VIP of n backends; the line of the last backend's header
+		var b strings.Builder
+		b.WriteString(head)
+		b.WriteString("[[vip]]\naddress = \"203.0.113.7\"\nport = 80\ntable_size = 655373\n")
+		line := strings.Count(head, "\n") + 5
+		last := 0
+		for i := 0; i < n; i++ {
+			last = line
+			fmt.Fprintf(&b, "[[vip.backend]]\naddress = %q\n", addr(i))
+			line += 2
+		}
+		return b.String(), last
+	}
+	for _, tc := range []struct {
+		name  string
+		build func(int) (string, int)
+		max   int
+		key   string
+	}{
+		{"vips", vips, conntrack.MaxVIPs, fmt.Sprintf("vip[%d]", conntrack.MaxVIPs)},
+		{"backends", backends, conntrack.MaxBackends, fmt.Sprintf("vip[0].backend[%d]", conntrack.MaxBackends)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at, _ := tc.build(tc.max)
+			if _, err := Parse([]byte(at), "f.toml"); err != nil {
+				t.Fatalf("%d accepted as the limit: %v", tc.max, err)
+			}
+			over, line := tc.build(tc.max + 1)
+			_, err := Parse([]byte(over), "f.toml")
+			var es Errors
+			if !errors.As(err, &es) || len(es) != 1 || es[0].Key != tc.key || es[0].Line != line {
+				t.Fatalf("got %v, want one problem of %s at line %d", err, tc.key, line)
+			}
+		})
 	}
 }

@@ -98,6 +98,7 @@ func (ck *checker) finish(c *Config) {
 	for i := range c.VIPs {
 		ck.finishVIP(c, i, keys, names)
 	}
+	ck.checkSnapshotLimits(c)
 	if !dpOK {
 		return // the next-hop check needs a valid [dataplane]
 	}
@@ -123,6 +124,24 @@ func (ck *checker) finish(c *Config) {
 				return
 			}
 		}
+	}
+}
+
+// checkSnapshotLimits refuses more VIPs or backends than the dataplane's
+// snapshot holds (conntrack.MaxVIPs, conntrack.MaxBackends), at the first
+// one too many, which `fulcrum run` would otherwise refuse without a line.
+func (ck *checker) checkSnapshotLimits(c *Config) {
+	if len(c.VIPs) > conntrack.MaxVIPs {
+		ck.bad(fmt.Sprintf("vip[%d]", conntrack.MaxVIPs), "is VIP #%d of %d: at most %d VIPs are supported", conntrack.MaxVIPs+1, len(c.VIPs), conntrack.MaxVIPs)
+	}
+	n := 0 // backends of all VIPs: each VIP's are its own ids
+	for i, v := range c.VIPs {
+		if n+len(v.Backends) > conntrack.MaxBackends {
+			j := conntrack.MaxBackends - n
+			ck.bad(fmt.Sprintf("vip[%d].backend[%d]", i, j), "is backend #%d of all VIPs: at most %d backends in all are supported", conntrack.MaxBackends+1, conntrack.MaxBackends)
+			return
+		}
+		n += len(v.Backends)
 	}
 }
 
@@ -195,7 +214,7 @@ func (ck *checker) finishDataplane(c *Config) bool {
 		ck.bad("dataplane.port", "is required: the DPDK device name of the wire port (e.g. \"net_af_packet0\" or a PCI address)")
 	}
 	if d.Burst == 0 {
-		d.Burst = DefaultBurst
+		d.Burst = conntrack.DefaultBurst
 	}
 	if d.Burst < 1 || d.Burst > conntrack.MaxBurst {
 		ck.bad("dataplane.burst", "%d is outside 1..%d", d.Burst, conntrack.MaxBurst)

@@ -64,6 +64,24 @@ const (
 	// is the fast path's one burst limit: dataplane.MaxBurst, dpdk.MaxBurst
 	// and the config's dataplane.burst bound are this constant.
 	MaxBurst = 64
+
+	// DefaultBurst is DPDK's customary burst (testpmd, the samples): large
+	// enough to amortise the per-call cost (one cgo call), small enough
+	// that a burst's mbufs and headers stay in L1. The one definition:
+	// dpdk.DefaultBurst and the config's dataplane.burst default are it.
+	DefaultBurst = 32
+
+	// MaxVIPs bounds the VIP ids an entry carries (Entry.VIP is 16 bits;
+	// the dataplane's per-VIP counters are sized by it, so it is modest).
+	// The one definition: dataplane.MaxVIPs and the config's check of the
+	// number of [[vip]] are it.
+	MaxVIPs = 4096
+
+	// MaxBackends bounds the backend ids across all VIPs, which entries
+	// carry and Config.Backends counts; per-backend counters cost 16 bytes
+	// per id per worker. dataplane.MaxBackends and the config's check of
+	// the number of [[vip.backend]] are it.
+	MaxBackends = 65536
 )
 
 // ErrConfig is wrapped by every error New returns for a bad Config.
