@@ -26,14 +26,16 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/fulcrumlb/fulcrum/bgp"
+	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/health"
 )
 
 // Config is the whole configuration of one fulcrum process.
 type Config struct {
 	EAL       EAL         `toml:"eal"`
 	Dataplane Dataplane   `toml:"dataplane"`
-	Conntrack Conntrack   `toml:"conntrack"`
+	Conntrack conntrack.Config `toml:"conntrack"` // package conntrack documents and validates every key
 	Control   Control     `toml:"control"`
 	Health    Health      `toml:"health"` // defaults for every VIP's [vip.health]
 	Admin     Admin       `toml:"admin"`
@@ -69,7 +71,7 @@ type Dataplane struct {
 	TxDesc       int      `toml:"tx_desc"`        // tx descriptors per queue
 	MempoolSize  int      `toml:"mempool_size"`   // mbufs per worker pool
 	IdleBackoff  *bool    `toml:"idle_backoff"`   // back off when idle (default true); false for benchmarks
-	IdleMaxSleep Duration `toml:"idle_max_sleep"` // longest sleep when idle
+	IdleMaxSleep time.Duration `toml:"idle_max_sleep"` // longest sleep when idle
 	Exception    *bool    `toml:"exception"`      // create the net_tap exception path (default true)
 	ExceptionIf  string   `toml:"exception_iface"`
 	LBIPv4       Addr     `toml:"lb_ipv4"`        // outer source for IPv4 tunnels; the host's address
@@ -87,15 +89,6 @@ type Dataplane struct {
 	HashKey      string   `toml:"hash_key"` // 32 hex digits; the same on every instance of a fleet
 }
 
-// Conntrack sizes the per-worker flow tables.
-type Conntrack struct {
-	Capacity       int      `toml:"capacity"` // entries per worker lcore
-	TCPEstablished Duration `toml:"tcp_established"`
-	TCPSyn         Duration `toml:"tcp_syn"`
-	TCPClosing     Duration `toml:"tcp_closing"`
-	UDP            Duration `toml:"udp"`
-}
-
 // Control sets how the control plane turns health and operator actions
 // into tables.
 type Control struct {
@@ -105,33 +98,22 @@ type Control struct {
 	PanicThreshold float64 `toml:"panic_threshold"`
 	// SlowStart ramps a backend that was added, undrained or came back up
 	// from SlowStartMin of its weight to all of it over this time (0: off).
-	SlowStart    Duration `toml:"slow_start"`
+	SlowStart    time.Duration `toml:"slow_start"`
 	SlowStartMin float64  `toml:"slow_start_min"`
 	// DrainTimeout: a drained backend's established flows are moved away
 	// after this long (0: they stay until they end).
-	DrainTimeout Duration `toml:"drain_timeout"`
+	DrainTimeout time.Duration `toml:"drain_timeout"`
 }
 
 // Health is an active health check. In [health] it sets the defaults; in
-// [vip.health] it overrides them per VIP. Kind "none" turns checks off.
+// [vip.health] it overrides them per VIP. The active check's keys are
+// package health's Config (kind, port, path, host, expect, interval,
+// timeout, rise, fall, jitter, flap_window, flap_backoff,
+// flap_backoff_max), which documents and validates them; config adds the
+// kind "none" (HealthNone, the default), which turns active checks off,
+// and the passive checks.
 type Health struct {
-	Kind       string   `toml:"kind"`   // none (HealthNone, the default), or one of health.Kinds (tcp, http, https, ...)
-	Port       int      `toml:"port"`   // 0: the VIP's port
-	Path       string   `toml:"path"`   // http(s): default "/"
-	Host       string   `toml:"host"`   // http(s): Host header
-	Expect     string   `toml:"expect"` // http(s): status codes, e.g. "200-399"
-	Interval   Duration `toml:"interval"`
-	Timeout    Duration `toml:"timeout"`
-	Rise       int      `toml:"rise"`
-	Fall       int      `toml:"fall"`
-	Jitter     float64  `toml:"jitter"`
-	Backoff    Duration `toml:"flap_backoff"`
-	BackoffMax Duration `toml:"flap_backoff_max"`
-	// FlapWindow is how many checks back a backend's transitions are
-	// counted to detect flapping (damped with flap_backoff once it has
-	// flapped); in checks, not derived from rise/fall, so any period of
-	// flapping shorter than the window is caught. 0: the default.
-	FlapWindow int `toml:"flap_window"`
+	health.Config
 
 	// Passive checks at L4: a backend whose TCP handshakes fail (SYNs
 	// unanswered or refused: the client never sends its first ACK) is
@@ -139,7 +121,7 @@ type Health struct {
 	// flap_backoff_max, however its active checks answer (the chapter's
 	// "check that says 200", section 5.2). "off" disables them.
 	Passive          string   `toml:"passive"`           // on (default) or off
-	PassiveWindow    Duration `toml:"passive_window"`    // sliding window (default 10s)
+	PassiveWindow    time.Duration `toml:"passive_window"`    // sliding window (default 10s)
 	PassiveMin       int      `toml:"passive_min"`       // handshakes needed in the window to judge (default 20)
 	PassiveThreshold float64  `toml:"passive_threshold"` // failed share that ejects (default 0.5)
 }
@@ -180,7 +162,7 @@ type VIP struct {
 	// (sched.Kinds). See README "Choosing a scheduler".
 	Scheduler string   `toml:"scheduler"`
 	Draws     int      `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
-	Penalty   Duration `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples
+	Penalty   time.Duration `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples
 	Health    Health   `toml:"health"`
 	// OnDown is what happens to a backend's tracked flows when it goes
 	// down or is ejected: "keep" (default; IPVS expire_nodest_conn=0,
@@ -275,22 +257,6 @@ func (m MAC) MarshalText() ([]byte, error) {
 	return []byte(net.HardwareAddr(m.HW[:]).String()), nil
 }
 
-// Duration is a time.Duration that decodes from "300s", "10ms", ...
-type Duration struct{ time.Duration }
-
-// UnmarshalText parses a Go duration.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (e.g. \"300s\", \"200us\")", b)
-	}
-	d.Duration = v
-	return nil
-}
-
-// MarshalText formats the duration.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
-
 // Load reads, decodes and validates the file at path.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -317,6 +283,11 @@ func Parse(data []byte, name string) (*Config, error) {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			p.Line, p.Msg = pe.Position.Line, pe.Message
+			if d, ok := strings.CutPrefix(pe.Message, "invalid duration: "); ok {
+				// The decoder's own words for a time.Duration; config's
+				// say what one looks like.
+				p.Msg = d + ` is not a duration (e.g. "300s", "200us")`
+			}
 		} else if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
 			p.Line, _ = strconv.Atoi(m[1])
 			p.Key, p.Msg = m[2], m[2]+": "+m[3]

@@ -33,7 +33,7 @@ func TestExampleLoads(t *testing.T) {
 	if c.VIPs[0].TableSize != maglev.DefaultSize || c.VIPs[1].Encap != "gue" || c.VIPs[0].Encap != "gre" {
 		t.Errorf("defaults: table %d encaps %s %s", c.VIPs[0].TableSize, c.VIPs[0].Encap, c.VIPs[1].Encap)
 	}
-	if c.Conntrack.TCPEstablished.Duration != 300*time.Second || c.Conntrack.Capacity != 65536 {
+	if c.Conntrack.TCPEstablishedTimeout != 300*time.Second || c.Conntrack.Capacity != 65536 {
 		t.Errorf("conntrack %+v", c.Conntrack)
 	}
 	if !c.Dataplane.NextHopMAC.Set || c.Dataplane.NextHopMAC.HW[5] != 0xfe {
@@ -144,11 +144,11 @@ func TestFullExampleStatesTheDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if full.Dataplane.Burst != conntrack.DefaultBurst || full.Conntrack.Capacity != conntrack.DefaultCapacity || full.Control.PanicThreshold != DefaultPanicThreshold ||
-		full.Health.Interval.Duration != health.DefaultInterval || full.Health.Rise != health.DefaultRise || full.Admin.Listen != DefaultAdminListen ||
-		full.VIPs[0].TableSize != maglev.DefaultSize || full.Dataplane.IdleMaxSleep.Duration != DefaultIdleMaxSleep {
+		full.Health.Interval != health.DefaultInterval || full.Health.Rise != health.DefaultRise || full.Admin.Listen != DefaultAdminListen ||
+		full.VIPs[0].TableSize != maglev.DefaultSize || full.Dataplane.IdleMaxSleep != DefaultIdleMaxSleep {
 		t.Errorf("examples/fulcrum.toml disagrees with the defaults: %+v", full)
 	}
-	if v := full.VIPs[0]; v.Scheduler != "maglev" || v.Draws != 2 || v.Penalty.Duration.String() != "30ms" || v.Health.Passive != "on" || v.Health.PassiveMin != 20 {
+	if v := full.VIPs[0]; v.Scheduler != "maglev" || v.Draws != 2 || v.Penalty.String() != "30ms" || v.Health.Passive != "on" || v.Health.PassiveMin != 20 {
 		t.Errorf("scheduler and passive defaults: %+v", v)
 	}
 	if h := full.VIPs[0].Health; h.Kind != "http" || h.Path != "/healthz" || h.Fall != health.DefaultFall {

@@ -74,17 +74,11 @@ const (
 	DefaultAdminMaxConns = 64
 )
 
-// Health settings config owns: whether to check at all ("none"), how
-// flapping is counted, and the passive checks. The active check's own
-// defaults and limits are package health's.
+// Health settings config owns: whether to check at all ("none") and the
+// passive checks. The active check's own defaults and limits (flap_window's
+// too) are package health's.
 const (
 	HealthNone = "none" // [health] kind that turns active checks off (the default)
-
-	// DefaultHealthFlapWindow: transitions within the last 20 checks
-	// count toward flapping (a 2 s flap at a 200 ms interval is caught).
-	DefaultHealthFlapWindow = 20
-	MinHealthFlapWindow     = 2 // one transition is not a flap
-	MaxHealthFlapWindow     = 1000
 
 	DefaultPassiveWindow    = 10 * time.Second
 	MinPassiveWindow        = 2 * time.Second // a few signal periods

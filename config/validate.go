@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/BurntSushi/toml"
@@ -234,11 +233,11 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	if d.IdleBackoff == nil {
 		d.IdleBackoff = boolPtr(true)
 	}
-	if d.IdleMaxSleep.Duration == 0 {
-		d.IdleMaxSleep.Duration = DefaultIdleMaxSleep
+	if d.IdleMaxSleep == 0 {
+		d.IdleMaxSleep = DefaultIdleMaxSleep
 	}
-	if d.IdleMaxSleep.Duration < 0 || d.IdleMaxSleep.Duration > MaxIdleMaxSleep {
-		ck.bad("dataplane.idle_max_sleep", "%v is outside 0..%v", d.IdleMaxSleep.Duration, MaxIdleMaxSleep)
+	if d.IdleMaxSleep < 0 || d.IdleMaxSleep > MaxIdleMaxSleep {
+		ck.bad("dataplane.idle_max_sleep", "%v is outside 0..%v", d.IdleMaxSleep, MaxIdleMaxSleep)
 	}
 	if d.Exception == nil {
 		d.Exception = boolPtr(true)
@@ -332,37 +331,37 @@ func (c *Config) EncapConfig(df encap.DF) encap.Config {
 	return encap.Config{SrcV4: d.LBIPv4.Addr, SrcV6: d.LBIPv6.Addr, TTL: uint8(d.TTL), DF: df, MTU: d.MTU, GUEPort: uint16(d.GUEPort)}
 }
 
-// finishConntrack fills conntrack's defaults and has package conntrack
-// check each value, one key at a time so the error names its key.
-func (ck *checker) finishConntrack(ct *Conntrack) {
-	def := conntrack.DefaultConfig()
-	if ct.Capacity == 0 {
-		ct.Capacity = def.Capacity
-	}
-	probe := def
-	probe.Capacity = ct.Capacity
-	if err := probe.Validate(); err != nil {
-		ck.bad("conntrack.capacity", "%v", err)
-	}
-	for _, f := range []struct {
-		p   string
-		v   *Duration
-		def time.Duration
-		set func(*conntrack.Config, time.Duration)
-	}{
-		{"conntrack.tcp_established", &ct.TCPEstablished, def.TCPEstablishedTimeout, func(c *conntrack.Config, d time.Duration) { c.TCPEstablishedTimeout = d }},
-		{"conntrack.tcp_syn", &ct.TCPSyn, def.TCPNewTimeout, func(c *conntrack.Config, d time.Duration) { c.TCPNewTimeout = d }},
-		{"conntrack.tcp_closing", &ct.TCPClosing, def.TCPClosingTimeout, func(c *conntrack.Config, d time.Duration) { c.TCPClosingTimeout = d }},
-		{"conntrack.udp", &ct.UDP, def.OtherTimeout, func(c *conntrack.Config, d time.Duration) { c.OtherTimeout = d }},
-	} {
-		if f.v.Duration == 0 {
-			f.v.Duration = f.def
+// finishConntrack fills [conntrack]'s defaults and has package conntrack,
+// which owns the section, check it; each problem is at its key's line.
+func (ck *checker) finishConntrack(ct *conntrack.Config) {
+	*ct = ct.WithDefaults()
+	ck.addOwned("conntrack", ct.Validate(), func(e error) (key, msg string, ok bool) {
+		var fe *conntrack.FieldError
+		if !errors.As(e, &fe) {
+			return "", "", false
 		}
-		probe := def
-		f.set(&probe, f.v.Duration)
-		if err := probe.Validate(); err != nil {
-			ck.bad(f.p, "%v", err)
+		return fe.Key, fe.Error(), true
+	})
+}
+
+// addOwned records the problems an owning package's Validate found in
+// section (errors.Join of its field errors): each at section.KEY, where
+// keyOf names the key and the message, or at the section when it names
+// none.
+func (ck *checker) addOwned(section string, err error, keyOf func(error) (key, msg string, ok bool)) {
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		if key, msg, ok := keyOf(e); ok {
+			ck.bad(section+"."+key, "%s", msg)
+			continue
 		}
+		ck.bad(section, "%v", e)
 	}
 }
 
@@ -378,8 +377,8 @@ func (ck *checker) finishControl(ct *Control) {
 	if !unit(ct.PanicThreshold, 0, 1) {
 		ck.bad("control.panic_threshold", "%v is outside 0..1 (0: no panic mode)", ct.PanicThreshold)
 	}
-	if ct.SlowStart.Duration < 0 || ct.SlowStart.Duration > MaxSlowStart {
-		ck.bad("control.slow_start", "%v is outside 0..%v (0: off)", ct.SlowStart.Duration, MaxSlowStart)
+	if ct.SlowStart < 0 || ct.SlowStart > MaxSlowStart {
+		ck.bad("control.slow_start", "%v is outside 0..%v (0: off)", ct.SlowStart, MaxSlowStart)
 	}
 	if ct.SlowStartMin == 0 {
 		ct.SlowStartMin = DefaultSlowStartMin
@@ -387,8 +386,8 @@ func (ck *checker) finishControl(ct *Control) {
 	if !unit(ct.SlowStartMin, 0, 1) || ct.SlowStartMin == 0 {
 		ck.bad("control.slow_start_min", "%v is outside (0, 1]", ct.SlowStartMin)
 	}
-	if ct.DrainTimeout.Duration < 0 || ct.DrainTimeout.Duration > MaxDrainTimeout {
-		ck.bad("control.drain_timeout", "%v is outside 0..%v (0: drained flows stay until they end)", ct.DrainTimeout.Duration, MaxDrainTimeout)
+	if ct.DrainTimeout < 0 || ct.DrainTimeout > MaxDrainTimeout {
+		ck.bad("control.drain_timeout", "%v is outside 0..%v (0: drained flows stay until they end)", ct.DrainTimeout, MaxDrainTimeout)
 	}
 }
 
@@ -428,24 +427,13 @@ func (c *Config) finishAdmin() error {
 // its problems is reported at its key's line.
 func (ck *checker) finishBGP(b *bgp.Config) {
 	*b = b.WithDefaults()
-	err := b.Validate()
-	if err == nil {
-		return
-	}
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	} else {
-		errs = []error{err}
-	}
-	for _, e := range errs {
+	ck.addOwned("bgp", b.Validate(), func(e error) (key, msg string, ok bool) {
 		var fe *bgp.FieldError
-		if errors.As(e, &fe) {
-			ck.add(&fieldError{path: "bgp." + fe.Key, msg: "bgp." + fe.Key + ": " + fe.Msg})
-			continue
+		if !errors.As(e, &fe) {
+			return "", "", false
 		}
-		ck.bad("bgp", "%v", e)
-	}
+		return fe.Key, fe.Msg, true
+	})
 }
 
 // badNameRune reports runes a name may not hold: '/' (it is a path
@@ -526,12 +514,12 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 	if v.Draws == 0 {
 		v.Draws = sched.DefaultDraws
 	}
-	if v.Penalty.Duration == 0 {
-		v.Penalty.Duration = sched.DefaultPenalty
+	if v.Penalty == 0 {
+		v.Penalty = sched.DefaultPenalty
 	}
 	if kind, err := sched.ParseKind(v.Scheduler); err != nil {
 		ck.bad(at+".scheduler", "%v", err)
-	} else if _, err := sched.New(kind, sched.Options{Draws: v.Draws, Penalty: v.Penalty.Duration}); err != nil && !errors.Is(err, sched.ErrNotPicker) {
+	} else if _, err := sched.New(kind, sched.Options{Draws: v.Draws, Penalty: v.Penalty}); err != nil && !errors.Is(err, sched.ErrNotPicker) {
 		p := at + ".draws"
 		if errors.Is(err, sched.ErrPenalty) {
 			p = at + ".ewma_penalty"
@@ -601,47 +589,19 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 	}
 }
 
-// CheckConfig is the active check a [vip.health] (defaults filled in)
-// asks for, in package health's terms. For kind "none" it is an http
-// check of the same values, so that they are validated all the same.
-func (h *Health) CheckConfig() health.Config {
-	c := health.DefaultConfig()
-	c.Kind = h.Kind
-	if c.Kind == HealthNone {
-		c.Kind = health.KindHTTP
-	}
-	c.Port = h.Port
-	c.Path = h.Path
-	c.Host = h.Host
-	c.ExpectStatus = h.Expect
-	c.Interval = h.Interval.Duration
-	c.Timeout = h.Timeout.Duration
-	c.Rise = h.Rise
-	c.Fall = h.Fall
-	c.Jitter = h.Jitter
-	c.BackoffBase = h.Backoff.Duration
-	c.BackoffMax = h.BackoffMax.Duration
-	c.FlapWindow = h.FlapWindow // in checks, as health counts it
-	return c
-}
-
-// healthKeys maps package health's field names to this file's keys where
-// they differ.
-var healthKeys = map[string]string{"expect_status": "expect", "backoff_base": "flap_backoff", "backoff_max": "flap_backoff_max"}
-
 // finishHealth fills h from def (the [health] defaults) and then package
-// health's defaults, and has package health validate the check. The
-// passive checks and the flap window are config's own.
+// health's defaults, and has package health validate the check. The kind
+// "none" and the passive checks are config's own.
 func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 	if def != nil {
 		inherit(&h.Kind, def.Kind)
 		inherit(&h.Port, def.Port)
 		inherit(&h.Path, def.Path)
 		inherit(&h.Host, def.Host)
-		inherit(&h.Expect, def.Expect)
+		inherit(&h.ExpectStatus, def.ExpectStatus)
 		inherit(&h.Interval, def.Interval)
 		inherit(&h.Timeout, def.Timeout)
-		inherit(&h.Backoff, def.Backoff)
+		inherit(&h.BackoffBase, def.BackoffBase)
 		inherit(&h.BackoffMax, def.BackoffMax)
 		inherit(&h.Rise, def.Rise)
 		inherit(&h.Fall, def.Fall)
@@ -655,17 +615,17 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 	hd := health.DefaultConfig()
 	inherit(&h.Kind, HealthNone)
 	inherit(&h.Path, hd.Path)
-	inherit(&h.Expect, hd.ExpectStatus)
-	inherit(&h.Interval, Duration{hd.Interval})
-	inherit(&h.Timeout, Duration{hd.Timeout})
+	inherit(&h.ExpectStatus, hd.ExpectStatus)
+	inherit(&h.Interval, hd.Interval)
+	inherit(&h.Timeout, hd.Timeout)
 	inherit(&h.Rise, hd.Rise)
 	inherit(&h.Fall, hd.Fall)
 	inherit(&h.Jitter, hd.Jitter)
-	inherit(&h.Backoff, Duration{hd.BackoffBase})
-	inherit(&h.BackoffMax, Duration{hd.BackoffMax})
-	inherit(&h.FlapWindow, DefaultHealthFlapWindow)
+	inherit(&h.BackoffBase, hd.BackoffBase)
+	inherit(&h.BackoffMax, hd.BackoffMax)
+	inherit(&h.FlapWindow, health.DefaultFlapWindow)
 	inherit(&h.Passive, "on")
-	inherit(&h.PassiveWindow, Duration{DefaultPassiveWindow})
+	inherit(&h.PassiveWindow, DefaultPassiveWindow)
 	inherit(&h.PassiveMin, DefaultPassiveMin)
 	inherit(&h.PassiveThreshold, DefaultPassiveThreshold)
 
@@ -681,7 +641,13 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 	if h.Kind != HealthNone && h.Port == 0 && vipPort == 0 && def != nil {
 		bad(at+".port", "is required: the VIP serves every port, so the check needs one")
 	}
-	if err := h.CheckConfig().Validate(); err != nil {
+	// Kind "none" is validated as an http check, so that a bad value is
+	// refused before it is turned on.
+	hc := h.Config
+	if hc.Kind == HealthNone {
+		hc.Kind = health.KindHTTP
+	}
+	if err := hc.Validate(); err != nil {
 		var ce *health.ConfigError
 		switch {
 		case !errors.As(err, &ce):
@@ -689,20 +655,13 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 		case ce.Field == "kind":
 			bad(at+".kind", "%s, or %s", ce.Msg, HealthNone)
 		default:
-			k := ce.Field
-			if m, ok := healthKeys[k]; ok {
-				k = m
-			}
-			bad(at+"."+k, "%s", ce.Msg)
+			bad(at+"."+ce.Field, "%s", ce.Msg)
 		}
-	}
-	if h.FlapWindow < MinHealthFlapWindow || h.FlapWindow > MaxHealthFlapWindow {
-		bad(at+".flap_window", "%d is outside %d..%d checks", h.FlapWindow, MinHealthFlapWindow, MaxHealthFlapWindow)
 	}
 	if h.Passive != "on" && h.Passive != "off" {
 		bad(at+".passive", "%q is not on or off", h.Passive)
 	}
-	if w := h.PassiveWindow.Duration; w < MinPassiveWindow || w > MaxPassiveWindow {
+	if w := h.PassiveWindow; w < MinPassiveWindow || w > MaxPassiveWindow {
 		bad(at+".passive_window", "%v is outside %v..%v", w, MinPassiveWindow, MaxPassiveWindow)
 	}
 	if h.PassiveMin < 1 || h.PassiveMin > MaxPassiveMin {

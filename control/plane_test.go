@@ -66,7 +66,7 @@ func newLcore(t *testing.T, shared *dataplane.Shared, cfg *config.Config) *lcore
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := dptest.NewLcore(t, shared, ConntrackConfig(cfg), key)
+	l := dptest.NewLcore(t, shared, cfg.Conntrack, key)
 	return &lcore{Lcore: l, w: l.Worker}
 }
 

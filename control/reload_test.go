@@ -446,7 +446,7 @@ func reloadCases() []reloadCase {
 		// from the configuration in force (signals.go) at each use.
 		{key: "health.flap_window", edit: set("health", "flap_window", "30"), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.FlapWindow }, 30)},
 		{key: "health.passive", edit: set("health", "passive", `"off"`), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.Passive }, "off")},
-		{key: "health.passive_window", edit: set("health", "passive_window", `"20s"`), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.PassiveWindow.Duration }, 20*time.Second)},
+		{key: "health.passive_window", edit: set("health", "passive_window", `"20s"`), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.PassiveWindow }, 20*time.Second)},
 		{key: "health.passive_min", edit: set("health", "passive_min", "5"), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.PassiveMin }, 5)},
 		{key: "health.passive_threshold", edit: set("health", "passive_threshold", "0.9"), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.PassiveThreshold }, 0.9)},
 

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/fulcrumlb/fulcrum/config"
-	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
@@ -65,7 +64,7 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) ([]dataplane.VIPSpec
 			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
 		}
 		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(),
-			Encap: kind, Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}, TableSize: uint64(cv.TableSize)}
+			Encap: kind, Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty}, TableSize: uint64(cv.TableSize)}
 		for _, cb := range cv.Backends {
 			w := *cb.Weight
 			eff, ok := over[dataplane.BackendRef{VIP: cv.Name, Backend: cb.Name}]
@@ -95,19 +94,6 @@ func BuildServices(cfg *config.Config, prev *dataplane.Services, over dataplane.
 	return dataplane.NewServices(prev, enc, nh, specs)
 }
 
-// ConntrackConfig is the per-worker flow table the [conntrack] section
-// describes.
-func ConntrackConfig(cfg *config.Config) conntrack.Config {
-	c := &cfg.Conntrack
-	return conntrack.Config{
-		Capacity:              c.Capacity,
-		TCPNewTimeout:         c.TCPSyn.Duration,
-		TCPEstablishedTimeout: c.TCPEstablished.Duration,
-		TCPClosingTimeout:     c.TCPClosing.Duration,
-		OtherTimeout:          c.UDP.Duration,
-	}
-}
-
 // EngineConfig is the start-up configuration of the DPDK engine: ports,
 // queues, pools, the exception tap, the flow hash key and conntrack.
 func EngineConfig(cfg *config.Config) (dataplane.EngineConfig, error) {
@@ -118,9 +104,9 @@ func EngineConfig(cfg *config.Config) (dataplane.EngineConfig, error) {
 	}
 	return dataplane.EngineConfig{
 		Port: d.Port, TxPort: d.TxPort, Burst: d.Burst, RxDesc: d.RxDesc, TxDesc: d.TxDesc, MempoolSize: d.MempoolSize,
-		IdleBackoff: d.IdleBackoff == nil || *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep.Duration,
+		IdleBackoff: d.IdleBackoff == nil || *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep,
 		Exception: d.Exception == nil || *d.Exception, ExceptionIf: d.ExceptionIf,
-		HashKey: key, Conntrack: ConntrackConfig(cfg),
+		HashKey: key, Conntrack: cfg.Conntrack, // decoded into conntrack's own type
 	}, nil
 }
 

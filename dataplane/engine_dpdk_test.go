@@ -114,7 +114,7 @@ func newLab(t *testing.T, toml string) *lab {
 		t.Fatal(err)
 	}
 	ec := EngineConfig{Port: d.Port, TxPort: d.TxPort, Burst: d.Burst, RxDesc: d.RxDesc, TxDesc: d.TxDesc, MempoolSize: d.MempoolSize,
-		IdleBackoff: *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep.Duration, Exception: *d.Exception, ExceptionIf: d.ExceptionIf,
+		IdleBackoff: *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep, Exception: *d.Exception, ExceptionIf: d.ExceptionIf,
 		HashKey: key, Conntrack: conntrack.DefaultConfig()}
 	ec.Conntrack.Capacity = cfg.Conntrack.Capacity
 	if l.eng, err = NewEngine(ec, l.shared, log); err != nil {

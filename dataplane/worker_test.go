@@ -125,7 +125,7 @@ func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, ove
 			proto = 17
 		}
 		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: proto, Encap: kind,
-			Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}, TableSize: uint64(cv.TableSize)}
+			Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty}, TableSize: uint64(cv.TableSize)}
 		for _, cb := range cv.Backends {
 			eff, ok := over[BackendRef{cv.Name, cb.Name}]
 			if !ok {

@@ -106,7 +106,7 @@ func New(t testing.TB, toml string) *Plane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := dptest.NewLcore(t, shared, control.ConntrackConfig(cfg), key)
+	lc := dptest.NewLcore(t, shared, cfg.Conntrack, key)
 	log := slog.New(slog.DiscardHandler)
 	plane, err := control.New(cfg, shared, []*dataplane.Worker{lc.Worker}, log)
 	if err != nil {
