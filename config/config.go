@@ -33,14 +33,14 @@ import (
 
 // Config is the whole configuration of one fulcrum process.
 type Config struct {
-	EAL       EAL         `toml:"eal"`
-	Dataplane Dataplane   `toml:"dataplane"`
+	EAL       EAL              `toml:"eal"`
+	Dataplane Dataplane        `toml:"dataplane"`
 	Conntrack conntrack.Config `toml:"conntrack"` // package conntrack documents and validates every key
-	Control   Control     `toml:"control"`
-	Health    Health      `toml:"health"` // defaults for every VIP's [vip.health]
-	Admin     Admin       `toml:"admin"`
-	BGP       *bgp.Config `toml:"bgp"` // nil: no BGP speaker; package bgp documents and validates every key
-	VIPs      []VIP       `toml:"vip"`
+	Control   Control          `toml:"control"`
+	Health    Health           `toml:"health"` // defaults for every VIP's [vip.health]
+	Admin     Admin            `toml:"admin"`
+	BGP       *bgp.Config      `toml:"bgp"` // nil: no BGP speaker; package bgp documents and validates every key
+	VIPs      []VIP            `toml:"vip"`
 
 	// File is the path the config was read from (not a TOML key).
 	File string `toml:"-"`
@@ -64,29 +64,29 @@ type EAL struct {
 
 // Dataplane holds the forwarding settings.
 type Dataplane struct {
-	Port         string   `toml:"port"`           // the wire port: DPDK device name (vdev name or PCI address)
-	TxPort       string   `toml:"tx_port"`        // optional separate egress port (e.g. a pcap writer); default: Port
-	Burst        int      `toml:"burst"`          // packets per rx/tx burst (1..conntrack.MaxBurst)
-	RxDesc       int      `toml:"rx_desc"`        // rx descriptors per queue
-	TxDesc       int      `toml:"tx_desc"`        // tx descriptors per queue
-	MempoolSize  int      `toml:"mempool_size"`   // mbufs per worker pool
-	IdleBackoff  *bool    `toml:"idle_backoff"`   // back off when idle (default true); false for benchmarks
+	Port         string        `toml:"port"`           // the wire port: DPDK device name (vdev name or PCI address)
+	TxPort       string        `toml:"tx_port"`        // optional separate egress port (e.g. a pcap writer); default: Port
+	Burst        int           `toml:"burst"`          // packets per rx/tx burst (1..conntrack.MaxBurst)
+	RxDesc       int           `toml:"rx_desc"`        // rx descriptors per queue
+	TxDesc       int           `toml:"tx_desc"`        // tx descriptors per queue
+	MempoolSize  int           `toml:"mempool_size"`   // mbufs per worker pool
+	IdleBackoff  *bool         `toml:"idle_backoff"`   // back off when idle (default true); false for benchmarks
 	IdleMaxSleep time.Duration `toml:"idle_max_sleep"` // longest sleep when idle
-	Exception    *bool    `toml:"exception"`      // create the net_tap exception path (default true)
-	ExceptionIf  string   `toml:"exception_iface"`
-	LBIPv4       Addr     `toml:"lb_ipv4"`        // outer source for IPv4 tunnels; the host's address
-	LBIPv6       Addr     `toml:"lb_ipv6"`        // outer source for IPv6 tunnels
-	LBPrefix4    int      `toml:"lb_ipv4_prefix"` // prefix length put on the exception interface (default 24)
-	LBPrefix6    int      `toml:"lb_ipv6_prefix"` // (default 64)
-	GatewayIPv4  Addr     `toml:"gateway_ipv4"`   // next hop toward backends (its MAC from the kernel)
-	GatewayIPv6  Addr     `toml:"gateway_ipv6"`
-	NextHopMAC   MAC      `toml:"next_hop_mac"` // static next-hop MAC; overrides neighbour lookup
-	MTU          int      `toml:"mtu"`
-	Encap        string   `toml:"encap"` // default encapsulation, as encap.ParseKind reads it (default gre)
-	TTL          int      `toml:"ttl"`
-	DF           string   `toml:"df"` // outer IPv4 DF, as encap.ParseDF reads it: inherit (default, encap.DFInherit), set, clear
-	GUEPort      int      `toml:"gue_port"`
-	HashKey      string   `toml:"hash_key"` // 32 hex digits; the same on every instance of a fleet
+	Exception    *bool         `toml:"exception"`      // create the net_tap exception path (default true)
+	ExceptionIf  string        `toml:"exception_iface"`
+	LBIPv4       Addr          `toml:"lb_ipv4"`        // outer source for IPv4 tunnels; the host's address
+	LBIPv6       Addr          `toml:"lb_ipv6"`        // outer source for IPv6 tunnels
+	LBPrefix4    int           `toml:"lb_ipv4_prefix"` // prefix length put on the exception interface (default 24)
+	LBPrefix6    int           `toml:"lb_ipv6_prefix"` // (default 64)
+	GatewayIPv4  Addr          `toml:"gateway_ipv4"`   // next hop toward backends (its MAC from the kernel)
+	GatewayIPv6  Addr          `toml:"gateway_ipv6"`
+	NextHopMAC   MAC           `toml:"next_hop_mac"` // static next-hop MAC; overrides neighbour lookup
+	MTU          int           `toml:"mtu"`
+	Encap        string        `toml:"encap"` // default encapsulation, as encap.ParseKind reads it (default gre)
+	TTL          int           `toml:"ttl"`
+	DF           string        `toml:"df"` // outer IPv4 DF, as encap.ParseDF reads it: inherit (default, encap.DFInherit), set, clear
+	GUEPort      int           `toml:"gue_port"`
+	HashKey      string        `toml:"hash_key"` // 32 hex digits; the same on every instance of a fleet
 }
 
 // Control sets how the control plane turns health and operator actions
@@ -99,7 +99,7 @@ type Control struct {
 	// SlowStart ramps a backend that was added, undrained or came back up
 	// from SlowStartMin of its weight to all of it over this time (0: off).
 	SlowStart    time.Duration `toml:"slow_start"`
-	SlowStartMin float64  `toml:"slow_start_min"`
+	SlowStartMin float64       `toml:"slow_start_min"`
 	// DrainTimeout: a drained backend's established flows are moved away
 	// after this long (0: they stay until they end).
 	DrainTimeout time.Duration `toml:"drain_timeout"`
@@ -120,10 +120,10 @@ type Health struct {
 	// ejected as an outlier for flap_backoff, doubling up to
 	// flap_backoff_max, however its active checks answer (the chapter's
 	// "check that says 200", section 5.2). "off" disables them.
-	Passive          string   `toml:"passive"`           // on (default) or off
+	Passive          string        `toml:"passive"`           // on (default) or off
 	PassiveWindow    time.Duration `toml:"passive_window"`    // sliding window (default 10s)
-	PassiveMin       int      `toml:"passive_min"`       // handshakes needed in the window to judge (default 20)
-	PassiveThreshold float64  `toml:"passive_threshold"` // failed share that ejects (default 0.5)
+	PassiveMin       int           `toml:"passive_min"`       // handshakes needed in the window to judge (default 20)
+	PassiveThreshold float64       `toml:"passive_threshold"` // failed share that ejects (default 0.5)
 }
 
 // Admin is the HTTP admin API (JSON, Prometheus /metrics).
@@ -160,10 +160,10 @@ type VIP struct {
 	// Scheduler picks the backend of a new flow: maglev (default; the
 	// same answer on every instance) or another of package sched's kinds
 	// (sched.Kinds). See README "Choosing a scheduler".
-	Scheduler string   `toml:"scheduler"`
-	Draws     int      `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
+	Scheduler string        `toml:"scheduler"`
+	Draws     int           `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
 	Penalty   time.Duration `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples
-	Health    Health   `toml:"health"`
+	Health    Health        `toml:"health"`
 	// OnDown is what happens to a backend's tracked flows when it goes
 	// down or is ejected: "keep" (default; IPVS expire_nodest_conn=0,
 	// HAProxy without shutdown-sessions) leaves them pinned until they end
