@@ -27,8 +27,10 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/bgp"
 	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/health"
+	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // Config is the whole configuration of one fulcrum process.
@@ -81,12 +83,12 @@ type Dataplane struct {
 	GatewayIPv4  Addr          `toml:"gateway_ipv4"`   // next hop toward backends (its MAC from the kernel)
 	GatewayIPv6  Addr          `toml:"gateway_ipv6"`
 	NextHopMAC   MAC           `toml:"next_hop_mac"` // static next-hop MAC; overrides neighbour lookup
-	MTU          int           `toml:"mtu"`
-	Encap        string        `toml:"encap"` // default encapsulation, as encap.ParseKind reads it (default gre)
-	TTL          int           `toml:"ttl"`
-	DF           string        `toml:"df"` // outer IPv4 DF, as encap.ParseDF reads it: inherit (default, encap.DFInherit), set, clear
-	GUEPort      int           `toml:"gue_port"`
-	HashKey      string        `toml:"hash_key"` // 32 hex digits; the same on every instance of a fleet
+	Encap        encap.Kind    `toml:"encap"`        // default encapsulation (the zero Kind, gre)
+	HashKey      string        `toml:"hash_key"`     // 32 hex digits; the same on every instance of a fleet
+	// The tunnel settings (mtu, ttl, df, gue_port) are package encap's,
+	// which documents and validates them; config sets SrcV4 and SrcV6
+	// from lb_ipv4 and lb_ipv6.
+	encap.Config
 }
 
 // Control sets how the control plane turns health and operator actions
@@ -151,19 +153,19 @@ type Admin struct {
 // VIP is one virtual service: an address, a port (0: every port) and a
 // protocol, with its backends.
 type VIP struct {
-	Name      string `toml:"name"`
-	Address   Addr   `toml:"address"`
-	Port      int    `toml:"port"`
-	Protocol  string `toml:"protocol"` // tcp or udp
-	Encap     string `toml:"encap"`    // default: dataplane.encap
-	TableSize int    `toml:"table_size"`
-	// Scheduler picks the backend of a new flow: maglev (default; the
-	// same answer on every instance) or another of package sched's kinds
-	// (sched.Kinds). See README "Choosing a scheduler".
-	Scheduler string        `toml:"scheduler"`
-	Draws     int           `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
-	Penalty   time.Duration `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples
-	Health    Health        `toml:"health"`
+	Name      string      `toml:"name"`
+	Address   Addr        `toml:"address"`
+	Port      int         `toml:"port"`
+	Protocol  string      `toml:"protocol"` // tcp or udp
+	Encap     *encap.Kind `toml:"encap"`    // absent: dataplane.encap (always set after Parse)
+	TableSize int         `toml:"table_size"`
+	// Scheduler picks the backend of a new flow: maglev (the zero Kind,
+	// the default; the same answer on every instance) or another of
+	// package sched's kinds. See README "Choosing a scheduler".
+	Scheduler sched.Kind `toml:"scheduler"`
+	// The scheduler's options (draws, ewma_penalty) are package sched's.
+	sched.Options
+	Health Health `toml:"health"`
 	// OnDown is what happens to a backend's tracked flows when it goes
 	// down or is ejected: "keep" (default; IPVS expire_nodest_conn=0,
 	// HAProxy without shutdown-sessions) leaves them pinned until they end
@@ -287,6 +289,12 @@ func Parse(data []byte, name string) (*Config, error) {
 				// The decoder's own words for a time.Duration; config's
 				// say what one looks like.
 				p.Msg = d + ` is not a duration (e.g. "300s", "200us")`
+			}
+			// A value its type refused (an owning package's
+			// UnmarshalText: a kind, a DF mode, an address) names its
+			// key, indexed ("vip[1].encap"), as every other problem does.
+			if path := newLocator(data).pathAt(p.Line, pe.LastKey); path != "" {
+				p.Key, p.Msg = path, path+": "+p.Msg
 			}
 		} else if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
 			p.Line, _ = strconv.Atoi(m[1])

@@ -278,57 +278,28 @@ func (ck *checker) finishDataplane(c *Config) bool {
 		ck.bad("dataplane.hash_key", "%v", err)
 	}
 
-	// Encapsulation: package encap's names, defaults and limits.
-	if d.Encap == "" {
-		d.Encap = encap.GRE.String() // encap's zero Kind
-	}
-	if _, err := encap.ParseKind(d.Encap); err != nil {
-		ck.bad("dataplane.encap", "%v", err)
-	}
-	if d.DF == "" {
-		d.DF = encap.DFInherit.String() // encap's zero DF
-	}
-	df, err := encap.ParseDF(d.DF)
-	if err != nil {
-		ck.bad("dataplane.df", "%v", err)
-	}
-	if d.MTU == 0 {
-		d.MTU = encap.DefaultMTU
-	}
-	if d.MTU < encap.MinMTU || d.MTU > encap.MaxMTU {
-		ck.bad("dataplane.mtu", "%d is outside %d..%d", d.MTU, encap.MinMTU, encap.MaxMTU)
-	}
-	if d.TTL == 0 {
-		d.TTL = encap.DefaultTTL
-	}
-	if d.TTL < 1 || d.TTL > 255 {
-		ck.bad("dataplane.ttl", "%d is outside 1..255", d.TTL)
-	}
-	if d.GUEPort == 0 {
-		d.GUEPort = encap.DefaultGUEPort
-	}
-	if d.GUEPort < 1 || d.GUEPort > 65535 {
-		ck.bad("dataplane.gue_port", "%d is not a UDP port", d.GUEPort)
-	}
+	// Encapsulation: package encap's defaults and limits.
+	d.SrcV4, d.SrcV6 = d.LBIPv4.Addr, d.LBIPv6.Addr
+	d.Config = d.Config.WithDefaults()
+	ck.addOwned("dataplane", d.Config.Validate(), func(e error) (key, msg string, ok bool) {
+		var fe *encap.FieldError
+		if !errors.As(e, &fe) {
+			return "", "", false
+		}
+		return fe.Key, fe.Msg, true
+	})
 	if len(ck.errs) > n {
 		return false
 	}
 	// Whatever else encap.New refuses (a multicast lb_ipv4, ...) the
 	// dataplane would refuse at start: refuse it here.
-	enc, err := encap.New(c.EncapConfig(df))
+	enc, err := encap.New(d.Config)
 	if err != nil {
 		ck.bad("dataplane", "%v", err)
 		return false
 	}
 	ck.enc = enc
 	return true
-}
-
-// EncapConfig is the encapsulator's configuration of [dataplane], with df
-// as encap.ParseDF read dataplane.df.
-func (c *Config) EncapConfig(df encap.DF) encap.Config {
-	d := &c.Dataplane
-	return encap.Config{SrcV4: d.LBIPv4.Addr, SrcV6: d.LBIPv6.Addr, TTL: uint8(d.TTL), DF: df, MTU: d.MTU, GUEPort: uint16(d.GUEPort)}
 }
 
 // finishConntrack fills [conntrack]'s defaults and has package conntrack,
@@ -490,11 +461,9 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 		ck.bad(at+".name", "vip name %q at line %d is already used at line %d", v.Name, ck.line(at+".name"), ck.line(fmt.Sprintf("vip[%d].name", j)))
 	}
 	names[v.Name] = i
-	if v.Encap == "" {
-		v.Encap = d.Encap
-	}
-	if _, err := encap.ParseKind(v.Encap); err != nil && v.Encap != d.Encap {
-		ck.bad(at+".encap", "%v", err) // a bad dataplane.encap is reported there
+	if v.Encap == nil {
+		k := d.Encap
+		v.Encap = &k
 	}
 	if v.TableSize == 0 {
 		v.TableSize = maglev.DefaultSize
@@ -508,18 +477,13 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 	if v.OnDown != "keep" && v.OnDown != "move" {
 		ck.bad(at+".on_down", "%q is not keep or move", v.OnDown)
 	}
-	if v.Scheduler == "" {
-		v.Scheduler = sched.Maglev.String()
-	}
 	if v.Draws == 0 {
 		v.Draws = sched.DefaultDraws
 	}
 	if v.Penalty == 0 {
 		v.Penalty = sched.DefaultPenalty
 	}
-	if kind, err := sched.ParseKind(v.Scheduler); err != nil {
-		ck.bad(at+".scheduler", "%v", err)
-	} else if _, err := sched.New(kind, sched.Options{Draws: v.Draws, Penalty: v.Penalty}); err != nil && !errors.Is(err, sched.ErrNotPicker) {
+	if _, err := sched.New(v.Scheduler, v.Options); err != nil && !errors.Is(err, sched.ErrNotPicker) {
 		p := at + ".draws"
 		if errors.Is(err, sched.ErrPenalty) {
 			p = at + ".ewma_penalty"

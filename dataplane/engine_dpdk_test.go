@@ -83,7 +83,7 @@ func newLab(t *testing.T, toml string) *lab {
 	}
 	l := &lab{t: t, cfg: cfg, shared: &Shared{}}
 	d := &cfg.Dataplane
-	if l.enc, err = encap.New(encap.Config{SrcV4: d.LBIPv4.Addr, SrcV6: d.LBIPv6.Addr, TTL: uint8(d.TTL), DF: encap.DFSet, MTU: d.MTU, GUEPort: uint16(d.GUEPort)}); err != nil {
+	if l.enc, err = encap.New(encap.Config{SrcV4: d.LBIPv4.Addr, SrcV6: d.LBIPv6.Addr, TTL: d.TTL, DF: encap.DFSet, MTU: d.MTU, GUEPort: d.GUEPort}); err != nil {
 		t.Fatal(err)
 	}
 	l.nh = NextHop{MAC4: d.NextHopMAC.HW, MAC6: d.NextHopMAC.HW, Has4: d.NextHopMAC.Set, Has6: d.NextHopMAC.Set}

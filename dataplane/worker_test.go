@@ -115,17 +115,8 @@ func (r *rig) publish(over Overrides) *Services {
 func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, over Overrides, nh NextHop) (*Services, error) {
 	var specs []VIPSpec
 	for _, cv := range cfg.VIPs {
-		kind, err := encap.ParseKind(cv.Encap)
-		if err != nil {
-			return nil, err
-		}
-		sk, _ := sched.ParseKind(cv.Scheduler)
-		proto := uint8(6)
-		if cv.Protocol == "udp" {
-			proto = 17
-		}
-		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: proto, Encap: kind,
-			Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty}, TableSize: uint64(cv.TableSize)}
+		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(), Encap: *cv.Encap,
+			Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize)}
 		for _, cb := range cv.Backends {
 			eff, ok := over[BackendRef{cv.Name, cb.Name}]
 			if !ok {
