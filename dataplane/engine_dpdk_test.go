@@ -234,7 +234,7 @@ func (l *lab) counters() Counters {
 	return sum
 }
 
-const labConfig = testConfig + `
+var labConfig = testConfig + `
 [eal]
 memory_mb = 512
 `
