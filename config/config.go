@@ -6,10 +6,14 @@
 // address family the LB has no source address for). Errors name the file,
 // the line and the thing that is wrong, and Parse reports every problem of
 // a file (Errors), not just the first. Each setting has one owner: config
-// calls the validation, defaults and limits of the package that uses a
-// setting (see limits.go) rather than restating them. A Config that Load returns is
-// complete: every default is filled in, so `fulcrum check` can print the
-// effective configuration and the daemon never guesses.
+// decodes a section straight into the owning package's type (encap.Config,
+// conntrack.Config, health.Config, sched.Kind and sched.Options,
+// bgp.Config; their toml tags are the keys, their text unmarshalers read
+// the kinds) and has that package fill its defaults and validate it,
+// wrapping each problem with its file and line; see limits.go for what
+// config owns itself. A Config that Load returns is complete: every
+// default is filled in, so `fulcrum check` can print the effective
+// configuration and the daemon never guesses.
 package config
 
 import (

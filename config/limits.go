@@ -4,14 +4,14 @@ import "time"
 
 // The defaults and limits package config owns: the EAL, the ports and
 // queues, the control plane's knobs and the passive health checks. Every
-// other setting is owned by the package that uses it, and config reads its
-// defaults, limits and names from there: encapsulation (encap.DefaultMTU,
-// encap.MinMTU, encap.ParseKind, encap.ParseDF), flow tables
-// (conntrack.DefaultConfig, conntrack.Config.Validate, conntrack.MaxBurst,
-// conntrack.DefaultBurst, and the snapshot's limits conntrack.MaxVIPs and
-// conntrack.MaxBackends),
-// Maglev tables (maglev.DefaultSize, maglev.MaxSize), schedulers
-// (sched.ParseKind, sched.New), active health checks (health.DefaultConfig,
+// other setting is owned by the package that uses it, whose type config
+// decodes the setting into and whose defaults, limits and names config
+// reads: encapsulation (encap.Config.WithDefaults and Validate, encap.Kind,
+// encap.DF), flow tables (conntrack.Config.WithDefaults and Validate, and
+// conntrack.MaxBurst, conntrack.DefaultBurst and the snapshot's limits
+// conntrack.MaxVIPs and conntrack.MaxBackends), Maglev tables
+// (maglev.DefaultSize, maglev.MaxSize), schedulers (sched.Kind,
+// sched.Options, sched.New), active health checks (health.DefaultConfig,
 // health.Config.Validate) and BGP (bgp.Config.Validate).
 //
 // Durations are positive and bounded; a zero means "the default" unless

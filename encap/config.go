@@ -231,7 +231,7 @@ func New(cfg Config) (*Encapsulator, error) {
 		}
 		cfg.SrcV4 = a
 		e.src4, e.hasV4 = a.As4(), true
-		e.src4Sum = sumWords(e.src4[:])
+		e.src4Sum = sumBytes(e.src4[:])
 	}
 	if cfg.SrcV6.IsValid() {
 		a := cfg.SrcV6
@@ -245,7 +245,7 @@ func New(cfg Config) (*Encapsulator, error) {
 			return nil, fmt.Errorf("encap config: SrcV6 %s: zoned address: %w", cfg.SrcV6, ErrConfig)
 		}
 		e.src6, e.hasV6 = a.As16(), true
-		e.src6Sum = sumWords(e.src6[:])
+		e.src6Sum = sumBytes(e.src6[:])
 	}
 	if !e.hasV4 && !e.hasV6 {
 		return nil, fmt.Errorf("encap config: SrcV4 and SrcV6 both unset: need the LB's own address of at least one family: %w", ErrConfig)
@@ -305,7 +305,7 @@ func (e *Encapsulator) Backend(a netip.Addr) (Backend, error) {
 		}
 		a4 := a.As4()
 		copy(b.addr[:4], a4[:])
-		b.sum = sumWords(a4[:])
+		b.sum = sumBytes(a4[:])
 		b.fam = 4
 		return b, nil
 	}
@@ -313,7 +313,7 @@ func (e *Encapsulator) Backend(a netip.Addr) (Backend, error) {
 		return Backend{}, fmt.Errorf("encap backend %s: IPv6 backend but SrcV6 is not configured: %w", orig, ErrConfig)
 	}
 	b.addr = a.As16()
-	b.sum = sumWords(b.addr[:])
+	b.sum = sumBytes(b.addr[:])
 	b.fam = 6
 	return b, nil
 }
