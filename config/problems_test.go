@@ -110,6 +110,12 @@ func TestParseRejectsAtKeyAndLine(t *testing.T) {
 		{"bgp neighbor port", base + bgpSection + "port = 70000\n", "bgp.neighbor[0].port", 23},
 		{"bgp no neighbor", base + "[bgp]\nasn = 65001\nrouter_id = \"192.0.2.10\"\n", "bgp.neighbor", 17},
 		{"bgp bad community", base + "[bgp]\nasn = 65001\nrouter_id = \"192.0.2.10\"\ncommunities = [\"x\"]\n[[bgp.neighbor]]\naddress = \"192.0.2.1\"\npeer_asn = 65000\n", "bgp.communities", 20},
+		// Values decoded into the owning packages' types name their
+		// indexed key, as every other problem does.
+		{"bad df", strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\ndf = \"maybe\"", 1), "dataplane.df", 7},
+		{"second vip's encap", base + strings.Replace(secondVIP, "port = 80", "port = 80\nencap = \"vxlan\"", 1), "vip[1].encap", 21},
+		{"bad scheduler", strings.Replace(base, "port = 80", "port = 80\nscheduler = \"wrr\"", 1), "vip[0].scheduler", 14},
+		{"bad duration", base + "[conntrack]\nudp = \"soon\"\n", "conntrack.udp", 18},
 	}
 	// drain_time belongs to [bgp], before the neighbor table.
 	cases[14].toml = base + "[bgp]\nasn = 65001\nrouter_id = \"192.0.2.10\"\ndrain_time = \"1h\"\n[[bgp.neighbor]]\naddress = \"192.0.2.1\"\npeer_asn = 65000\n"
@@ -398,5 +404,29 @@ func TestParseRejectsBeyondSnapshotLimits(t *testing.T) {
 				t.Fatalf("got %v, want one problem of %s at line %d", err, tc.key, line)
 			}
 		})
+	}
+}
+
+// Every problem of the sections decoded into encap.Config and
+// conntrack.Config is reported, each at its key's line.
+func TestOwnedSectionsReportEveryProblem(t *testing.T) {
+	bad := strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\nttl = 300\nmtu = 10\ngue_port = 70000", 1) // lines 7-9
+	bad += "[conntrack]\ntcp_syn = \"-1s\"\nudp = \"200h\"\n"                                                              // lines 21-22
+	_, err := Parse([]byte(bad), "f.toml")
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("not Errors: %v", err)
+	}
+	want := []struct {
+		key  string
+		line int
+	}{{"dataplane.ttl", 7}, {"dataplane.mtu", 8}, {"dataplane.gue_port", 9}, {"conntrack.tcp_syn", 21}, {"conntrack.udp", 22}}
+	if len(es) != len(want) {
+		t.Fatalf("%d problems, want %d: %v", len(es), len(want), err)
+	}
+	for i, w := range want {
+		if es[i].Key != w.key || es[i].Line != w.line || !strings.HasPrefix(es[i].Msg, w.key+": ") {
+			t.Errorf("problem %d: %+v, want %s at line %d", i, es[i], w.key, w.line)
+		}
 	}
 }

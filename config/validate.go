@@ -281,13 +281,7 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	// Encapsulation: package encap's defaults and limits.
 	d.SrcV4, d.SrcV6 = d.LBIPv4.Addr, d.LBIPv6.Addr
 	d.Config = d.Config.WithDefaults()
-	ck.addOwned("dataplane", d.Config.Validate(), func(e error) (key, msg string, ok bool) {
-		var fe *encap.FieldError
-		if !errors.As(e, &fe) {
-			return "", "", false
-		}
-		return fe.Key, fe.Msg, true
-	})
+	ck.addOwned("dataplane", d.Config.Validate(), fieldOf(func(fe *encap.FieldError) (string, string) { return fe.Key, fe.Msg }))
 	if len(ck.errs) > n {
 		return false
 	}
@@ -306,13 +300,20 @@ func (ck *checker) finishDataplane(c *Config) bool {
 // which owns the section, check it; each problem is at its key's line.
 func (ck *checker) finishConntrack(ct *conntrack.Config) {
 	*ct = ct.WithDefaults()
-	ck.addOwned("conntrack", ct.Validate(), func(e error) (key, msg string, ok bool) {
-		var fe *conntrack.FieldError
-		if !errors.As(e, &fe) {
+	ck.addOwned("conntrack", ct.Validate(), fieldOf(func(fe *conntrack.FieldError) (string, string) { return fe.Key, fe.Error() }))
+}
+
+// fieldOf reads an owning package's field error E as addOwned needs it:
+// parts gives its key and message; an error that is no E has no key.
+func fieldOf[E error](parts func(E) (key, msg string)) func(error) (key, msg string, ok bool) {
+	return func(err error) (string, string, bool) {
+		var fe E
+		if !errors.As(err, &fe) {
 			return "", "", false
 		}
-		return fe.Key, fe.Error(), true
-	})
+		k, m := parts(fe)
+		return k, m, true
+	}
 }
 
 // addOwned records the problems an owning package's Validate found in
@@ -398,13 +399,7 @@ func (c *Config) finishAdmin() error {
 // its problems is reported at its key's line.
 func (ck *checker) finishBGP(b *bgp.Config) {
 	*b = b.WithDefaults()
-	ck.addOwned("bgp", b.Validate(), func(e error) (key, msg string, ok bool) {
-		var fe *bgp.FieldError
-		if !errors.As(e, &fe) {
-			return "", "", false
-		}
-		return fe.Key, fe.Msg, true
-	})
+	ck.addOwned("bgp", b.Validate(), fieldOf(func(fe *bgp.FieldError) (string, string) { return fe.Key, fe.Msg }))
 }
 
 // badNameRune reports runes a name may not hold: '/' (it is a path
