@@ -411,7 +411,7 @@ func TestParseRejectsBeyondSnapshotLimits(t *testing.T) {
 // conntrack.Config is reported, each at its key's line.
 func TestOwnedSectionsReportEveryProblem(t *testing.T) {
 	bad := strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\nttl = 300\nmtu = 10\ngue_port = 70000", 1) // lines 7-9
-	bad += "[conntrack]\ntcp_syn = \"-1s\"\nudp = \"200h\"\n"                                                              // lines 21-22
+	bad += "[conntrack]\ntcp_syn = \"-1s\"\nudp = \"200h\"\n"                                                            // lines 21-22
 	_, err := Parse([]byte(bad), "f.toml")
 	var es Errors
 	if !errors.As(err, &es) {
