@@ -6,10 +6,14 @@
 // address family the LB has no source address for). Errors name the file,
 // the line and the thing that is wrong, and Parse reports every problem of
 // a file (Errors), not just the first. Each setting has one owner: config
-// calls the validation, defaults and limits of the package that uses a
-// setting (see limits.go) rather than restating them. A Config that Load returns is
-// complete: every default is filled in, so `fulcrum check` can print the
-// effective configuration and the daemon never guesses.
+// decodes a section straight into the owning package's type (encap.Config,
+// conntrack.Config, health.Config, sched.Kind and sched.Options,
+// bgp.Config; their toml tags are the keys, their text unmarshalers read
+// the kinds) and has that package fill its defaults and validate it,
+// wrapping each problem with its file and line; see limits.go for what
+// config owns itself. A Config that Load returns is complete: every
+// default is filled in, so `fulcrum check` can print the effective
+// configuration and the daemon never guesses.
 package config
 
 import (
@@ -26,19 +30,23 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/fulcrumlb/fulcrum/bgp"
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/health"
+	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // Config is the whole configuration of one fulcrum process.
 type Config struct {
-	EAL       EAL         `toml:"eal"`
-	Dataplane Dataplane   `toml:"dataplane"`
-	Conntrack Conntrack   `toml:"conntrack"`
-	Control   Control     `toml:"control"`
-	Health    Health      `toml:"health"` // defaults for every VIP's [vip.health]
-	Admin     Admin       `toml:"admin"`
-	BGP       *bgp.Config `toml:"bgp"` // nil: no BGP speaker; package bgp documents and validates every key
-	VIPs      []VIP       `toml:"vip"`
+	EAL       EAL              `toml:"eal"`
+	Dataplane Dataplane        `toml:"dataplane"`
+	Conntrack conntrack.Config `toml:"conntrack"` // package conntrack documents and validates every key
+	Control   Control          `toml:"control"`
+	Health    Health           `toml:"health"` // defaults for every VIP's [vip.health]
+	Admin     Admin            `toml:"admin"`
+	BGP       *bgp.Config      `toml:"bgp"` // nil: no BGP speaker; package bgp documents and validates every key
+	VIPs      []VIP            `toml:"vip"`
 
 	// File is the path the config was read from (not a TOML key).
 	File string `toml:"-"`
@@ -62,38 +70,29 @@ type EAL struct {
 
 // Dataplane holds the forwarding settings.
 type Dataplane struct {
-	Port         string   `toml:"port"`           // the wire port: DPDK device name (vdev name or PCI address)
-	TxPort       string   `toml:"tx_port"`        // optional separate egress port (e.g. a pcap writer); default: Port
-	Burst        int      `toml:"burst"`          // packets per rx/tx burst (1..conntrack.MaxBurst)
-	RxDesc       int      `toml:"rx_desc"`        // rx descriptors per queue
-	TxDesc       int      `toml:"tx_desc"`        // tx descriptors per queue
-	MempoolSize  int      `toml:"mempool_size"`   // mbufs per worker pool
-	IdleBackoff  *bool    `toml:"idle_backoff"`   // back off when idle (default true); false for benchmarks
-	IdleMaxSleep Duration `toml:"idle_max_sleep"` // longest sleep when idle
-	Exception    *bool    `toml:"exception"`      // create the net_tap exception path (default true)
-	ExceptionIf  string   `toml:"exception_iface"`
-	LBIPv4       Addr     `toml:"lb_ipv4"`        // outer source for IPv4 tunnels; the host's address
-	LBIPv6       Addr     `toml:"lb_ipv6"`        // outer source for IPv6 tunnels
-	LBPrefix4    int      `toml:"lb_ipv4_prefix"` // prefix length put on the exception interface (default 24)
-	LBPrefix6    int      `toml:"lb_ipv6_prefix"` // (default 64)
-	GatewayIPv4  Addr     `toml:"gateway_ipv4"`   // next hop toward backends (its MAC from the kernel)
-	GatewayIPv6  Addr     `toml:"gateway_ipv6"`
-	NextHopMAC   MAC      `toml:"next_hop_mac"` // static next-hop MAC; overrides neighbour lookup
-	MTU          int      `toml:"mtu"`
-	Encap        string   `toml:"encap"` // default encapsulation, as encap.ParseKind reads it (default gre)
-	TTL          int      `toml:"ttl"`
-	DF           string   `toml:"df"` // outer IPv4 DF, as encap.ParseDF reads it: inherit (default, encap.DFInherit), set, clear
-	GUEPort      int      `toml:"gue_port"`
-	HashKey      string   `toml:"hash_key"` // 32 hex digits; the same on every instance of a fleet
-}
-
-// Conntrack sizes the per-worker flow tables.
-type Conntrack struct {
-	Capacity       int      `toml:"capacity"` // entries per worker lcore
-	TCPEstablished Duration `toml:"tcp_established"`
-	TCPSyn         Duration `toml:"tcp_syn"`
-	TCPClosing     Duration `toml:"tcp_closing"`
-	UDP            Duration `toml:"udp"`
+	Port         string        `toml:"port"`           // the wire port: DPDK device name (vdev name or PCI address)
+	TxPort       string        `toml:"tx_port"`        // optional separate egress port (e.g. a pcap writer); default: Port
+	Burst        int           `toml:"burst"`          // packets per rx/tx burst (1..conntrack.MaxBurst)
+	RxDesc       int           `toml:"rx_desc"`        // rx descriptors per queue
+	TxDesc       int           `toml:"tx_desc"`        // tx descriptors per queue
+	MempoolSize  int           `toml:"mempool_size"`   // mbufs per worker pool
+	IdleBackoff  *bool         `toml:"idle_backoff"`   // back off when idle (default true); false for benchmarks
+	IdleMaxSleep time.Duration `toml:"idle_max_sleep"` // longest sleep when idle
+	Exception    *bool         `toml:"exception"`      // create the net_tap exception path (default true)
+	ExceptionIf  string        `toml:"exception_iface"`
+	LBIPv4       Addr          `toml:"lb_ipv4"`        // outer source for IPv4 tunnels; the host's address
+	LBIPv6       Addr          `toml:"lb_ipv6"`        // outer source for IPv6 tunnels
+	LBPrefix4    int           `toml:"lb_ipv4_prefix"` // prefix length put on the exception interface (default 24)
+	LBPrefix6    int           `toml:"lb_ipv6_prefix"` // (default 64)
+	GatewayIPv4  Addr          `toml:"gateway_ipv4"`   // next hop toward backends (its MAC from the kernel)
+	GatewayIPv6  Addr          `toml:"gateway_ipv6"`
+	NextHopMAC   MAC           `toml:"next_hop_mac"` // static next-hop MAC; overrides neighbour lookup
+	Encap        encap.Kind    `toml:"encap"`        // default encapsulation (the zero Kind, gre)
+	HashKey      string        `toml:"hash_key"`     // 32 hex digits; the same on every instance of a fleet
+	// The tunnel settings (mtu, ttl, df, gue_port) are package encap's,
+	// which documents and validates them; config sets SrcV4 and SrcV6
+	// from lb_ipv4 and lb_ipv6.
+	encap.Config
 }
 
 // Control sets how the control plane turns health and operator actions
@@ -105,43 +104,32 @@ type Control struct {
 	PanicThreshold float64 `toml:"panic_threshold"`
 	// SlowStart ramps a backend that was added, undrained or came back up
 	// from SlowStartMin of its weight to all of it over this time (0: off).
-	SlowStart    Duration `toml:"slow_start"`
-	SlowStartMin float64  `toml:"slow_start_min"`
+	SlowStart    time.Duration `toml:"slow_start"`
+	SlowStartMin float64       `toml:"slow_start_min"`
 	// DrainTimeout: a drained backend's established flows are moved away
 	// after this long (0: they stay until they end).
-	DrainTimeout Duration `toml:"drain_timeout"`
+	DrainTimeout time.Duration `toml:"drain_timeout"`
 }
 
 // Health is an active health check. In [health] it sets the defaults; in
-// [vip.health] it overrides them per VIP. Kind "none" turns checks off.
+// [vip.health] it overrides them per VIP. The active check's keys are
+// package health's Config (kind, port, path, host, expect, interval,
+// timeout, rise, fall, jitter, flap_window, flap_backoff,
+// flap_backoff_max), which documents and validates them; config adds the
+// kind "none" (HealthNone, the default), which turns active checks off,
+// and the passive checks.
 type Health struct {
-	Kind       string   `toml:"kind"`   // none (HealthNone, the default), or one of health.Kinds (tcp, http, https, ...)
-	Port       int      `toml:"port"`   // 0: the VIP's port
-	Path       string   `toml:"path"`   // http(s): default "/"
-	Host       string   `toml:"host"`   // http(s): Host header
-	Expect     string   `toml:"expect"` // http(s): status codes, e.g. "200-399"
-	Interval   Duration `toml:"interval"`
-	Timeout    Duration `toml:"timeout"`
-	Rise       int      `toml:"rise"`
-	Fall       int      `toml:"fall"`
-	Jitter     float64  `toml:"jitter"`
-	Backoff    Duration `toml:"flap_backoff"`
-	BackoffMax Duration `toml:"flap_backoff_max"`
-	// FlapWindow is how many checks back a backend's transitions are
-	// counted to detect flapping (damped with flap_backoff once it has
-	// flapped); in checks, not derived from rise/fall, so any period of
-	// flapping shorter than the window is caught. 0: the default.
-	FlapWindow int `toml:"flap_window"`
+	health.Config
 
 	// Passive checks at L4: a backend whose TCP handshakes fail (SYNs
 	// unanswered or refused: the client never sends its first ACK) is
 	// ejected as an outlier for flap_backoff, doubling up to
 	// flap_backoff_max, however its active checks answer (the chapter's
 	// "check that says 200", section 5.2). "off" disables them.
-	Passive          string   `toml:"passive"`           // on (default) or off
-	PassiveWindow    Duration `toml:"passive_window"`    // sliding window (default 10s)
-	PassiveMin       int      `toml:"passive_min"`       // handshakes needed in the window to judge (default 20)
-	PassiveThreshold float64  `toml:"passive_threshold"` // failed share that ejects (default 0.5)
+	Passive          string        `toml:"passive"`           // on (default) or off
+	PassiveWindow    time.Duration `toml:"passive_window"`    // sliding window (default 10s)
+	PassiveMin       int           `toml:"passive_min"`       // handshakes needed in the window to judge (default 20)
+	PassiveThreshold float64       `toml:"passive_threshold"` // failed share that ejects (default 0.5)
 }
 
 // Admin is the HTTP admin API (JSON, Prometheus /metrics).
@@ -169,19 +157,19 @@ type Admin struct {
 // VIP is one virtual service: an address, a port (0: every port) and a
 // protocol, with its backends.
 type VIP struct {
-	Name      string `toml:"name"`
-	Address   Addr   `toml:"address"`
-	Port      int    `toml:"port"`
-	Protocol  string `toml:"protocol"` // tcp or udp
-	Encap     string `toml:"encap"`    // default: dataplane.encap
-	TableSize int    `toml:"table_size"`
-	// Scheduler picks the backend of a new flow: maglev (default; the
-	// same answer on every instance) or another of package sched's kinds
-	// (sched.Kinds). See README "Choosing a scheduler".
-	Scheduler string   `toml:"scheduler"`
-	Draws     int      `toml:"draws"`        // p2c and peak-ewma: distinct candidates compared (default 2)
-	Penalty   Duration `toml:"ewma_penalty"` // peak-ewma: latency assumed for a backend without samples
-	Health    Health   `toml:"health"`
+	Name      string      `toml:"name"`
+	Address   Addr        `toml:"address"`
+	Port      int         `toml:"port"`
+	Protocol  string      `toml:"protocol"` // tcp or udp
+	Encap     *encap.Kind `toml:"encap"`    // absent: dataplane.encap (always set after Parse)
+	TableSize int         `toml:"table_size"`
+	// Scheduler picks the backend of a new flow: maglev (the zero Kind,
+	// the default; the same answer on every instance) or another of
+	// package sched's kinds. See README "Choosing a scheduler".
+	Scheduler sched.Kind `toml:"scheduler"`
+	// The scheduler's options (draws, ewma_penalty) are package sched's.
+	sched.Options
+	Health Health `toml:"health"`
 	// OnDown is what happens to a backend's tracked flows when it goes
 	// down or is ejected: "keep" (default; IPVS expire_nodest_conn=0,
 	// HAProxy without shutdown-sessions) leaves them pinned until they end
@@ -275,22 +263,6 @@ func (m MAC) MarshalText() ([]byte, error) {
 	return []byte(net.HardwareAddr(m.HW[:]).String()), nil
 }
 
-// Duration is a time.Duration that decodes from "300s", "10ms", ...
-type Duration struct{ time.Duration }
-
-// UnmarshalText parses a Go duration.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (e.g. \"300s\", \"200us\")", b)
-	}
-	d.Duration = v
-	return nil
-}
-
-// MarshalText formats the duration.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
-
 // Load reads, decodes and validates the file at path.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -317,6 +289,17 @@ func Parse(data []byte, name string) (*Config, error) {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			p.Line, p.Msg = pe.Position.Line, pe.Message
+			if d, ok := strings.CutPrefix(pe.Message, "invalid duration: "); ok {
+				// The decoder's own words for a time.Duration; config's
+				// say what one looks like.
+				p.Msg = d + ` is not a duration (e.g. "300s", "200us")`
+			}
+			// A value its type refused (an owning package's
+			// UnmarshalText: a kind, a DF mode, an address) names its
+			// key, indexed ("vip[1].encap"), as every other problem does.
+			if path := newLocator(data).pathAt(p.Line, pe.LastKey); path != "" {
+				p.Key, p.Msg = path, path+": "+p.Msg
+			}
 		} else if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
 			p.Line, _ = strconv.Atoi(m[1])
 			p.Key, p.Msg = m[2], m[2]+": "+m[3]

@@ -11,6 +11,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/health"
 	"github.com/fulcrumlb/fulcrum/maglev"
+	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 func TestExampleLoads(t *testing.T) {
@@ -30,10 +31,10 @@ func TestExampleLoads(t *testing.T) {
 	if c.VIPs[1].Backends[1].Name != "10.0.2.2" {
 		t.Errorf("default backend name %q, want its address", c.VIPs[1].Backends[1].Name)
 	}
-	if c.VIPs[0].TableSize != maglev.DefaultSize || c.VIPs[1].Encap != "gue" || c.VIPs[0].Encap != "gre" {
-		t.Errorf("defaults: table %d encaps %s %s", c.VIPs[0].TableSize, c.VIPs[0].Encap, c.VIPs[1].Encap)
+	if c.VIPs[0].TableSize != maglev.DefaultSize || *c.VIPs[1].Encap != encap.GUE || *c.VIPs[0].Encap != encap.GRE {
+		t.Errorf("defaults: table %d encaps %s %s", c.VIPs[0].TableSize, *c.VIPs[0].Encap, *c.VIPs[1].Encap)
 	}
-	if c.Conntrack.TCPEstablished.Duration != 300*time.Second || c.Conntrack.Capacity != 65536 {
+	if c.Conntrack.TCPEstablishedTimeout != 300*time.Second || c.Conntrack.Capacity != 65536 {
 		t.Errorf("conntrack %+v", c.Conntrack)
 	}
 	if !c.Dataplane.NextHopMAC.Set || c.Dataplane.NextHopMAC.HW[5] != 0xfe {
@@ -131,7 +132,7 @@ func TestBaseIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.EAL.WorkerLcores) != 1 || c.EAL.WorkerLcores[0] != 1 || c.Dataplane.DF != encap.DFInherit.String() || c.Dataplane.LBPrefix4 != 24 {
+	if len(c.EAL.WorkerLcores) != 1 || c.EAL.WorkerLcores[0] != 1 || c.Dataplane.DF != encap.DFInherit || c.Dataplane.LBPrefix4 != 24 {
 		t.Errorf("defaults: workers %v df %q prefix %d", c.EAL.WorkerLcores, c.Dataplane.DF, c.Dataplane.LBPrefix4)
 	}
 }
@@ -143,12 +144,12 @@ func TestFullExampleStatesTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if full.Dataplane.Burst != DefaultBurst || full.Conntrack.Capacity != conntrack.DefaultCapacity || full.Control.PanicThreshold != DefaultPanicThreshold ||
-		full.Health.Interval.Duration != health.DefaultInterval || full.Health.Rise != health.DefaultRise || full.Admin.Listen != DefaultAdminListen ||
-		full.VIPs[0].TableSize != maglev.DefaultSize || full.Dataplane.IdleMaxSleep.Duration != DefaultIdleMaxSleep {
+	if full.Dataplane.Burst != conntrack.DefaultBurst || full.Conntrack.Capacity != conntrack.DefaultCapacity || full.Control.PanicThreshold != DefaultPanicThreshold ||
+		full.Health.Interval != health.DefaultInterval || full.Health.Rise != health.DefaultRise || full.Admin.Listen != DefaultAdminListen ||
+		full.VIPs[0].TableSize != maglev.DefaultSize || full.Dataplane.IdleMaxSleep != DefaultIdleMaxSleep {
 		t.Errorf("examples/fulcrum.toml disagrees with the defaults: %+v", full)
 	}
-	if v := full.VIPs[0]; v.Scheduler != "maglev" || v.Draws != 2 || v.Penalty.Duration.String() != "30ms" || v.Health.Passive != "on" || v.Health.PassiveMin != 20 {
+	if v := full.VIPs[0]; v.Scheduler != sched.Maglev || v.Draws != 2 || v.Penalty.String() != "30ms" || v.Health.Passive != "on" || v.Health.PassiveMin != 20 {
 		t.Errorf("scheduler and passive defaults: %+v", v)
 	}
 	if h := full.VIPs[0].Health; h.Kind != "http" || h.Path != "/healthz" || h.Fall != health.DefaultFall {

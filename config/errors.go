@@ -38,11 +38,7 @@ type Errors []*Problem
 
 // Error prints one problem per line.
 func (es Errors) Error() string {
-	lines := make([]string, len(es))
-	for i, p := range es {
-		lines[i] = p.Error()
-	}
-	return strings.Join(lines, "\n")
+	return strings.Join(Lines(es), "\n")
 }
 
 // Is makes errors.Is(es, ErrInvalid) hold.
@@ -62,4 +58,24 @@ func (es Errors) Unwrap() []error {
 func (es Errors) sorted() Errors {
 	sort.SliceStable(es, func(i, j int) bool { return es[i].Line < es[j].Line })
 	return es
+}
+
+// Lines is err as the operator reads it, one entry per problem: each
+// Problem of an Errors ("FILE:LINE: MSG", kept whole even if MSG holds a
+// newline), or err's own text when it is not an Errors (an unreadable
+// file). `fulcrum check` prints them and `fulcrum run` logs them, one
+// entry each.
+func Lines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	var es Errors
+	if !errors.As(err, &es) {
+		return []string{err.Error()}
+	}
+	out := make([]string, len(es))
+	for i, p := range es {
+		out[i] = p.Error()
+	}
+	return out
 }

@@ -4,22 +4,19 @@ import "time"
 
 // The defaults and limits package config owns: the EAL, the ports and
 // queues, the control plane's knobs and the passive health checks. Every
-// other setting is owned by the package that uses it, and config reads its
-// defaults, limits and names from there: encapsulation (encap.DefaultMTU,
-// encap.MinMTU, encap.ParseKind, encap.ParseDF), flow tables
-// (conntrack.DefaultConfig, conntrack.Config.Validate, conntrack.MaxBurst),
-// Maglev tables (maglev.DefaultSize, maglev.MaxSize), schedulers
-// (sched.ParseKind, sched.New), active health checks (health.DefaultConfig,
+// other setting is owned by the package that uses it, whose type config
+// decodes the setting into and whose defaults, limits and names config
+// reads: encapsulation (encap.Config.WithDefaults and Validate, encap.Kind,
+// encap.DF), flow tables (conntrack.Config.WithDefaults and Validate, and
+// conntrack.MaxBurst, conntrack.DefaultBurst and the snapshot's limits
+// conntrack.MaxVIPs and conntrack.MaxBackends), Maglev tables
+// (maglev.DefaultSize, maglev.MaxSize), schedulers (sched.Kind,
+// sched.Options, sched.New), active health checks (health.DefaultConfig,
 // health.Config.Validate) and BGP (bgp.Config.Validate).
 //
 // Durations are positive and bounded; a zero means "the default" unless
 // the key's comment says it means off.
 const (
-	// DefaultBurst is DPDK's customary burst (testpmd, the samples): the
-	// unit of work of the fast path. The largest is conntrack.MaxBurst, the
-	// size of the flow table's per-burst arrays.
-	DefaultBurst = 32
-
 	DefaultRxDesc      = 1024  // per queue; testpmd's default
 	DefaultTxDesc      = 1024  // per queue; testpmd's default
 	DefaultMempoolSize = 16383 // mbufs per pool; 2^n-1 is optimal for rte_mempool
@@ -77,17 +74,11 @@ const (
 	DefaultAdminMaxConns = 64
 )
 
-// Health settings config owns: whether to check at all ("none"), how
-// flapping is counted, and the passive checks. The active check's own
-// defaults and limits are package health's.
+// Health settings config owns: whether to check at all ("none") and the
+// passive checks. The active check's own defaults and limits (flap_window's
+// too) are package health's.
 const (
 	HealthNone = "none" // [health] kind that turns active checks off (the default)
-
-	// DefaultHealthFlapWindow: transitions within the last 20 checks
-	// count toward flapping (a 2 s flap at a 200 ms interval is caught).
-	DefaultHealthFlapWindow = 20
-	MinHealthFlapWindow     = 2 // one transition is not a flap
-	MaxHealthFlapWindow     = 1000
 
 	DefaultPassiveWindow    = 10 * time.Second
 	MinPassiveWindow        = 2 * time.Second // a few signal periods

@@ -103,3 +103,17 @@ func (l *locator) has(path string) bool { _, ok := l.lines[path]; return ok }
 func (l *locator) lineOfKey(k toml.Key) int {
 	return l.plain[strings.Join(k, ".")]
 }
+
+// pathAt is the indexed path of the decoder key k ("vip.encap") written
+// at line n ("vip[1].encap"); "" when no such key is written there.
+func (l *locator) pathAt(n int, k string) string {
+	if k == "" {
+		return ""
+	}
+	for path, line := range l.lines {
+		if line == n && indexRE.ReplaceAllString(path, "") == k {
+			return path
+		}
+	}
+	return ""
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/bgp"
+	"github.com/fulcrumlb/fulcrum/conntrack"
 )
 
 // problem is one line of a Parse error, in the documented
@@ -109,6 +110,12 @@ func TestParseRejectsAtKeyAndLine(t *testing.T) {
 		{"bgp neighbor port", base + bgpSection + "port = 70000\n", "bgp.neighbor[0].port", 23},
 		{"bgp no neighbor", base + "[bgp]\nasn = 65001\nrouter_id = \"192.0.2.10\"\n", "bgp.neighbor", 17},
 		{"bgp bad community", base + "[bgp]\nasn = 65001\nrouter_id = \"192.0.2.10\"\ncommunities = [\"x\"]\n[[bgp.neighbor]]\naddress = \"192.0.2.1\"\npeer_asn = 65000\n", "bgp.communities", 20},
+		// Values decoded into the owning packages' types name their
+		// indexed key, as every other problem does.
+		{"bad df", strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\ndf = \"maybe\"", 1), "dataplane.df", 7},
+		{"second vip's encap", base + strings.Replace(secondVIP, "port = 80", "port = 80\nencap = \"vxlan\"", 1), "vip[1].encap", 21},
+		{"bad scheduler", strings.Replace(base, "port = 80", "port = 80\nscheduler = \"wrr\"", 1), "vip[0].scheduler", 14},
+		{"bad duration", base + "[conntrack]\nudp = \"soon\"\n", "conntrack.udp", 18},
 	}
 	// drain_time belongs to [bgp], before the neighbor table.
 	cases[14].toml = base + "[bgp]\nasn = 65001\nrouter_id = \"192.0.2.10\"\ndrain_time = \"1h\"\n[[bgp.neighbor]]\naddress = \"192.0.2.1\"\npeer_asn = 65000\n"
@@ -342,5 +349,84 @@ func TestManyUnknownKeysAreLinear(t *testing.T) {
 	}
 	if es[0].Key != "x0.y" || es[0].Line != 18 {
 		t.Errorf("first problem %+v, want x0.y at line 18", es[0])
+	}
+}
+
+// More VIPs or backends than the dataplane's snapshot holds are refused by
+// Parse (so by `fulcrum check`), at the first one too many; before, only
+// `fulcrum run` refused them, without a line.
+func TestParseRejectsBeyondSnapshotLimits(t *testing.T) {
+	head := base[:strings.Index(base, "[[vip]]")]
+	addr := func(i int) string { return fmt.Sprintf("10.%d.%d.%d", 1+i>>16, i>>8&255, i&255) }
+	vips := func(n int) (string, int) { // n VIPs of one backend; the line of the last VIP's header
+		var b strings.Builder
+		b.WriteString(head)
+		line := strings.Count(head, "\n") + 1
+		last := 0
+		for i := 0; i < n; i++ {
+			last = line
+			fmt.Fprintf(&b, "[[vip]]\naddress = %q\nport = 80\n[[vip.backend]]\naddress = %q\n", fmt.Sprintf("198.%d.%d.%d", 18+i>>16, i>>8&255, i&255), addr(i))
+			line += 5
+		}
+		return b.String(), last
+	}
+	backends := func(n int) (string, int) { // one VIP of n backends; the line of the last backend's header
+		var b strings.Builder
+		b.WriteString(head)
+		b.WriteString("[[vip]]\naddress = \"203.0.113.7\"\nport = 80\ntable_size = 655373\n")
+		line := strings.Count(head, "\n") + 5
+		last := 0
+		for i := 0; i < n; i++ {
+			last = line
+			fmt.Fprintf(&b, "[[vip.backend]]\naddress = %q\n", addr(i))
+			line += 2
+		}
+		return b.String(), last
+	}
+	for _, tc := range []struct {
+		name  string
+		build func(int) (string, int)
+		max   int
+		key   string
+	}{
+		{"vips", vips, conntrack.MaxVIPs, fmt.Sprintf("vip[%d]", conntrack.MaxVIPs)},
+		{"backends", backends, conntrack.MaxBackends, fmt.Sprintf("vip[0].backend[%d]", conntrack.MaxBackends)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at, _ := tc.build(tc.max)
+			if _, err := Parse([]byte(at), "f.toml"); err != nil {
+				t.Fatalf("%d accepted as the limit: %v", tc.max, err)
+			}
+			over, line := tc.build(tc.max + 1)
+			_, err := Parse([]byte(over), "f.toml")
+			var es Errors
+			if !errors.As(err, &es) || len(es) != 1 || es[0].Key != tc.key || es[0].Line != line {
+				t.Fatalf("got %v, want one problem of %s at line %d", err, tc.key, line)
+			}
+		})
+	}
+}
+
+// Every problem of the sections decoded into encap.Config and
+// conntrack.Config is reported, each at its key's line.
+func TestOwnedSectionsReportEveryProblem(t *testing.T) {
+	bad := strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\nttl = 300\nmtu = 10\ngue_port = 70000", 1) // lines 7-9
+	bad += "[conntrack]\ntcp_syn = \"-1s\"\nudp = \"200h\"\n"                                                            // lines 21-22
+	_, err := Parse([]byte(bad), "f.toml")
+	var es Errors
+	if !errors.As(err, &es) {
+		t.Fatalf("not Errors: %v", err)
+	}
+	want := []struct {
+		key  string
+		line int
+	}{{"dataplane.ttl", 7}, {"dataplane.mtu", 8}, {"dataplane.gue_port", 9}, {"conntrack.tcp_syn", 21}, {"conntrack.udp", 22}}
+	if len(es) != len(want) {
+		t.Fatalf("%d problems, want %d: %v", len(es), len(want), err)
+	}
+	for i, w := range want {
+		if es[i].Key != w.key || es[i].Line != w.line || !strings.HasPrefix(es[i].Msg, w.key+": ") {
+			t.Errorf("problem %d: %+v, want %s at line %d", i, es[i], w.key, w.line)
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/BurntSushi/toml"
@@ -98,6 +97,7 @@ func (ck *checker) finish(c *Config) {
 	for i := range c.VIPs {
 		ck.finishVIP(c, i, keys, names)
 	}
+	ck.checkSnapshotLimits(c)
 	if !dpOK {
 		return // the next-hop check needs a valid [dataplane]
 	}
@@ -123,6 +123,24 @@ func (ck *checker) finish(c *Config) {
 				return
 			}
 		}
+	}
+}
+
+// checkSnapshotLimits refuses more VIPs or backends than the dataplane's
+// snapshot holds (conntrack.MaxVIPs, conntrack.MaxBackends), at the first
+// one too many, which `fulcrum run` would otherwise refuse without a line.
+func (ck *checker) checkSnapshotLimits(c *Config) {
+	if len(c.VIPs) > conntrack.MaxVIPs {
+		ck.bad(fmt.Sprintf("vip[%d]", conntrack.MaxVIPs), "is VIP #%d of %d: at most %d VIPs are supported", conntrack.MaxVIPs+1, len(c.VIPs), conntrack.MaxVIPs)
+	}
+	n := 0 // backends of all VIPs: each VIP's are its own ids
+	for i, v := range c.VIPs {
+		if n+len(v.Backends) > conntrack.MaxBackends {
+			j := conntrack.MaxBackends - n
+			ck.bad(fmt.Sprintf("vip[%d].backend[%d]", i, j), "is backend #%d of all VIPs: at most %d backends in all are supported", conntrack.MaxBackends+1, conntrack.MaxBackends)
+			return
+		}
+		n += len(v.Backends)
 	}
 }
 
@@ -195,7 +213,7 @@ func (ck *checker) finishDataplane(c *Config) bool {
 		ck.bad("dataplane.port", "is required: the DPDK device name of the wire port (e.g. \"net_af_packet0\" or a PCI address)")
 	}
 	if d.Burst == 0 {
-		d.Burst = DefaultBurst
+		d.Burst = conntrack.DefaultBurst
 	}
 	if d.Burst < 1 || d.Burst > conntrack.MaxBurst {
 		ck.bad("dataplane.burst", "%d is outside 1..%d", d.Burst, conntrack.MaxBurst)
@@ -215,11 +233,11 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	if d.IdleBackoff == nil {
 		d.IdleBackoff = boolPtr(true)
 	}
-	if d.IdleMaxSleep.Duration == 0 {
-		d.IdleMaxSleep.Duration = DefaultIdleMaxSleep
+	if d.IdleMaxSleep == 0 {
+		d.IdleMaxSleep = DefaultIdleMaxSleep
 	}
-	if d.IdleMaxSleep.Duration < 0 || d.IdleMaxSleep.Duration > MaxIdleMaxSleep {
-		ck.bad("dataplane.idle_max_sleep", "%v is outside 0..%v", d.IdleMaxSleep.Duration, MaxIdleMaxSleep)
+	if d.IdleMaxSleep < 0 || d.IdleMaxSleep > MaxIdleMaxSleep {
+		ck.bad("dataplane.idle_max_sleep", "%v is outside 0..%v", d.IdleMaxSleep, MaxIdleMaxSleep)
 	}
 	if d.Exception == nil {
 		d.Exception = boolPtr(true)
@@ -260,44 +278,16 @@ func (ck *checker) finishDataplane(c *Config) bool {
 		ck.bad("dataplane.hash_key", "%v", err)
 	}
 
-	// Encapsulation: package encap's names, defaults and limits.
-	if d.Encap == "" {
-		d.Encap = encap.GRE.String() // encap's zero Kind
-	}
-	if _, err := encap.ParseKind(d.Encap); err != nil {
-		ck.bad("dataplane.encap", "%v", err)
-	}
-	if d.DF == "" {
-		d.DF = encap.DFInherit.String() // encap's zero DF
-	}
-	df, err := encap.ParseDF(d.DF)
-	if err != nil {
-		ck.bad("dataplane.df", "%v", err)
-	}
-	if d.MTU == 0 {
-		d.MTU = encap.DefaultMTU
-	}
-	if d.MTU < encap.MinMTU || d.MTU > encap.MaxMTU {
-		ck.bad("dataplane.mtu", "%d is outside %d..%d", d.MTU, encap.MinMTU, encap.MaxMTU)
-	}
-	if d.TTL == 0 {
-		d.TTL = encap.DefaultTTL
-	}
-	if d.TTL < 1 || d.TTL > 255 {
-		ck.bad("dataplane.ttl", "%d is outside 1..255", d.TTL)
-	}
-	if d.GUEPort == 0 {
-		d.GUEPort = encap.DefaultGUEPort
-	}
-	if d.GUEPort < 1 || d.GUEPort > 65535 {
-		ck.bad("dataplane.gue_port", "%d is not a UDP port", d.GUEPort)
-	}
+	// Encapsulation: package encap's defaults and limits.
+	d.SrcV4, d.SrcV6 = d.LBIPv4.Addr, d.LBIPv6.Addr
+	d.Config = d.Config.WithDefaults()
+	ck.addOwned("dataplane", d.Config.Validate(), fieldOf(func(fe *encap.FieldError) (string, string) { return fe.Key, fe.Msg }))
 	if len(ck.errs) > n {
 		return false
 	}
 	// Whatever else encap.New refuses (a multicast lb_ipv4, ...) the
 	// dataplane would refuse at start: refuse it here.
-	enc, err := encap.New(c.EncapConfig(df))
+	enc, err := encap.New(d.Config)
 	if err != nil {
 		ck.bad("dataplane", "%v", err)
 		return false
@@ -306,44 +296,44 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	return true
 }
 
-// EncapConfig is the encapsulator's configuration of [dataplane], with df
-// as encap.ParseDF read dataplane.df.
-func (c *Config) EncapConfig(df encap.DF) encap.Config {
-	d := &c.Dataplane
-	return encap.Config{SrcV4: d.LBIPv4.Addr, SrcV6: d.LBIPv6.Addr, TTL: uint8(d.TTL), DF: df, MTU: d.MTU, GUEPort: uint16(d.GUEPort)}
+// finishConntrack fills [conntrack]'s defaults and has package conntrack,
+// which owns the section, check it; each problem is at its key's line.
+func (ck *checker) finishConntrack(ct *conntrack.Config) {
+	*ct = ct.WithDefaults()
+	ck.addOwned("conntrack", ct.Validate(), fieldOf(func(fe *conntrack.FieldError) (string, string) { return fe.Key, fe.Error() }))
 }
 
-// finishConntrack fills conntrack's defaults and has package conntrack
-// check each value, one key at a time so the error names its key.
-func (ck *checker) finishConntrack(ct *Conntrack) {
-	def := conntrack.DefaultConfig()
-	if ct.Capacity == 0 {
-		ct.Capacity = def.Capacity
-	}
-	probe := def
-	probe.Capacity = ct.Capacity
-	if err := probe.Validate(); err != nil {
-		ck.bad("conntrack.capacity", "%v", err)
-	}
-	for _, f := range []struct {
-		p   string
-		v   *Duration
-		def time.Duration
-		set func(*conntrack.Config, time.Duration)
-	}{
-		{"conntrack.tcp_established", &ct.TCPEstablished, def.TCPEstablishedTimeout, func(c *conntrack.Config, d time.Duration) { c.TCPEstablishedTimeout = d }},
-		{"conntrack.tcp_syn", &ct.TCPSyn, def.TCPNewTimeout, func(c *conntrack.Config, d time.Duration) { c.TCPNewTimeout = d }},
-		{"conntrack.tcp_closing", &ct.TCPClosing, def.TCPClosingTimeout, func(c *conntrack.Config, d time.Duration) { c.TCPClosingTimeout = d }},
-		{"conntrack.udp", &ct.UDP, def.OtherTimeout, func(c *conntrack.Config, d time.Duration) { c.OtherTimeout = d }},
-	} {
-		if f.v.Duration == 0 {
-			f.v.Duration = f.def
+// fieldOf reads an owning package's field error E as addOwned needs it:
+// parts gives its key and message; an error that is no E has no key.
+func fieldOf[E error](parts func(E) (key, msg string)) func(error) (key, msg string, ok bool) {
+	return func(err error) (string, string, bool) {
+		var fe E
+		if !errors.As(err, &fe) {
+			return "", "", false
 		}
-		probe := def
-		f.set(&probe, f.v.Duration)
-		if err := probe.Validate(); err != nil {
-			ck.bad(f.p, "%v", err)
+		k, m := parts(fe)
+		return k, m, true
+	}
+}
+
+// addOwned records the problems an owning package's Validate found in
+// section (errors.Join of its field errors): each at section.KEY, where
+// keyOf names the key and the message, or at the section when it names
+// none.
+func (ck *checker) addOwned(section string, err error, keyOf func(error) (key, msg string, ok bool)) {
+	if err == nil {
+		return
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		if key, msg, ok := keyOf(e); ok {
+			ck.bad(section+"."+key, "%s", msg)
+			continue
 		}
+		ck.bad(section, "%v", e)
 	}
 }
 
@@ -359,8 +349,8 @@ func (ck *checker) finishControl(ct *Control) {
 	if !unit(ct.PanicThreshold, 0, 1) {
 		ck.bad("control.panic_threshold", "%v is outside 0..1 (0: no panic mode)", ct.PanicThreshold)
 	}
-	if ct.SlowStart.Duration < 0 || ct.SlowStart.Duration > MaxSlowStart {
-		ck.bad("control.slow_start", "%v is outside 0..%v (0: off)", ct.SlowStart.Duration, MaxSlowStart)
+	if ct.SlowStart < 0 || ct.SlowStart > MaxSlowStart {
+		ck.bad("control.slow_start", "%v is outside 0..%v (0: off)", ct.SlowStart, MaxSlowStart)
 	}
 	if ct.SlowStartMin == 0 {
 		ct.SlowStartMin = DefaultSlowStartMin
@@ -368,8 +358,8 @@ func (ck *checker) finishControl(ct *Control) {
 	if !unit(ct.SlowStartMin, 0, 1) || ct.SlowStartMin == 0 {
 		ck.bad("control.slow_start_min", "%v is outside (0, 1]", ct.SlowStartMin)
 	}
-	if ct.DrainTimeout.Duration < 0 || ct.DrainTimeout.Duration > MaxDrainTimeout {
-		ck.bad("control.drain_timeout", "%v is outside 0..%v (0: drained flows stay until they end)", ct.DrainTimeout.Duration, MaxDrainTimeout)
+	if ct.DrainTimeout < 0 || ct.DrainTimeout > MaxDrainTimeout {
+		ck.bad("control.drain_timeout", "%v is outside 0..%v (0: drained flows stay until they end)", ct.DrainTimeout, MaxDrainTimeout)
 	}
 }
 
@@ -409,24 +399,7 @@ func (c *Config) finishAdmin() error {
 // its problems is reported at its key's line.
 func (ck *checker) finishBGP(b *bgp.Config) {
 	*b = b.WithDefaults()
-	err := b.Validate()
-	if err == nil {
-		return
-	}
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	} else {
-		errs = []error{err}
-	}
-	for _, e := range errs {
-		var fe *bgp.FieldError
-		if errors.As(e, &fe) {
-			ck.add(&fieldError{path: "bgp." + fe.Key, msg: "bgp." + fe.Key + ": " + fe.Msg})
-			continue
-		}
-		ck.bad("bgp", "%v", e)
-	}
+	ck.addOwned("bgp", b.Validate(), fieldOf(func(fe *bgp.FieldError) (string, string) { return fe.Key, fe.Msg }))
 }
 
 // badNameRune reports runes a name may not hold: '/' (it is a path
@@ -483,11 +456,9 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 		ck.bad(at+".name", "vip name %q at line %d is already used at line %d", v.Name, ck.line(at+".name"), ck.line(fmt.Sprintf("vip[%d].name", j)))
 	}
 	names[v.Name] = i
-	if v.Encap == "" {
-		v.Encap = d.Encap
-	}
-	if _, err := encap.ParseKind(v.Encap); err != nil && v.Encap != d.Encap {
-		ck.bad(at+".encap", "%v", err) // a bad dataplane.encap is reported there
+	if v.Encap == nil {
+		k := d.Encap
+		v.Encap = &k
 	}
 	if v.TableSize == 0 {
 		v.TableSize = maglev.DefaultSize
@@ -501,18 +472,13 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 	if v.OnDown != "keep" && v.OnDown != "move" {
 		ck.bad(at+".on_down", "%q is not keep or move", v.OnDown)
 	}
-	if v.Scheduler == "" {
-		v.Scheduler = sched.Maglev.String()
-	}
 	if v.Draws == 0 {
 		v.Draws = sched.DefaultDraws
 	}
-	if v.Penalty.Duration == 0 {
-		v.Penalty.Duration = sched.DefaultPenalty
+	if v.Penalty == 0 {
+		v.Penalty = sched.DefaultPenalty
 	}
-	if kind, err := sched.ParseKind(v.Scheduler); err != nil {
-		ck.bad(at+".scheduler", "%v", err)
-	} else if _, err := sched.New(kind, sched.Options{Draws: v.Draws, Penalty: v.Penalty.Duration}); err != nil && !errors.Is(err, sched.ErrNotPicker) {
+	if _, err := sched.New(v.Scheduler, v.Options); err != nil && !errors.Is(err, sched.ErrNotPicker) {
 		p := at + ".draws"
 		if errors.Is(err, sched.ErrPenalty) {
 			p = at + ".ewma_penalty"
@@ -582,47 +548,19 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 	}
 }
 
-// CheckConfig is the active check a [vip.health] (defaults filled in)
-// asks for, in package health's terms. For kind "none" it is an http
-// check of the same values, so that they are validated all the same.
-func (h *Health) CheckConfig() health.Config {
-	c := health.DefaultConfig()
-	c.Kind = h.Kind
-	if c.Kind == HealthNone {
-		c.Kind = health.KindHTTP
-	}
-	c.Port = h.Port
-	c.Path = h.Path
-	c.Host = h.Host
-	c.ExpectStatus = h.Expect
-	c.Interval = h.Interval.Duration
-	c.Timeout = h.Timeout.Duration
-	c.Rise = h.Rise
-	c.Fall = h.Fall
-	c.Jitter = h.Jitter
-	c.BackoffBase = h.Backoff.Duration
-	c.BackoffMax = h.BackoffMax.Duration
-	c.FlapWindow = h.FlapWindow // in checks, as health counts it
-	return c
-}
-
-// healthKeys maps package health's field names to this file's keys where
-// they differ.
-var healthKeys = map[string]string{"expect_status": "expect", "backoff_base": "flap_backoff", "backoff_max": "flap_backoff_max"}
-
 // finishHealth fills h from def (the [health] defaults) and then package
-// health's defaults, and has package health validate the check. The
-// passive checks and the flap window are config's own.
+// health's defaults, and has package health validate the check. The kind
+// "none" and the passive checks are config's own.
 func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 	if def != nil {
 		inherit(&h.Kind, def.Kind)
 		inherit(&h.Port, def.Port)
 		inherit(&h.Path, def.Path)
 		inherit(&h.Host, def.Host)
-		inherit(&h.Expect, def.Expect)
+		inherit(&h.ExpectStatus, def.ExpectStatus)
 		inherit(&h.Interval, def.Interval)
 		inherit(&h.Timeout, def.Timeout)
-		inherit(&h.Backoff, def.Backoff)
+		inherit(&h.BackoffBase, def.BackoffBase)
 		inherit(&h.BackoffMax, def.BackoffMax)
 		inherit(&h.Rise, def.Rise)
 		inherit(&h.Fall, def.Fall)
@@ -636,17 +574,17 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 	hd := health.DefaultConfig()
 	inherit(&h.Kind, HealthNone)
 	inherit(&h.Path, hd.Path)
-	inherit(&h.Expect, hd.ExpectStatus)
-	inherit(&h.Interval, Duration{hd.Interval})
-	inherit(&h.Timeout, Duration{hd.Timeout})
+	inherit(&h.ExpectStatus, hd.ExpectStatus)
+	inherit(&h.Interval, hd.Interval)
+	inherit(&h.Timeout, hd.Timeout)
 	inherit(&h.Rise, hd.Rise)
 	inherit(&h.Fall, hd.Fall)
 	inherit(&h.Jitter, hd.Jitter)
-	inherit(&h.Backoff, Duration{hd.BackoffBase})
-	inherit(&h.BackoffMax, Duration{hd.BackoffMax})
-	inherit(&h.FlapWindow, DefaultHealthFlapWindow)
+	inherit(&h.BackoffBase, hd.BackoffBase)
+	inherit(&h.BackoffMax, hd.BackoffMax)
+	inherit(&h.FlapWindow, health.DefaultFlapWindow)
 	inherit(&h.Passive, "on")
-	inherit(&h.PassiveWindow, Duration{DefaultPassiveWindow})
+	inherit(&h.PassiveWindow, DefaultPassiveWindow)
 	inherit(&h.PassiveMin, DefaultPassiveMin)
 	inherit(&h.PassiveThreshold, DefaultPassiveThreshold)
 
@@ -662,7 +600,13 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 	if h.Kind != HealthNone && h.Port == 0 && vipPort == 0 && def != nil {
 		bad(at+".port", "is required: the VIP serves every port, so the check needs one")
 	}
-	if err := h.CheckConfig().Validate(); err != nil {
+	// Kind "none" is validated as an http check, so that a bad value is
+	// refused before it is turned on.
+	hc := h.Config
+	if hc.Kind == HealthNone {
+		hc.Kind = health.KindHTTP
+	}
+	if err := hc.Validate(); err != nil {
 		var ce *health.ConfigError
 		switch {
 		case !errors.As(err, &ce):
@@ -670,20 +614,13 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 		case ce.Field == "kind":
 			bad(at+".kind", "%s, or %s", ce.Msg, HealthNone)
 		default:
-			k := ce.Field
-			if m, ok := healthKeys[k]; ok {
-				k = m
-			}
-			bad(at+"."+k, "%s", ce.Msg)
+			bad(at+"."+ce.Field, "%s", ce.Msg)
 		}
-	}
-	if h.FlapWindow < MinHealthFlapWindow || h.FlapWindow > MaxHealthFlapWindow {
-		bad(at+".flap_window", "%d is outside %d..%d checks", h.FlapWindow, MinHealthFlapWindow, MaxHealthFlapWindow)
 	}
 	if h.Passive != "on" && h.Passive != "off" {
 		bad(at+".passive", "%q is not on or off", h.Passive)
 	}
-	if w := h.PassiveWindow.Duration; w < MinPassiveWindow || w > MaxPassiveWindow {
+	if w := h.PassiveWindow; w < MinPassiveWindow || w > MaxPassiveWindow {
 		bad(at+".passive_window", "%v is outside %v..%v", w, MinPassiveWindow, MaxPassiveWindow)
 	}
 	if h.PassiveMin < 1 || h.PassiveMin > MaxPassiveMin {

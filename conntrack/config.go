@@ -64,31 +64,52 @@ const (
 	// is the fast path's one burst limit: dataplane.MaxBurst, dpdk.MaxBurst
 	// and the config's dataplane.burst bound are this constant.
 	MaxBurst = 64
+
+	// DefaultBurst is DPDK's customary burst (testpmd, the samples): large
+	// enough to amortise the per-call cost (one cgo call), small enough
+	// that a burst's mbufs and headers stay in L1. The one definition:
+	// dpdk.DefaultBurst and the config's dataplane.burst default are it.
+	DefaultBurst = 32
+
+	// MaxVIPs bounds the VIP ids an entry carries (Entry.VIP is 16 bits;
+	// the dataplane's per-VIP counters are sized by it, so it is modest).
+	// The one definition: dataplane.MaxVIPs and the config's check of the
+	// number of [[vip]] are it.
+	MaxVIPs = 4096
+
+	// MaxBackends bounds the backend ids across all VIPs, which entries
+	// carry and Config.Backends counts; per-backend counters cost 16 bytes
+	// per id per worker. dataplane.MaxBackends and the config's check of
+	// the number of [[vip.backend]] are it.
+	MaxBackends = 65536
 )
 
 // ErrConfig is wrapped by every error New returns for a bad Config.
 var ErrConfig = errors.New("invalid conntrack config")
 
 // Config sets a table's size and idle timeouts. The zero Config is not
-// valid: start from DefaultConfig.
+// valid: start from DefaultConfig, or fill the zero fields WithDefaults.
+// It is also the [conntrack] section of the configuration file, which
+// package config decodes into it: the toml tags are the keys.
 type Config struct {
 	// Capacity is the number of entries, at least 1 and at most
 	// MaxCapacity. It is rounded up to a power-of-two number of 8-entry
 	// buckets, so a power of two wastes nothing.
-	Capacity int
+	Capacity int `toml:"capacity"`
 
 	// Idle timeouts per state: an entry whose last packet is older than its
 	// state's timeout is expired, reclaimed first and never returned.
-	TCPNewTimeout         time.Duration
-	TCPEstablishedTimeout time.Duration
-	TCPClosingTimeout     time.Duration
-	OtherTimeout          time.Duration // UDP and every other protocol
+	TCPNewTimeout         time.Duration `toml:"tcp_syn"`
+	TCPEstablishedTimeout time.Duration `toml:"tcp_established"`
+	TCPClosingTimeout     time.Duration `toml:"tcp_closing"`
+	OtherTimeout          time.Duration `toml:"udp"` // UDP and every other protocol
 
 	// Backends, when positive, makes the table keep a count of its entries
 	// per backend id (ids 0..Backends-1): the load signal of the
 	// least-loaded schedulers, kept exact at one increment per insert and
 	// one decrement per removal. Entries of larger ids are not counted.
-	Backends int
+	// The dataplane sets it; it is not a configuration key.
+	Backends int `toml:"-"`
 }
 
 // DefaultConfig is the configuration an operator gets by saying nothing.
@@ -102,26 +123,61 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first problem in c, naming the field.
+// WithDefaults is c with every zero field (a key the file leaves out)
+// taken from DefaultConfig.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	for _, f := range []struct{ v, def *time.Duration }{
+		{&c.TCPNewTimeout, &d.TCPNewTimeout},
+		{&c.TCPEstablishedTimeout, &d.TCPEstablishedTimeout},
+		{&c.TCPClosingTimeout, &d.TCPClosingTimeout},
+		{&c.OtherTimeout, &d.OtherTimeout},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	if c.Capacity == 0 {
+		c.Capacity = d.Capacity
+	}
+	return c
+}
+
+// FieldError is a problem of one Config field. Key is the field's
+// configuration key ("udp"), so that the config loader can point at its
+// line; Error names the field.
+type FieldError struct {
+	Key string
+	msg string
+}
+
+func (e *FieldError) Error() string { return e.msg }
+
+// Unwrap makes errors.Is(err, ErrConfig) hold.
+func (e *FieldError) Unwrap() error { return ErrConfig }
+
+// Validate reports every problem in c, each a *FieldError naming the
+// field (errors.Join of them).
 func (c Config) Validate() error {
+	var errs []error
 	if c.Capacity < 1 || c.Capacity > MaxCapacity {
-		return fmt.Errorf("%w: Capacity %d: must be between 1 and %d entries", ErrConfig, c.Capacity, MaxCapacity)
+		errs = append(errs, &FieldError{"capacity", fmt.Sprintf("%v: Capacity %d: must be between 1 and %d entries", ErrConfig, c.Capacity, MaxCapacity)})
 	}
 	timeouts := [...]struct {
-		name string
-		d    time.Duration
+		key, name string
+		d         time.Duration
 	}{
-		{"TCPNewTimeout", c.TCPNewTimeout},
-		{"TCPEstablishedTimeout", c.TCPEstablishedTimeout},
-		{"TCPClosingTimeout", c.TCPClosingTimeout},
-		{"OtherTimeout", c.OtherTimeout},
+		{"tcp_syn", "TCPNewTimeout", c.TCPNewTimeout},
+		{"tcp_established", "TCPEstablishedTimeout", c.TCPEstablishedTimeout},
+		{"tcp_closing", "TCPClosingTimeout", c.TCPClosingTimeout},
+		{"udp", "OtherTimeout", c.OtherTimeout},
 	}
 	for _, t := range timeouts {
 		if t.d < Resolution || t.d > MaxTimeout {
-			return fmt.Errorf("%w: %s %v: must be between %v and %v", ErrConfig, t.name, t.d, Resolution, MaxTimeout)
+			errs = append(errs, &FieldError{t.key, fmt.Sprintf("%v: %s %v: must be between %v and %v", ErrConfig, t.name, t.d, Resolution, MaxTimeout)})
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // timeouts converts the validated timeouts to Time units, indexed by State.

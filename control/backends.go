@@ -103,7 +103,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 			switch {
 			case st.drained:
 				eff.Weight = 0
-				if c.DrainTimeout.Duration > 0 && now.Sub(st.drainedAt) >= c.DrainTimeout.Duration {
+				if c.DrainTimeout > 0 && now.Sub(st.drainedAt) >= c.DrainTimeout {
 					eff.Down = true
 				}
 			case (st.health == HealthDown || !st.passive.until.IsZero()) && !panic:
@@ -114,7 +114,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 				// Recorded here, where panic mode is decided; a build
 				// that then fails only leaves the flag a step early.
 				st.panicUsed = panic && (st.health == HealthDown || !st.passive.until.IsZero())
-				if ss := c.SlowStart.Duration; ss > 0 && !st.upSince.IsZero() && w > 0 {
+				if ss := c.SlowStart; ss > 0 && !st.upSince.IsZero() && w > 0 {
 					if el := now.Sub(st.upSince); el < ss {
 						frac := math.Max(c.SlowStartMin, float64(el)/float64(ss))
 						eff.Weight = max(1, int(math.Ceil(float64(w)*frac)))

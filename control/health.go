@@ -11,10 +11,6 @@ import (
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
-// healthConfig is the checker's config of a VIP's [vip.health]; package
-// config maps and validates it (config.Health.CheckConfig).
-func healthConfig(h *config.Health) health.Config { return h.CheckConfig() }
-
 // healthTargets lists a check target per checked backend, under its
 // checkKey. The check goes to the backend's address on the check port, or
 // the VIP's port.
@@ -24,7 +20,7 @@ func healthTargets(cfg *config.Config) (map[string]health.Target, error) {
 		if !healthEnabled(cfg, &v) {
 			continue
 		}
-		hc := healthConfig(&v.Health)
+		hc := v.Health.Config // decoded and validated by package config
 		port := v.Port
 		if hc.Port != 0 {
 			port = hc.Port

@@ -207,8 +207,14 @@ func TestHealthConfigFlapWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := healthConfig(&cfg.VIPs[0].Health).EffectiveFlapWindow(); got != 35 {
-		t.Fatalf("flap window %d checks, want 35", got)
+	targets, err := healthTargets(cfg)
+	if err != nil || len(targets) == 0 {
+		t.Fatalf("%d targets: %v", len(targets), err)
+	}
+	for k, tg := range targets {
+		if got := tg.Config.EffectiveFlapWindow(); got != 35 {
+			t.Fatalf("%s: flap window %d checks, want 35", k, got)
+		}
 	}
 }
 

@@ -131,7 +131,7 @@ type passiveState struct {
 // whose time is up, and reports whether that changed the tables.
 func (p *Plane) foldWindow(st *backendState, h *config.Health, syns, est, retrans uint64, now time.Time) bool {
 	ps := &st.passive
-	n := int(h.PassiveWindow.Duration / signalPeriod)
+	n := int(h.PassiveWindow / signalPeriod)
 	if len(ps.syns) != n {
 		ps.syns, ps.est, ps.pos = make([]uint64, n), make([]uint64, n), 0
 	}
@@ -196,7 +196,7 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 		att, done := st.passive.windowTotals()
 		if att < uint64(h.PassiveMin) {
 			st.passive.suspectSince = time.Time{} // no evidence: not an outlier now
-			if !st.passive.stableSince.IsZero() && now.Sub(st.passive.stableSince) > 10*h.BackoffMax.Duration {
+			if !st.passive.stableSince.IsZero() && now.Sub(st.passive.stableSince) > 10*h.BackoffMax {
 				st.passive.backoff = 0 // well behaved for long: forget past ejections
 			}
 			continue
@@ -231,12 +231,12 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 		if ps.suspectSince.IsZero() {
 			ps.suspectSince = now
 		}
-		if now.Sub(ps.suspectSince) < h.PassiveWindow.Duration || out >= limit || p.lastHealthyLocked(v, j.st) {
+		if now.Sub(ps.suspectSince) < h.PassiveWindow || out >= limit || p.lastHealthyLocked(v, j.st) {
 			continue
 		}
 		ps.suspectSince = time.Time{}
 		p.eject(j.st, h, now, fmt.Sprintf("passive: %d of %d handshakes failed in %v, its peers' %d of %d (%d SYN retransmissions)",
-			j.att-j.done, j.att, h.PassiveWindow.Duration, pAtt-pDone, pAtt, j.st.passive.retrans))
+			j.att-j.done, j.att, h.PassiveWindow, pAtt-pDone, pAtt, j.st.passive.retrans))
 		out++
 		changed = true
 	}
@@ -268,9 +268,9 @@ func (p *Plane) lastHealthyLocked(v *dataplane.VIP, st *backendState) bool {
 func (p *Plane) eject(st *backendState, h *config.Health, now time.Time, why string) {
 	ps := &st.passive
 	if ps.backoff == 0 {
-		ps.backoff = h.Backoff.Duration
+		ps.backoff = h.BackoffBase
 	} else {
-		ps.backoff = min(2*ps.backoff, h.BackoffMax.Duration)
+		ps.backoff = min(2*ps.backoff, h.BackoffMax)
 	}
 	ps.ejections++
 	ps.until = now.Add(ps.backoff)

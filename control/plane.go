@@ -198,7 +198,7 @@ func (p *Plane) Run(done <-chan struct{}) {
 }
 
 func (p *Plane) drainTimeoutPending() bool {
-	dt := p.cfg.Control.DrainTimeout.Duration
+	dt := p.cfg.Control.DrainTimeout
 	if dt <= 0 {
 		return false
 	}

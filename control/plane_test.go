@@ -12,42 +12,18 @@ import (
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
 	"github.com/fulcrumlb/fulcrum/flow"
 )
 
-const baseConfig = `
-[dataplane]
-port = "net_ring0"
-lb_ipv4 = "192.0.2.10"
-next_hop_mac = "02:00:00:00:00:fe"
-hash_key = "000102030405060708090a0b0c0d0e0f"
-
-[conntrack]
-capacity = 65536
-
-[control]
-slow_start = "10s"
-drain_timeout = "0s"
-
-[[vip]]
-name = "web"
-address = "203.0.113.7"
-port = 80
-  [[vip.backend]]
-  name = "be1"
-  address = "10.0.1.1"
-  [[vip.backend]]
-  name = "be2"
-  address = "10.0.1.2"
-  [[vip.backend]]
-  name = "be3"
-  address = "10.0.1.3"
-  [[vip.backend]]
-  name = "be4"
-  address = "10.0.1.4"
-`
+var baseConfig = configtest.New().
+	Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
+	Section("conntrack", "capacity = 65536").
+	Section("control", `slow_start = "10s"`, `drain_timeout = "0s"`).
+	Web(4).
+	String()
 
 // lcore is the dataplane worker of the tests, driven by a goroutine as a
 // real lcore would be (package dptest).
@@ -66,7 +42,7 @@ func newLcore(t *testing.T, shared *dataplane.Shared, cfg *config.Config) *lcore
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := dptest.NewLcore(t, shared, ConntrackConfig(cfg), key)
+	l := dptest.NewLcore(t, shared, cfg.Conntrack, key)
 	return &lcore{Lcore: l, w: l.Worker}
 }
 

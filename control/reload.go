@@ -115,16 +115,32 @@ func changedKeys(a, b *config.Config) []string {
 			}
 			continue
 		}
-		st := x.Type()
-		for j := 0; j < st.NumField(); j++ {
-			k := tomlName(st.Field(j))
-			if k != "" && !reflect.DeepEqual(x.Field(j).Interface(), y.Field(j).Interface()) {
+		eachKey(x, y, func(k string, x, y reflect.Value) {
+			if !reflect.DeepEqual(x.Interface(), y.Interface()) {
 				out = append(out, name+"."+k)
 			}
-		}
+		})
 	}
 	sort.Strings(out)
 	return out
+}
+
+// eachKey calls fn with each keyed field of the structs x and y, reading
+// an embedded struct's fields as the section's own, as the decoder does
+// (a section decoded into an owning package's type, such as
+// health.Config in config.Health).
+func eachKey(x, y reflect.Value, fn func(key string, x, y reflect.Value)) {
+	st := x.Type()
+	for j := 0; j < st.NumField(); j++ {
+		f := st.Field(j)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("toml") == "" {
+			eachKey(x.Field(j), y.Field(j), fn)
+			continue
+		}
+		if k := tomlName(f); k != "" {
+			fn(k, x.Field(j), y.Field(j))
+		}
+	}
 }
 
 // tomlName is a struct field's TOML key ("" for fields that are none).

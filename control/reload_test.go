@@ -17,6 +17,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
 )
@@ -25,75 +26,25 @@ import (
 // gateways are resolved by the test (SetNextHop), not configured as a
 // static MAC, so gateway changes are observable. Every section is present
 // so that a change to one key names that key.
-const reloadBase = `
-[eal]
-memory_mb = 512
-
-[dataplane]
-port = "net_ring0"
-lb_ipv4 = "192.0.2.10"
-lb_ipv6 = "2001:db8:100::10"
-gateway_ipv4 = "192.0.2.1"
-gateway_ipv6 = "2001:db8:100::1"
-hash_key = "000102030405060708090a0b0c0d0e0f"
-
-[conntrack]
-capacity = 4096
-
-[control]
-
-[health]
-
-[admin]
-
-[bgp]
-asn = 65100
-router_id = "192.0.2.10"
-  [[bgp.neighbor]]
-  address = "192.0.2.1"
-  peer_asn = 65000
-
-[[vip]]
-name = "web"
-address = "203.0.113.7"
-port = 80
-  [[vip.backend]]
-  name = "be1"
-  address = "10.0.1.1"
-  [[vip.backend]]
-  name = "be2"
-  address = "10.0.1.2"
-
-[[vip]]
-name = "six"
-address = "203.0.113.8"
-port = 80
-  [[vip.backend]]
-  name = "s1"
-  address = "2001:db8:1::1"
-
-[[vip]]
-name = "gue"
-address = "203.0.113.9"
-port = 80
-encap = "gue"
-  [[vip.backend]]
-  name = "g1"
-  address = "10.0.2.1"
-
-[[vip]]
-name = "chk"
-address = "203.0.113.10"
-port = 80
-  [vip.health]
-  kind = "tcp"
-  [[vip.backend]]
-  name = "c1"
-  address = "10.0.3.1"
-  [[vip.backend]]
-  name = "c2"
-  address = "10.0.3.2"
-`
+var reloadBase = configtest.New().
+	Section("eal", "memory_mb = 512").
+	Dataplane(`lb_ipv6 = "2001:db8:100::10"`, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv6 = "2001:db8:100::1"`).
+	Section("conntrack", "capacity = 4096").
+	Section("control").
+	Section("health").
+	Section("admin").
+	Section("bgp", "asn = 65100", `router_id = "192.0.2.10"`).
+	Sub("[[bgp.neighbor]]", `address = "192.0.2.1"`, "peer_asn = 65000").
+	Web(2).
+	VIP("six", "203.0.113.8", 80).
+	Backend("s1", "2001:db8:1::1").
+	VIP("gue", "203.0.113.9", 80, `encap = "gue"`).
+	Backend("g1", "10.0.2.1").
+	VIP("chk", "203.0.113.10", 80).
+	Sub("[vip.health]", `kind = "tcp"`).
+	Backend("c1", "10.0.3.1").
+	Backend("c2", "10.0.3.2").
+	String()
 
 var (
 	gw4     = netip.MustParseAddr("192.0.2.1")
@@ -446,7 +397,7 @@ func reloadCases() []reloadCase {
 		// from the configuration in force (signals.go) at each use.
 		{key: "health.flap_window", edit: set("health", "flap_window", "30"), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.FlapWindow }, 30)},
 		{key: "health.passive", edit: set("health", "passive", `"off"`), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.Passive }, "off")},
-		{key: "health.passive_window", edit: set("health", "passive_window", `"20s"`), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.PassiveWindow.Duration }, 20*time.Second)},
+		{key: "health.passive_window", edit: set("health", "passive_window", `"20s"`), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.PassiveWindow }, 20*time.Second)},
 		{key: "health.passive_min", edit: set("health", "passive_min", "5"), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.PassiveMin }, 5)},
 		{key: "health.passive_threshold", edit: set("health", "passive_threshold", "0.9"), want: configInForce(func(c *config.Config) any { return c.VIPs[3].Health.PassiveThreshold }, 0.9)},
 

@@ -5,11 +5,9 @@ import (
 	"strconv"
 
 	"github.com/fulcrumlb/fulcrum/config"
-	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
-	"github.com/fulcrumlb/fulcrum/sched"
 )
 
 // This file is the one place where the configuration becomes what the
@@ -17,22 +15,10 @@ import (
 // encapsulator, next hop) and the start-up settings of the engine. The
 // dataplane itself knows nothing of package config.
 
-// EncapConfig is the tunnel configuration the [dataplane] section describes.
-func EncapConfig(cfg *config.Config) (encap.Config, error) {
-	df, err := encap.ParseDF(cfg.Dataplane.DF)
-	if err != nil {
-		return encap.Config{}, fmt.Errorf("%s: dataplane.df: %w", cfg.File, err)
-	}
-	return cfg.EncapConfig(df), nil
-}
-
-// NewEncapsulator makes the encapsulator the [dataplane] section describes.
+// NewEncapsulator makes the encapsulator the [dataplane] section
+// describes; package config decoded it into encap.Config.
 func NewEncapsulator(cfg *config.Config) (*encap.Encapsulator, error) {
-	ec, err := EncapConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	e, err := encap.New(ec)
+	e, err := encap.New(cfg.Dataplane.Config)
 	if err != nil {
 		return nil, fmt.Errorf("%s: dataplane: %w", cfg.File, err)
 	}
@@ -53,19 +39,15 @@ func StaticNextHop(cfg *config.Config) (nh dataplane.NextHop, ok bool) {
 // VIPSpecs maps the [[vip]] sections to the dataplane's terms, with every
 // backend's effective state from over (backends not in it take their
 // configured weight and are up).
-func VIPSpecs(cfg *config.Config, over dataplane.Overrides) ([]dataplane.VIPSpec, error) {
+func VIPSpecs(cfg *config.Config, over dataplane.Overrides) []dataplane.VIPSpec {
 	out := make([]dataplane.VIPSpec, 0, len(cfg.VIPs))
 	for _, cv := range cfg.VIPs {
-		kind, err := encap.ParseKind(cv.Encap)
-		if err != nil {
-			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
-		}
-		sk, err := sched.ParseKind(cv.Scheduler)
-		if err != nil && cv.Scheduler != "" {
-			return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
+		kind := cfg.Dataplane.Encap
+		if cv.Encap != nil { // always, after config.Parse
+			kind = *cv.Encap
 		}
 		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(),
-			Encap: kind, Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}, TableSize: uint64(cv.TableSize)}
+			Encap: kind, Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize)}
 		for _, cb := range cv.Backends {
 			w := *cb.Weight
 			eff, ok := over[dataplane.BackendRef{VIP: cv.Name, Backend: cb.Name}]
@@ -76,7 +58,7 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) ([]dataplane.VIPSpec
 		}
 		out = append(out, v)
 	}
-	return out, nil
+	return out
 }
 
 // BuildServices builds the snapshot a validated configuration describes:
@@ -88,24 +70,7 @@ func BuildServices(cfg *config.Config, prev *dataplane.Services, over dataplane.
 	if err != nil {
 		return nil, err
 	}
-	specs, err := VIPSpecs(cfg, over)
-	if err != nil {
-		return nil, err
-	}
-	return dataplane.NewServices(prev, enc, nh, specs)
-}
-
-// ConntrackConfig is the per-worker flow table the [conntrack] section
-// describes.
-func ConntrackConfig(cfg *config.Config) conntrack.Config {
-	c := &cfg.Conntrack
-	return conntrack.Config{
-		Capacity:              c.Capacity,
-		TCPNewTimeout:         c.TCPSyn.Duration,
-		TCPEstablishedTimeout: c.TCPEstablished.Duration,
-		TCPClosingTimeout:     c.TCPClosing.Duration,
-		OtherTimeout:          c.UDP.Duration,
-	}
+	return dataplane.NewServices(prev, enc, nh, VIPSpecs(cfg, over))
 }
 
 // EngineConfig is the start-up configuration of the DPDK engine: ports,
@@ -118,9 +83,9 @@ func EngineConfig(cfg *config.Config) (dataplane.EngineConfig, error) {
 	}
 	return dataplane.EngineConfig{
 		Port: d.Port, TxPort: d.TxPort, Burst: d.Burst, RxDesc: d.RxDesc, TxDesc: d.TxDesc, MempoolSize: d.MempoolSize,
-		IdleBackoff: d.IdleBackoff == nil || *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep.Duration,
+		IdleBackoff: d.IdleBackoff == nil || *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep,
 		Exception: d.Exception == nil || *d.Exception, ExceptionIf: d.ExceptionIf,
-		HashKey: key, Conntrack: ConntrackConfig(cfg),
+		HashKey: key, Conntrack: cfg.Conntrack, // decoded into conntrack's own type
 	}, nil
 }
 

@@ -83,7 +83,7 @@ func newLab(t *testing.T, toml string) *lab {
 	}
 	l := &lab{t: t, cfg: cfg, shared: &Shared{}}
 	d := &cfg.Dataplane
-	if l.enc, err = encap.New(encap.Config{SrcV4: d.LBIPv4.Addr, SrcV6: d.LBIPv6.Addr, TTL: uint8(d.TTL), DF: encap.DFSet, MTU: d.MTU, GUEPort: uint16(d.GUEPort)}); err != nil {
+	if l.enc, err = encap.New(encap.Config{SrcV4: d.LBIPv4.Addr, SrcV6: d.LBIPv6.Addr, TTL: d.TTL, DF: encap.DFSet, MTU: d.MTU, GUEPort: d.GUEPort}); err != nil {
 		t.Fatal(err)
 	}
 	l.nh = NextHop{MAC4: d.NextHopMAC.HW, MAC6: d.NextHopMAC.HW, Has4: d.NextHopMAC.Set, Has6: d.NextHopMAC.Set}
@@ -114,7 +114,7 @@ func newLab(t *testing.T, toml string) *lab {
 		t.Fatal(err)
 	}
 	ec := EngineConfig{Port: d.Port, TxPort: d.TxPort, Burst: d.Burst, RxDesc: d.RxDesc, TxDesc: d.TxDesc, MempoolSize: d.MempoolSize,
-		IdleBackoff: *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep.Duration, Exception: *d.Exception, ExceptionIf: d.ExceptionIf,
+		IdleBackoff: *d.IdleBackoff, IdleMaxSleep: d.IdleMaxSleep, Exception: *d.Exception, ExceptionIf: d.ExceptionIf,
 		HashKey: key, Conntrack: conntrack.DefaultConfig()}
 	ec.Conntrack.Capacity = cfg.Conntrack.Capacity
 	if l.eng, err = NewEngine(ec, l.shared, log); err != nil {
@@ -234,7 +234,7 @@ func (l *lab) counters() Counters {
 	return sum
 }
 
-const labConfig = testConfig + `
+var labConfig = testConfig + `
 [eal]
 memory_mb = 512
 `

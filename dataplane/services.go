@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/maglev"
@@ -16,10 +17,10 @@ import (
 // deliberately modest; raise them together with the memory budget.
 const (
 	// MaxVIPs bounds the VIP ids (conntrack stores a VIP id in 16 bits).
-	MaxVIPs = 4096
+	MaxVIPs = conntrack.MaxVIPs
 	// MaxBackends bounds the backend ids across all VIPs. Per-backend
 	// counters cost 16 bytes per id per worker.
-	MaxBackends = 65536
+	MaxBackends = conntrack.MaxBackends
 )
 
 // Backend is one backend of one VIP as the dataplane sees it. The same

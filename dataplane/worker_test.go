@@ -12,6 +12,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
@@ -20,44 +21,15 @@ import (
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
-const testConfig = `
-[dataplane]
-port = "net_ring0"
-lb_ipv4 = "192.0.2.10"
-lb_ipv6 = "2001:db8:100::10"
-next_hop_mac = "02:00:00:00:00:fe"
-mtu = 1500
-hash_key = "000102030405060708090a0b0c0d0e0f"
-
-[conntrack]
-capacity = 4096
-
-[[vip]]
-name = "web"
-address = "203.0.113.7"
-port = 80
-  [[vip.backend]]
-  name = "be1"
-  address = "10.0.1.1"
-  [[vip.backend]]
-  name = "be2"
-  address = "10.0.1.2"
-  [[vip.backend]]
-  name = "be3"
-  address = "2001:db8:1::3"
-
-[[vip]]
-name = "web6"
-address = "2001:db8:ffff::7"
-port = 443
-encap = "ipip"
-  [[vip.backend]]
-  name = "six1"
-  address = "2001:db8:1::1"
-  [[vip.backend]]
-  name = "six2"
-  address = "10.0.1.9"
-`
+var testConfig = configtest.New().
+	Dataplane(`lb_ipv6 = "2001:db8:100::10"`, `next_hop_mac = "02:00:00:00:00:fe"`, "mtu = 1500").
+	Section("conntrack", "capacity = 4096").
+	Web(2).
+	Backend("be3", "2001:db8:1::3").
+	VIP("web6", "2001:db8:ffff::7", 443, `encap = "ipip"`).
+	Backend("six1", "2001:db8:1::1").
+	Backend("six2", "10.0.1.9").
+	String()
 
 var (
 	clientMAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0xaa}
@@ -115,17 +87,8 @@ func (r *rig) publish(over Overrides) *Services {
 func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, over Overrides, nh NextHop) (*Services, error) {
 	var specs []VIPSpec
 	for _, cv := range cfg.VIPs {
-		kind, err := encap.ParseKind(cv.Encap)
-		if err != nil {
-			return nil, err
-		}
-		sk, _ := sched.ParseKind(cv.Scheduler)
-		proto := uint8(6)
-		if cv.Protocol == "udp" {
-			proto = 17
-		}
-		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: proto, Encap: kind,
-			Sched: sk, SchedOpt: sched.Options{Draws: cv.Draws, Penalty: cv.Penalty.Duration}, TableSize: uint64(cv.TableSize)}
+		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(), Encap: *cv.Encap,
+			Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize)}
 		for _, cb := range cv.Backends {
 			eff, ok := over[BackendRef{cv.Name, cb.Name}]
 			if !ok {

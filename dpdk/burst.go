@@ -17,9 +17,9 @@ import (
 // Burst sizes. 32 is what DPDK's samples and testpmd use: large enough
 // to amortise the per-call cost (here one cgo call), small enough that a
 // burst's mbufs and headers stay in L1. The largest is the flow table's
-// (conntrack.MaxBurst, the one definition), which every burst passes.
+// (conntrack.MaxBurst; both are defined there), which every burst passes.
 const (
-	DefaultBurst = 32
+	DefaultBurst = conntrack.DefaultBurst
 	MaxBurst     = conntrack.MaxBurst
 )
 

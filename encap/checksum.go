@@ -1,9 +1,6 @@
 package encap
 
 import (
-	"encoding/binary"
-	"math/bits"
-
 	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/internal/inetsum"
 )
@@ -17,49 +14,10 @@ import (
 // project, in internal/inetsum).
 func fold(s uint64) uint16 { return inetsum.Fold(s) }
 
-// sumWords is the sum of b's big-endian 16-bit words; len(b) must be even.
-// It is for the address sums Config precomputes (config.go).
-func sumWords(b []byte) uint64 {
-	var s uint64
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint64(binary.BigEndian.Uint16(b[i:]))
-	}
-	return s
-}
-
 // sumBytes is the ones'-complement sum of b as big-endian 16-bit words, an
-// odd last byte padded with zero, folded to 16 bits. It is the per-byte
-// path: 64-bit little-endian loads with a carry chain, byte-swapped at the
-// end, which RFC 1071 §2(B) shows is the same sum.
-func sumBytes(b []byte) uint64 {
-	var s, c uint64
-	for len(b) >= 32 {
-		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[0:8]), c)
-		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[8:16]), c)
-		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[16:24]), c)
-		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[24:32]), c)
-		b = b[32:]
-	}
-	for len(b) >= 8 {
-		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[0:8]), c)
-		b = b[8:]
-	}
-	if len(b) >= 4 {
-		s, c = bits.Add64(s, uint64(binary.LittleEndian.Uint32(b)), c)
-		b = b[4:]
-	}
-	if len(b) >= 2 {
-		s, c = bits.Add64(s, uint64(binary.LittleEndian.Uint16(b)), c)
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		// An even offset: in little-endian words it is the low byte.
-		s, c = bits.Add64(s, uint64(b[0]), c)
-	}
-	s, c = bits.Add64(s, 0, c)
-	s += c // s is 0 when it carried here, so this cannot carry again
-	return uint64(bits.ReverseBytes16(fold(s)))
-}
+// odd last byte padded with zero: the project's one summing loop,
+// inetsum.Add.
+func sumBytes(b []byte) uint64 { return inetsum.Add(0, b) }
 
 // innerSum is the ones'-complement sum of the IP packet pkt, which the
 // outer UDP checksum of GUE over IPv6 must cover. For the common inner

@@ -76,6 +76,16 @@ var dfNames = [numDF]string{DFInherit: "inherit", DFSet: "set", DFClear: "clear"
 // String is the mode's config name: "inherit", "set" or "clear".
 func (d DF) String() string { return enumName(dfNames[:], d, "df") }
 
+// UnmarshalText reads the mode's config name, as ParseDF does, so that
+// package config decodes dataplane.df straight into a DF.
+func (d *DF) UnmarshalText(b []byte) (err error) {
+	*d, err = ParseDF(string(b))
+	return err
+}
+
+// MarshalText writes the mode's config name.
+func (d DF) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
 // enumName is v's config name, or what(v) for a value out of range.
 func enumName[T ~uint8](names []string, v T, what string) string {
 	if int(v) < len(names) {
@@ -98,36 +108,93 @@ func parseName[T ~uint8](what, s string, names []string) (T, error) {
 }
 
 // Config is the encapsulator's configuration. Zero fields take the defaults
-// above; New fills them in and checks the rest.
+// above; New fills them in (WithDefaults) and checks the rest (Validate).
+// It is also the tunnel part of the configuration file's [dataplane]
+// section, which package config decodes into it: the toml tags are the
+// keys. The source addresses are lb_ipv4 and lb_ipv6, which the exception
+// path uses too, so package config decodes those and sets SrcV4/SrcV6.
 type Config struct {
 	// SrcV4 and SrcV6 are the LB's own addresses, the outer source toward
 	// IPv4 and IPv6 backends. At least one must be set; a backend whose
 	// family has no source address is refused by Backend.
-	SrcV4, SrcV6 netip.Addr
+	SrcV4, SrcV6 netip.Addr `toml:"-"`
 
-	// TTL is the outer TTL / hop limit (0: DefaultTTL).
-	TTL uint8
+	// TTL is the outer TTL / hop limit, 1..255 (0: DefaultTTL).
+	TTL int `toml:"ttl"`
 
 	// DF is the outer IPv4 DF policy (zero value: DFInherit).
-	DF DF
+	DF DF `toml:"df"`
 
 	// MTU is the L3 MTU toward the backends, in bytes (0: DefaultMTU).
 	// An encapsulated packet longer than MTU is not sent; see Encap.
-	MTU int
+	MTU int `toml:"mtu"`
 
-	// GUEPort is the GUE destination port (0: DefaultGUEPort).
-	GUEPort uint16
+	// GUEPort is the GUE destination port, 1..65535 (0: DefaultGUEPort).
+	GUEPort int `toml:"gue_port"`
 
 	// GUESrcPortMin and GUESrcPortMax bound the outer UDP source port,
 	// chosen from the flow hash (both 0: the RFC 6335 dynamic range).
-	GUESrcPortMin, GUESrcPortMax uint16
+	GUESrcPortMin, GUESrcPortMax uint16 `toml:"-"`
 
 	// GUEZeroChecksumV6 sends GUE over IPv6 with a zero UDP checksum, as
 	// RFC 6935 allows for tunnels whose decapsulator is configured to
 	// accept it (RFC 6936 §5). Off by default: the checksum is computed,
 	// in constant time for TCP, UDP and ICMP inner packets (see the
 	// package doc).
-	GUEZeroChecksumV6 bool
+	GUEZeroChecksumV6 bool `toml:"-"`
+}
+
+// FieldError is a problem of one Config setting. Key is its configuration
+// key ("mtu"), so that the config loader can point at its line; Msg says
+// what is wrong with the value.
+type FieldError struct {
+	Key string
+	Msg string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
+
+// Unwrap makes errors.Is(err, ErrConfig) hold.
+func (e *FieldError) Unwrap() error { return ErrConfig }
+
+// WithDefaults is c with every zero field taken from the defaults above.
+func (c Config) WithDefaults() Config {
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	if c.GUEPort == 0 {
+		c.GUEPort = DefaultGUEPort
+	}
+	if c.GUESrcPortMin == 0 && c.GUESrcPortMax == 0 {
+		c.GUESrcPortMin, c.GUESrcPortMax = DefaultGUESrcPortMin, DefaultGUESrcPortMax
+	}
+	return c
+}
+
+// Validate reports every problem of the keyed settings of c (defaults
+// filled in), each a *FieldError (errors.Join of them). New checks the
+// source addresses and the GUE source ports too.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	if c.MTU < MinMTU || c.MTU > MaxMTU {
+		bad("mtu", "%d is outside %d..%d", c.MTU, MinMTU, MaxMTU)
+	}
+	if c.TTL < 1 || c.TTL > 255 {
+		bad("ttl", "%d is outside 1..255", c.TTL)
+	}
+	if c.DF >= numDF {
+		bad("df", "%d is not one of %s", c.DF, strings.Join(dfNames[:], ", "))
+	}
+	if c.GUEPort < 1 || c.GUEPort > 65535 {
+		bad("gue_port", "%d is not a UDP port", c.GUEPort)
+	}
+	return errors.Join(errs...)
 }
 
 // Encapsulator writes tunnel headers in front of packets. It is immutable
@@ -164,7 +231,7 @@ func New(cfg Config) (*Encapsulator, error) {
 		}
 		cfg.SrcV4 = a
 		e.src4, e.hasV4 = a.As4(), true
-		e.src4Sum = sumWords(e.src4[:])
+		e.src4Sum = sumBytes(e.src4[:])
 	}
 	if cfg.SrcV6.IsValid() {
 		a := cfg.SrcV6
@@ -178,30 +245,17 @@ func New(cfg Config) (*Encapsulator, error) {
 			return nil, fmt.Errorf("encap config: SrcV6 %s: zoned address: %w", cfg.SrcV6, ErrConfig)
 		}
 		e.src6, e.hasV6 = a.As16(), true
-		e.src6Sum = sumWords(e.src6[:])
+		e.src6Sum = sumBytes(e.src6[:])
 	}
 	if !e.hasV4 && !e.hasV6 {
 		return nil, fmt.Errorf("encap config: SrcV4 and SrcV6 both unset: need the LB's own address of at least one family: %w", ErrConfig)
 	}
 
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
-	if cfg.DF >= numDF {
-		return nil, fmt.Errorf("encap config: DF %d: unknown mode: %w", cfg.DF, ErrConfig)
-	}
-	if cfg.MTU == 0 {
-		cfg.MTU = DefaultMTU
-	}
-	if cfg.MTU < MinMTU || cfg.MTU > MaxMTU {
-		return nil, fmt.Errorf("encap config: MTU %d: want %d..%d: %w", cfg.MTU, MinMTU, MaxMTU, ErrConfig)
-	}
-	if cfg.GUEPort == 0 {
-		cfg.GUEPort = DefaultGUEPort
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("encap config: %w", err)
 	}
 	switch {
-	case cfg.GUESrcPortMin == 0 && cfg.GUESrcPortMax == 0:
-		cfg.GUESrcPortMin, cfg.GUESrcPortMax = DefaultGUESrcPortMin, DefaultGUESrcPortMax
 	case cfg.GUESrcPortMin == 0:
 		return nil, fmt.Errorf("encap config: GUESrcPortMin 0: port 0 is reserved: %w", ErrConfig)
 	case cfg.GUESrcPortMin > cfg.GUESrcPortMax:
@@ -209,10 +263,10 @@ func New(cfg Config) (*Encapsulator, error) {
 	}
 
 	e.cfg = cfg
-	e.ttl = cfg.TTL
+	e.ttl = uint8(cfg.TTL)
 	e.df = cfg.DF
 	e.mtu = cfg.MTU
-	e.guePort = cfg.GUEPort
+	e.guePort = uint16(cfg.GUEPort)
 	e.portMin = cfg.GUESrcPortMin
 	e.portSpan = uint64(cfg.GUESrcPortMax) - uint64(cfg.GUESrcPortMin) + 1
 	e.zeroCsum = cfg.GUEZeroChecksumV6
@@ -251,7 +305,7 @@ func (e *Encapsulator) Backend(a netip.Addr) (Backend, error) {
 		}
 		a4 := a.As4()
 		copy(b.addr[:4], a4[:])
-		b.sum = sumWords(a4[:])
+		b.sum = sumBytes(a4[:])
 		b.fam = 4
 		return b, nil
 	}
@@ -259,7 +313,7 @@ func (e *Encapsulator) Backend(a netip.Addr) (Backend, error) {
 		return Backend{}, fmt.Errorf("encap backend %s: IPv6 backend but SrcV6 is not configured: %w", orig, ErrConfig)
 	}
 	b.addr = a.As16()
-	b.sum = sumWords(b.addr[:])
+	b.sum = sumBytes(b.addr[:])
 	b.fam = 6
 	return b, nil
 }

@@ -115,7 +115,7 @@ func checkForward(t *testing.T, e *Encapsulator, s spec, kind Kind, be Backend, 
 			t.Fatalf("layer 1 is %v", ls[1].LayerType())
 		}
 		if ip.Version != 4 || ip.IHL != 5 || ip.TOS != s.tos || int(ip.Length) != length-14 ||
-			ip.TTL != cfg.TTL || uint8(ip.Protocol) != wantProto || ip.FragOffset != 0 {
+			int(ip.TTL) != cfg.TTL || uint8(ip.Protocol) != wantProto || ip.FragOffset != 0 {
 			t.Errorf("outer IPv4 %+v: want IHL 5, TOS %#x, length %d, TTL %d, proto %d", ip, s.tos, length-14, cfg.TTL, wantProto)
 		}
 		equalBytes(t, "outer src", ip.SrcIP.To4(), lbSrc4.AsSlice())
@@ -150,7 +150,7 @@ func checkForward(t *testing.T, e *Encapsulator, s spec, kind Kind, be Backend, 
 			wantLabel = 1
 		}
 		if ip.Version != 6 || ip.TrafficClass != s.tos || ip.FlowLabel != wantLabel || int(ip.Length) != length-54 ||
-			ip.HopLimit != cfg.TTL || uint8(ip.NextHeader) != wantProto {
+			int(ip.HopLimit) != cfg.TTL || uint8(ip.NextHeader) != wantProto {
 			t.Errorf("outer IPv6 TC %#x label %#x len %d hop %d nh %d: want TC %#x label %#x len %d hop %d nh %d",
 				ip.TrafficClass, ip.FlowLabel, ip.Length, ip.HopLimit, ip.NextHeader, s.tos, wantLabel, length-54, cfg.TTL, wantProto)
 		}
@@ -174,7 +174,7 @@ func checkForward(t *testing.T, e *Encapsulator, s spec, kind Kind, be Backend, 
 		if err := u.DecodeFromBytes(append([]byte(nil), tun...), gopacket.NilDecodeFeedback); err != nil {
 			t.Fatalf("UDP: %v", err)
 		}
-		if uint16(u.DstPort) != cfg.GUEPort || u.SrcPort < layers.UDPPort(cfg.GUESrcPortMin) || u.SrcPort > layers.UDPPort(cfg.GUESrcPortMax) ||
+		if int(u.DstPort) != cfg.GUEPort || u.SrcPort < layers.UDPPort(cfg.GUESrcPortMin) || u.SrcPort > layers.UDPPort(cfg.GUESrcPortMax) ||
 			int(u.Length) != 12+len(inner) {
 			t.Errorf("UDP %d -> %d len %d: want dport %d, sport in %d..%d, len %d",
 				u.SrcPort, u.DstPort, u.Length, cfg.GUEPort, cfg.GUESrcPortMin, cfg.GUESrcPortMax, 12+len(inner))

@@ -109,10 +109,10 @@ func TestConfig(t *testing.T) {
 		{Config{SrcV4: netip.MustParseAddr("0.0.0.0")}, "SrcV4 0.0.0.0: not a unicast"},
 		{Config{SrcV6: netip.MustParseAddr("::")}, "SrcV6 ::: not a unicast"},
 		{Config{SrcV6: netip.MustParseAddr("fe80::1%eth0")}, "SrcV6 fe80::1%eth0: zoned"},
-		{Config{SrcV4: lbSrc4, MTU: 575}, "MTU 575: want 576..65535"},
-		{Config{SrcV4: lbSrc4, MTU: 65536}, "MTU 65536"},
-		{Config{SrcV4: lbSrc4, MTU: -1}, "MTU -1"},
-		{Config{SrcV4: lbSrc4, DF: 3}, "DF 3: unknown"},
+		{Config{SrcV4: lbSrc4, MTU: 575}, "mtu: 575 is outside 576..65535"},
+		{Config{SrcV4: lbSrc4, MTU: 65536}, "mtu: 65536"},
+		{Config{SrcV4: lbSrc4, MTU: -1}, "mtu: -1"},
+		{Config{SrcV4: lbSrc4, DF: 3}, "df: 3 is not one of"},
 		{Config{SrcV4: lbSrc4, GUESrcPortMax: 100}, "GUESrcPortMin 0"},
 		{Config{SrcV4: lbSrc4, GUESrcPortMin: 2000, GUESrcPortMax: 1000}, "GUESrcPortMin 2000 > GUESrcPortMax 1000"},
 	} {
@@ -251,5 +251,32 @@ func TestEncapAllocs(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per Encap, want 0", tc.name, allocs)
 		}
+	}
+}
+
+// Kind and DF read and write their config names as text, which is how
+// package config decodes and prints them.
+func TestKindAndDFText(t *testing.T) {
+	for _, k := range Kinds() {
+		b, _ := k.MarshalText()
+		var got Kind
+		if err := got.UnmarshalText(b); err != nil || got != k || string(b) != k.String() {
+			t.Errorf("%v: text %q read back as %v, %v", k, b, got, err)
+		}
+	}
+	for d := DF(0); d < numDF; d++ {
+		b, _ := d.MarshalText()
+		var got DF
+		if err := got.UnmarshalText(b); err != nil || got != d || string(b) != d.String() {
+			t.Errorf("%v: text %q read back as %v, %v", d, b, got, err)
+		}
+	}
+	var k Kind
+	var d DF
+	if err := k.UnmarshalText([]byte("vxlan")); !errors.Is(err, ErrConfig) {
+		t.Errorf("kind vxlan: %v", err)
+	}
+	if err := d.UnmarshalText([]byte("maybe")); !errors.Is(err, ErrConfig) {
+		t.Errorf("df maybe: %v", err)
 	}
 }

@@ -66,3 +66,14 @@ func (k Kind) String() string { return enumName(kindNames[:], k, "kind") }
 // ParseKind reads a kind's config name; an unknown name is an error that
 // lists the known ones and wraps ErrConfig.
 func ParseKind(s string) (Kind, error) { return parseName[Kind]("kind", s, kindNames[:]) }
+
+// UnmarshalText reads a kind's config name, as ParseKind does, so that
+// package config decodes dataplane.encap and vip.encap straight into a
+// Kind.
+func (k *Kind) UnmarshalText(b []byte) (err error) {
+	*k, err = ParseKind(string(b))
+	return err
+}
+
+// MarshalText writes the kind's config name.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }

@@ -37,48 +37,50 @@ const (
 
 // Config says how to check one backend. Start from DefaultConfig and
 // overwrite what the operator set; Validate rejects every zero duration and
-// count, so a zero value is never silently used. The TOML key suggested for
-// each field is in brackets.
+// count, so a zero value is never silently used. It is also what a
+// [health] or [vip.health] section says: package config decodes the
+// section into it, and the toml tags are the keys (package config adds the
+// kind "none" and the passive checks).
 type Config struct {
-	// Kind is the check, one of Kinds: "tcp", "http", "https". [kind]
-	Kind string
+	// Kind is the check, one of Kinds: "tcp", "http", "https".
+	Kind string `toml:"kind"`
 	// Port is the port checked; 0 means the backend's service port (the
-	// port of Target.Addr). [port]
-	Port int
+	// port of Target.Addr).
+	Port int `toml:"port"`
 	// Path is the request target of http and https checks; it starts with
-	// "/" and may carry a query. [path]
-	Path string
+	// "/" and may carry a query.
+	Path string `toml:"path"`
 	// Host is the Host header (and TLS server name) of http and https
-	// checks; empty means the backend's address. [host]
-	Host string
+	// checks; empty means the backend's address.
+	Host string `toml:"host"`
 	// ExpectStatus lists the status codes that pass, as ranges and single
-	// codes: "200-299,301". [expect_status]
-	ExpectStatus string
+	// codes: "200-299,301".
+	ExpectStatus string `toml:"expect"`
 	// Interval is the time from the start of one check to the start of the
-	// next, before jitter. [interval]
-	Interval time.Duration
+	// next, before jitter.
+	Interval time.Duration `toml:"interval"`
 	// Timeout bounds one check (connect, TLS, request and response
-	// headers); it must be shorter than Interval. [timeout]
-	Timeout time.Duration
+	// headers); it must be shorter than Interval.
+	Timeout time.Duration `toml:"timeout"`
 	// Rise is the number of consecutive passing checks that take a
-	// backend Up. [rise]
-	Rise int
+	// backend Up.
+	Rise int `toml:"rise"`
 	// Fall is the number of consecutive failing checks that take a
-	// backend Down. [fall]
-	Fall int
+	// backend Down.
+	Fall int `toml:"fall"`
 	// Jitter randomises each delay between checks by ±Jitter×Interval
-	// (0 disables; at most 0.5). [jitter]
-	Jitter float64
+	// (0 disables; at most 0.5).
+	Jitter float64 `toml:"jitter"`
 	// TLSVerify makes https checks verify the backend's certificate
 	// against the system roots and Host (or the backend's IP). The
 	// default, false, skips verification: backends are addressed by IP,
 	// rarely hold certificates for their IPs, and the check asks whether
-	// the server answers, not who it is. [tls_verify; a "tls_skip_verify"
-	// key, default true, is its negation]
-	TLSVerify bool
+	// the server answers, not who it is. Not a configuration key.
+	TLSVerify bool `toml:"-"`
 	// StartUp makes a new backend start Up instead of Unknown (HAProxy's
-	// "init-state up"); its first failing check takes it Down. [start_up]
-	StartUp bool
+	// "init-state up"); its first failing check takes it Down. Not a
+	// configuration key.
+	StartUp bool `toml:"-"`
 	// FlapWindow is a number of checks: a backend that goes Down fewer
 	// than FlapWindow checks after it came Up has flapped, and one that
 	// stays Up for FlapWindow checks is forgiven its past flaps; 0 means
@@ -86,13 +88,13 @@ type Config struct {
 	// checks, not derived from Rise and Fall, so that any flap whose period
 	// is shorter than the window is damped: the old window,
 	// 2×(Rise+Fall)×Interval, was 1.6 s in the lab and never caught a 2 s
-	// flap. [flap_window]
-	FlapWindow int
+	// flap.
+	FlapWindow int `toml:"flap_window"`
 	// BackoffBase is the first flapping ejection; each further one doubles
-	// it. [backoff_base]
-	BackoffBase time.Duration
-	// BackoffMax caps the ejection time. [backoff_max]
-	BackoffMax time.Duration
+	// it.
+	BackoffBase time.Duration `toml:"flap_backoff"`
+	// BackoffMax caps the ejection time.
+	BackoffMax time.Duration `toml:"flap_backoff_max"`
 }
 
 // DefaultConfig returns a TCP check with every default filled in.
@@ -115,7 +117,7 @@ func DefaultConfig() Config {
 var ErrConfig = errors.New("invalid health check configuration")
 
 // ConfigError is a validation error of one Config field. Field is the
-// suggested TOML key ("interval", "expect_status", ...), so that the config
+// configuration key ("interval", "expect", ...), so that the config
 // loader can point at the line.
 type ConfigError struct {
 	Field string
@@ -150,7 +152,7 @@ func (c Config) Validate() error {
 			return fieldErr("host", "%q %v", c.Host, err)
 		}
 		if _, err := ParseStatusCodes(c.ExpectStatus); err != nil {
-			return fieldErr("expect_status", "%v", err)
+			return fieldErr("expect", "%v", err)
 		}
 	}
 	if c.Interval < MinInterval || c.Interval > MaxInterval {
@@ -172,17 +174,18 @@ func (c Config) Validate() error {
 		return fieldErr("flap_window", "%d is outside %d..%d checks (0: %d)", c.FlapWindow, MinFlapWindow, MaxFlapWindow, DefaultFlapWindow)
 	}
 	if c.BackoffBase <= 0 || c.BackoffBase > MaxBackoff {
-		return fieldErr("backoff_base", "%v is outside (0, %v]", c.BackoffBase, MaxBackoff)
+		return fieldErr("flap_backoff", "%v is outside (0, %v]", c.BackoffBase, MaxBackoff)
 	}
 	if c.BackoffMax < c.BackoffBase || c.BackoffMax > MaxBackoff {
-		return fieldErr("backoff_max", "%v is outside backoff_base (%v)..%v", c.BackoffMax, c.BackoffBase, MaxBackoff)
+		return fieldErr("flap_backoff_max", "%v is outside backoff_base (%v)..%v", c.BackoffMax, c.BackoffBase, MaxBackoff)
 	}
 	return nil
 }
 
 // Flap window, in checks (Config.FlapWindow). The default, 20 checks, is
 // 4 s at the lab's 200 ms interval (a 2 s flap is caught) and 40 s at the
-// default 2 s interval; the limits match config's flap_window validation.
+// default 2 s interval. They are flap_window's default and limits in the
+// configuration file too (package config asks Validate).
 const (
 	DefaultFlapWindow = 20
 	MinFlapWindow     = 2

@@ -89,3 +89,13 @@ func kindList() string {
 	}
 	return strings.Join(names[:numKinds-1], ", ") + " or " + names[numKinds-1]
 }
+
+// UnmarshalText reads a configuration name, as ParseKind does, so that
+// package config decodes vip.scheduler straight into a Kind.
+func (k *Kind) UnmarshalText(b []byte) (err error) {
+	*k, err = ParseKind(string(b))
+	return err
+}
+
+// MarshalText writes the configuration name.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }

@@ -30,21 +30,23 @@ type Picker interface {
 }
 
 // Options tune the pickers New makes; the zero Options are the defaults.
+// They are also a [[vip]]'s scheduler keys, which package config decodes
+// into them (the toml tags are the keys).
 type Options struct {
 	// Draws is how many distinct candidates P2C and PeakEWMA compare: 0
 	// means DefaultDraws (2), at most MaxDraws. A count at or above the
 	// number of eligible backends compares them all.
-	Draws int
+	Draws int `toml:"draws"`
 	// WithReplacement makes P2C and PeakEWMA draw candidates
 	// independently, so that a choice may compare a backend with itself:
 	// HAProxy's random(<draws>) before the patch in seed 002. It exists so
 	// the simulator can show what the patch fixed; do not configure it.
-	WithReplacement bool
+	WithReplacement bool `toml:"-"`
 	// Penalty is the latency PeakEWMA assumes for a backend that has no
 	// sample yet; 0 means DefaultPenalty. It is rounded down to whole
 	// microseconds, at least 1 µs and at most MaxSample µs. (A penalty of 0,
 	// the exercise's trap, cannot be configured.)
-	Penalty time.Duration
+	Penalty time.Duration `toml:"ewma_penalty"`
 }
 
 // New returns a fresh picker of kind k. Maglev has no picker: the dataplane

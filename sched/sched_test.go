@@ -594,3 +594,19 @@ func BenchmarkPick(b *testing.B) {
 		}
 	}
 }
+
+// Kind reads and writes its configuration name as text, which is how
+// package config decodes vip.scheduler and prints it back.
+func TestKindText(t *testing.T) {
+	for _, k := range Kinds() {
+		b, _ := k.MarshalText()
+		var got Kind
+		if err := got.UnmarshalText(b); err != nil || got != k || string(b) != k.String() {
+			t.Errorf("%v: text %q read back as %v, %v", k, b, got, err)
+		}
+	}
+	var k Kind
+	if err := k.UnmarshalText([]byte("wrr")); !errors.Is(err, ErrUnknownKind) {
+		t.Errorf("wrr: %v", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
@@ -30,52 +31,17 @@ import (
 //     routed like up, and the plane is converging until Verdict (or
 //     SetHealth) gives each a first verdict. Both down puts the VIP in
 //     panic mode (fail open); one down of two does not.
-const Config = `
-[dataplane]
-port = "net_ring0"
-lb_ipv4 = "192.0.2.10"
-next_hop_mac = "02:00:00:00:00:fe"
-hash_key = "000102030405060708090a0b0c0d0e0f"
-
-[conntrack]
-capacity = 65536
-
-[control]
-slow_start = "0s"
-drain_timeout = "0s"
-
-[[vip]]
-name = "web"
-address = "203.0.113.7"
-port = 80
-  [[vip.backend]]
-  name = "be1"
-  address = "10.0.1.1"
-  [[vip.backend]]
-  name = "be2"
-  address = "10.0.1.2"
-  [[vip.backend]]
-  name = "be3"
-  address = "10.0.1.3"
-  [[vip.backend]]
-  name = "be4"
-  address = "10.0.1.4"
-  weight = 2
-
-[[vip]]
-name = "dns"
-address = "203.0.113.8"
-port = 53
-protocol = "udp"
-  [vip.health]
-  kind = "tcp"
-  [[vip.backend]]
-  name = "ns1"
-  address = "10.0.2.1"
-  [[vip.backend]]
-  name = "ns2"
-  address = "10.0.2.2"
-`
+var Config = configtest.New().
+	Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
+	Section("conntrack", "capacity = 65536").
+	Section("control", `slow_start = "0s"`, `drain_timeout = "0s"`).
+	Web(3).
+	Backend("be4", "10.0.1.4", "weight = 2").
+	VIP("dns", "203.0.113.8", 53, `protocol = "udp"`).
+	Sub("[vip.health]", `kind = "tcp"`).
+	Backend("ns1", "10.0.2.1").
+	Backend("ns2", "10.0.2.2").
+	String()
 
 // Plane is a running control plane with one worker.
 type Plane struct {
@@ -106,7 +72,7 @@ func New(t testing.TB, toml string) *Plane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := dptest.NewLcore(t, shared, control.ConntrackConfig(cfg), key)
+	lc := dptest.NewLcore(t, shared, cfg.Conntrack, key)
 	log := slog.New(slog.DiscardHandler)
 	plane, err := control.New(cfg, shared, []*dataplane.Worker{lc.Worker}, log)
 	if err != nil {

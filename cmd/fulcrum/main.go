@@ -145,7 +145,7 @@ func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") { // config.Errors: one problem a line
+		for _, line := range config.Lines(err) {
 			fmt.Fprintf(stderr, "fulcrum: %s\n", line)
 		}
 		return nil, 2

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
 )
 
 func runCmd(args ...string) (code int, stdout, stderr string) {
@@ -140,5 +143,27 @@ func TestDefaultConfig(t *testing.T) {
 	}
 	if code != 2 || !strings.Contains(errs, defaultConfig) {
 		t.Errorf("check without -c: exit %d, %q; want 2 and the default path", code, errs)
+	}
+}
+
+// `fulcrum check` refuses more backends than the dataplane holds, at the
+// first one too many; before, it built the tables and failed without a
+// line, or passed a file `fulcrum run` refused.
+func TestCheckRefusesTooManyBackends(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("[dataplane]\nport = \"x\"\nlb_ipv4 = \"192.0.2.10\"\ngateway_ipv4 = \"192.0.2.1\"\nhash_key = \"000102030405060708090a0b0c0d0e0f\"\n")
+	b.WriteString("[[vip]]\naddress = \"203.0.113.7\"\nport = 80\ntable_size = 655373\n") // lines 6-9
+	const n = conntrack.MaxBackends + 1
+	for i := 0; i < n; i++ { // backend i at lines 10+2i, 11+2i
+		fmt.Fprintf(&b, "[[vip.backend]]\naddress = \"10.%d.%d.%d\"\n", 1+i>>16, i>>8&255, i&255)
+	}
+	f := filepath.Join(t.TempDir(), "many.toml")
+	if err := os.WriteFile(f, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runCmd("check", "-c", f)
+	want := fmt.Sprintf("fulcrum: %s:%d: vip[0].backend[%d]: ", f, 10+2*(n-1), n-1)
+	if code != 2 || !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q; want 2 and one line starting %q", code, errs, want)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -54,7 +53,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// even when the configuration is refused.
 	cfg, err := config.Load(opt.config)
 	if err != nil {
-		for _, line := range strings.Split(err.Error(), "\n") { // config.Errors: one problem a line
+		for _, line := range config.Lines(err) {
 			log.Error("configuration refused", "problem", line)
 		}
 		return 2
