@@ -2,11 +2,13 @@ package admin
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
@@ -17,6 +19,11 @@ import (
 // conntrack states, workers).
 type collector struct {
 	s *Server
+
+	// One scrape at a time reads the status into buf, whose counter
+	// snapshots are reused from scrape to scrape (no garbage per worker).
+	mu  sync.Mutex
+	buf control.StatusBuf
 
 	vipPackets, vipBytes, vipNewFlows, vipPanic *prometheus.Desc
 
@@ -94,7 +101,11 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads the control plane's status, with flow counts, and turns
 // it into metrics.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.s.status(true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.statusMu.Lock()
+	st := c.s.plane.StatusInto(true, &c.buf)
+	c.s.statusMu.Unlock()
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
