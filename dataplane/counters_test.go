@@ -23,6 +23,7 @@ func idleLoop(r *rig, stop <-chan struct{}) <-chan struct{} {
 			default:
 			}
 			r.w.Idle(r.now)
+			runtime.Gosched() // more lcores than CPUs here
 		}
 	}()
 	return done
