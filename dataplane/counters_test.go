@@ -36,6 +36,16 @@ func snapshotOrFail(t *testing.T, r *rig, dst *Counters) {
 	}
 }
 
+// The Go runtime itself sometimes makes one small allocation while
+// goroutines sleep and yield (seen here with no snapshot at all: one of 16
+// or 32 bytes in a 20 ms span), so the allocation tests tolerate that much
+// over all their cycles: not one allocation per cycle, let alone a 5 MB
+// snapshot.
+const (
+	runtimeNoiseAllocs = 2
+	runtimeNoiseBytes  = 256
+)
+
 // A reader that keeps its Counters allocates nothing from one snapshot to
 // the next, and no GC cycle runs: the once-a-second stats path is quiet.
 func TestSnapshotReusesItsMemory(t *testing.T) {
@@ -46,7 +56,7 @@ func TestSnapshotReusesItsMemory(t *testing.T) {
 	defer func() { close(stop); <-done }()
 
 	var dst Counters
-	for i := 0; i < 3; i++ { // warm-up: the first snapshot sizes dst
+	for i := 0; i < 50; i++ { // warm-up: the first snapshot sizes dst; the runtime starts its threads
 		snapshotOrFail(t, r, &dst)
 	}
 	var before, after runtime.MemStats
@@ -56,8 +66,8 @@ func TestSnapshotReusesItsMemory(t *testing.T) {
 		snapshotOrFail(t, r, &dst)
 	}
 	runtime.ReadMemStats(&after)
-	if n := after.Mallocs - before.Mallocs; n != 0 && !raceEnabled {
-		t.Errorf("%d snapshots allocated %d times (%d bytes)", cycles, n, after.TotalAlloc-before.TotalAlloc)
+	if n, b := after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc; (n > runtimeNoiseAllocs || b > runtimeNoiseBytes) && !raceEnabled {
+		t.Errorf("%d snapshots allocated %d times (%d bytes)", cycles, n, b)
 	}
 	if n := after.NumGC - before.NumGC; n != 0 {
 		t.Errorf("%d GC cycles during %d snapshots", n, cycles)
