@@ -335,12 +335,19 @@ func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcore
 
 func errorsIsSkipped(err error) bool { return errors.Is(err, errSkipped) }
 
+// genTimeout bounds one fulcrum-gen run.
+const genTimeout = 10 * time.Minute
+
 // ensurePcap writes the pcap unless the cache has it already.
 func ensurePcap(ctx context.Context, bin, path string, args []string) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
 	tmp := path + ".tmp"
+	// Writing a 1M-frame pcap takes seconds; a generator that hangs must
+	// not hang the run.
+	ctx, cancel := context.WithTimeout(ctx, genTimeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "fulcrum-gen"), append([]string{"-o", tmp}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
