@@ -9,8 +9,14 @@
 // costs per packet (1/F - 1/T), peak memory and GC cycles, and at the end a
 // markdown summary for docs/benchmarks.md.
 //
+// Before measuring, each scenario is verified: Fulcrum forwards a sample
+// of the same traffic into a capture file and every frame's backend is
+// checked against the Maglev table (verify.go). Fulcrum's counters are its
+// --stats-json lines, and every wait has a time limit.
+//
 // No figure is judged: there is no pass/fail threshold on a timing. The
-// exit status is 1 only when a run could not be measured.
+// exit status is 1 when a run could not be measured or a verification
+// found a frame at the wrong backend.
 //
 // scripts/bench.sh (`make bench`) builds the binaries and runs it.
 package main
