@@ -235,9 +235,20 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 	f := newFiller(slots, m)
 	taken, endgame := f.taken, f.endgame
 	due := make([]uint32, len(turns))
+	// With equal weights every backend is due in every round: the list is
+	// the same each time.
+	var sum uint64
+	for k := range turns {
+		sum += uint64(turns[k].weight)
+	}
+	equal := sum == uint64(len(turns))*wmax
 	for round := uint64(1); ; round++ {
 		n := 0
 		for k := range turns {
+			if equal && round > 1 {
+				n = len(turns)
+				break
+			}
 			t := &turns[k]
 			due[n] = uint32(k)
 			inc := 0
@@ -250,8 +261,33 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 		for filled := f.filled; i < n && filled < endgame; i++ {
 			t := &turns[due[i]]
 			c, skip := t.pos, t.skip
-			for taken[c>>6]&(1<<(c&63)) != 0 {
-				c = step(c, skip, m)
+			if taken[c>>6]&(1<<(c&63)) != 0 {
+				// Four steps ahead at a time, each computed from c with
+				// its own stride, so the four positions do not wait on
+				// each other (one step is a dependency chain of several
+				// cycles); the first free one, in walk order, wins.
+				s2 := step(skip, skip, m)
+				s3 := step(s2, skip, m)
+				s4 := step(s3, skip, m)
+				for {
+					c1, c2, c3, c4 := step(c, skip, m), step(c, s2, m), step(c, s3, m), step(c, s4, m)
+					if taken[c1>>6]&(1<<(c1&63)) == 0 {
+						c = c1
+						break
+					}
+					if taken[c2>>6]&(1<<(c2&63)) == 0 {
+						c = c2
+						break
+					}
+					if taken[c3>>6]&(1<<(c3&63)) == 0 {
+						c = c3
+						break
+					}
+					c = c4
+					if taken[c>>6]&(1<<(c&63)) == 0 {
+						break
+					}
+				}
 			}
 			taken[c>>6] |= 1 << (c & 63)
 			slots[c] = S(t.backend)
