@@ -41,6 +41,11 @@ func (s *Server) SetVersion(v string) { s.version = v }
 type collector struct {
 	s *Server
 
+	// One scrape at a time reads the status into buf, whose counter
+	// snapshots are reused from scrape to scrape (no garbage per worker).
+	mu  sync.Mutex
+	buf control.StatusBuf
+
 	vipPackets, vipBytes, vipNewFlows, vipPanic *prometheus.Desc
 
 	bePackets, beBytes, beNewFlows, beActive    *prometheus.Desc
@@ -176,7 +181,11 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads the control plane's status, with flow counts, and turns
 // it into metrics.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.s.status(true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.statusMu.Lock()
+	st := c.s.plane.StatusInto(true, &c.buf)
+	c.s.statusMu.Unlock()
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

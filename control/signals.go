@@ -38,7 +38,7 @@ func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 			members = append(members, st)
 			var syns, est, retrans, hsMs, active int64
 			for i := range counters {
-				bc := counters[i].Backends[id]
+				bc := counters[i].Backend(id)
 				if bc.Gen == svc.Backends[id].Gen {
 					syns += int64(bc.SYNs)
 					est += int64(bc.Established)

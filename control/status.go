@@ -78,12 +78,32 @@ type Status struct {
 	ConvergingNewFlows uint64
 }
 
+// StatusBuf is the memory of a Status reading that a periodic reader (the
+// metrics exporter) keeps from one call to the next: the workers' counter
+// snapshots and the flow counts. A Status read with a StatusBuf refers to
+// it (Workers), so it is valid until the StatusBuf is used again; one
+// reader at a time.
+type StatusBuf struct {
+	workers []dataplane.Counters
+	flows   []uint32 // summed over the workers
+	scan    []uint32 // one worker's count; reused unless its scan timed out
+}
+
 // Status reports every VIP and backend with their counters. With flows, it
 // also counts active flows per backend on every worker (a background scan
 // of each conntrack table; it takes a few milliseconds per million
 // entries).
 func (p *Plane) Status(withFlows bool) Status {
-	counters := make([]dataplane.Counters, len(p.workers))
+	return p.StatusInto(withFlows, &StatusBuf{})
+}
+
+// StatusInto is Status reading the counters into buf's memory, reused from
+// the last call: the counter snapshots then allocate nothing.
+func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
+	if len(buf.workers) != len(p.workers) {
+		buf.workers = make([]dataplane.Counters, len(p.workers))
+	}
+	counters := buf.workers
 	var flows []uint32
 	var stale []int
 	for i, w := range p.workers {
@@ -91,14 +111,25 @@ func (p *Plane) Status(withFlows bool) Status {
 			stale = append(stale, i)
 		}
 		if withFlows {
-			op := dataplane.CountFlowsOp()
-			if w.Run(op, 5*time.Second) == nil {
-				if flows == nil {
-					flows = make([]uint32, len(op.Flows))
+			n := p.shared.Services.Load().NumBackendIDs()
+			if cap(buf.scan) < n {
+				buf.scan = make([]uint32, n)
+			}
+			op := dataplane.CountFlowsOpInto(buf.scan[:n])
+			if err := w.Run(op, 5*time.Second); err != nil {
+				// The op stays posted and the worker may still write it.
+				buf.scan = nil
+				continue
+			}
+			if flows == nil {
+				if cap(buf.flows) < n {
+					buf.flows = make([]uint32, n)
 				}
-				for id, n := range op.Flows {
-					flows[id] += n
-				}
+				flows = buf.flows[:n]
+				clear(flows)
+			}
+			for id, k := range op.Flows[:min(n, len(flows))] {
+				flows[id] += k
 			}
 		}
 	}
@@ -132,9 +163,10 @@ func (p *Plane) Status(withFlows bool) Status {
 			}
 		}
 		for _, c := range counters {
-			vs.Packets += c.VIPs[v.ID].Packets
-			vs.Bytes += c.VIPs[v.ID].Bytes
-			vs.NewFlows += c.VIPs[v.ID].NewFlows
+			vc := c.VIP(v.ID)
+			vs.Packets += vc.Packets
+			vs.Bytes += vc.Bytes
+			vs.NewFlows += vc.NewFlows
 		}
 		for _, id := range v.Members {
 			b := svc.Backends[id]
@@ -155,13 +187,13 @@ func (p *Plane) Status(withFlows bool) Status {
 				bs.Share = float64(bs.Slots) / float64(vs.TableSize)
 			}
 			for _, c := range counters {
-				if bc := c.Backends[id]; bc.Gen == b.Gen {
+				if bc := c.Backend(id); bc.Gen == b.Gen {
 					bs.Packets += bc.Packets
 					bs.Bytes += bc.Bytes
 					bs.NewFlows += bc.NewFlows
 				}
 			}
-			if flows != nil {
+			if int(id) < len(flows) {
 				bs.Flows = uint64(flows[id])
 			}
 			vs.Backends = append(vs.Backends, bs)

@@ -111,9 +111,66 @@ type Counters struct {
 	Flows     int // live conntrack entries
 }
 
-func (c *Counters) init() {
-	c.VIPs = make([]PacketBytes, MaxVIPs)
-	c.Backends = make([]PacketBytes, MaxBackends)
+// Per-VIP and per-backend counters are sized by the ids of the Services
+// snapshot, not by MaxVIPs and MaxBackends: at 72 bytes a backend, the
+// limits would make every worker's counters, and every copy a snapshot
+// takes, 4.7 MB (a GC cycle every few seconds at one snapshot a second).
+
+// ensure grows the worker's per-VIP and per-backend counters to hold
+// nVIPs and nBackends ids. The worker calls it when it first sees a new
+// Services snapshot, between bursts (the only time it allocates). They
+// never shrink: a removed id's counts stay until the id is reused, when
+// the backend's Gen resets them.
+func (c *Counters) ensure(nVIPs, nBackends int) {
+	c.VIPs = growLen(c.VIPs, nVIPs)
+	c.Backends = growLen(c.Backends, nBackends)
+}
+
+// growLen is s with at least n elements, zero beyond the old length.
+func growLen(s []PacketBytes, n int) []PacketBytes {
+	if n <= len(s) {
+		return s
+	}
+	if n > cap(s) {
+		t := make([]PacketBytes, n)
+		copy(t, s)
+		return t
+	}
+	t := s[:n]
+	clear(t[len(s):])
+	return t
+}
+
+// reserve gives a snapshot's destination room for nVIPs and nBackends ids
+// without changing its contents, so that the worker's copy into it does
+// not allocate (the reader allocates, on its own goroutine, and only when
+// a snapshot grew).
+func (c *Counters) reserve(nVIPs, nBackends int) {
+	if cap(c.VIPs) < nVIPs {
+		c.VIPs = make([]PacketBytes, 0, nVIPs)
+	}
+	if cap(c.Backends) < nBackends {
+		c.Backends = make([]PacketBytes, 0, nBackends)
+	}
+}
+
+// VIP is the counters of VIP id: zero for an id beyond the snapshot (a VIP
+// added since the worker's last burst).
+func (c *Counters) VIP(id uint16) PacketBytes {
+	if int(id) < len(c.VIPs) {
+		return c.VIPs[id]
+	}
+	return PacketBytes{}
+}
+
+// Backend is the counters of backend id: zero for an id beyond the
+// snapshot (a backend added since the worker's last burst). Callers still
+// compare Gen with the backend's.
+func (c *Counters) Backend(id uint32) PacketBytes {
+	if int(id) < len(c.Backends) {
+		return c.Backends[id]
+	}
+	return PacketBytes{}
 }
 
 // Dropped is the total of every drop counter.
@@ -153,15 +210,18 @@ func (w *Worker) serveSnapshot() {
 	d := w.snap.dst
 	vips, backends := d.VIPs, d.Backends
 	*d = w.c
-	d.VIPs = append(vips[:0], w.c.VIPs...)
-	d.Backends = append(backends[:0], w.c.Backends...)
+	// Only the ids of the current snapshot: the reader reserved room for
+	// them, so the copy does not allocate unless a reload grew the
+	// snapshot in between.
+	nv, nb := len(w.c.VIPs), len(w.c.Backends)
+	if svc := w.shared.Services.Load(); svc != nil {
+		nv, nb = min(nv, len(svc.VIPs)), min(nb, svc.NumBackendIDs())
+	}
+	d.VIPs = append(vips[:0], w.c.VIPs[:nv]...)
+	d.Backends = append(backends[:0], w.c.Backends[:nb]...)
 	d.Conntrack = w.ct.Counters()
 	d.Flows = w.ct.Len()
-	n := 0
-	if svc := w.shared.Services.Load(); svc != nil {
-		n = min(svc.NumBackendIDs(), len(d.Backends))
-	}
-	for id := 0; id < n; id++ {
+	for id := range d.Backends {
 		d.Backends[id].Active = int64(w.ct.BackendFlows(uint32(id)))
 	}
 	w.snap.done.Store(true)
@@ -179,11 +239,16 @@ func (w *Worker) Idle(now conntrack.Time) {
 // the worker to reach the end of a burst (or an idle poll). It returns
 // false if the worker did not answer in time (stopped or stuck). Concurrent
 // callers take turns.
+//
+// dst's VIPs and Backends hold the ids of the current Services snapshot
+// (fewer if the worker has not seen it yet: read them with VIP and
+// Backend). Their memory is reused: a reader that keeps dst from one call
+// to the next allocates nothing once the snapshot stops growing.
 func (w *Worker) Snapshot(dst *Counters, timeout time.Duration) bool {
 	w.snapMu.Lock()
 	defer w.snapMu.Unlock()
-	if dst.VIPs == nil {
-		dst.init()
+	if svc := w.shared.Services.Load(); svc != nil {
+		dst.reserve(len(svc.VIPs), svc.NumBackendIDs())
 	}
 	w.snap.dst = dst
 	w.snap.done.Store(false)

@@ -85,6 +85,14 @@ func DropOp(sel conntrack.Selector) *Op { return &Op{kind: opDrop, sel: sel} }
 // CountFlowsOp counts live conntrack entries per backend id.
 func CountFlowsOp() *Op { return &Op{kind: opCountFlows, Flows: make([]uint32, MaxBackends)} }
 
+// CountFlowsOpInto is CountFlowsOp counting into flows (cleared first), for
+// a reader that reuses it; entries of ids beyond len(flows) are not
+// counted. After a timeout the worker may still write flows.
+func CountFlowsOpInto(flows []uint32) *Op {
+	clear(flows)
+	return &Op{kind: opCountFlows, Flows: flows}
+}
+
 // LookupOp finds the conntrack entry of a flow (hash from the fleet hasher).
 func LookupOp(t flow.Tuple, hash uint64) *Op { return &Op{kind: opLookup, tuple: t, hash: hash} }
 

@@ -115,7 +115,6 @@ func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, key flow.Key, por
 	}
 	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), portMAC: portMAC,
 		tooBig: tokenBucket{tokens: ICMPBurst}, echo: tokenBucket{tokens: EchoBurst}, localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
-	w.c.init()
 	return w, nil
 }
 
@@ -465,6 +464,7 @@ func (w *Worker) schedulersFor(svc *Services) {
 	if svc == nil {
 		return
 	}
+	w.c.ensure(len(svc.VIPs), svc.NumBackendIDs())
 	w.pickers = make([]sched.Picker, len(svc.VIPs))
 	most := 0
 	for _, v := range svc.VIPs {

@@ -5,7 +5,7 @@
 # a markdown summary. See docs/benchmarks.md for how to read it.
 #
 #   scripts/bench.sh                 # all scenarios, 3 pairs each (~10 min on 2 CPUs)
-#   QUICK=1 scripts/bench.sh         # 3 scenarios, 1 pair each (< 2 min)
+#   QUICK=1 scripts/bench.sh         # 4 scenarios, 1 pair each (a few minutes)
 #   scripts/bench.sh -only est-1m -pairs 5 -window 10s   # any fulcrum-bench flag
 #   scripts/bench.sh -list
 #

@@ -9,8 +9,14 @@
 // costs per packet (1/F - 1/T), peak memory and GC cycles, and at the end a
 // markdown summary for docs/benchmarks.md.
 //
+// Before measuring, each scenario is verified: Fulcrum forwards a sample
+// of the same traffic into a capture file and every frame's backend is
+// checked against the Maglev table (verify.go). Fulcrum's counters are its
+// --stats-json lines, and every wait has a time limit.
+//
 // No figure is judged: there is no pass/fail threshold on a timing. The
-// exit status is 1 only when a run could not be measured.
+// exit status is 1 when a run could not be measured or a verification
+// found a frame at the wrong backend.
 //
 // scripts/bench.sh (`make bench`) builds the binaries and runs it.
 package main
@@ -43,7 +49,7 @@ type options struct {
 	pairs, retries, nice                   int
 	maxOther                               float64
 	retryLeft                              time.Duration // time the remaining retries may take, to keep the whole run within its time
-	quick, list                            bool
+	quick, list, verify                    bool
 	only                                   string
 	tm                                     Timing
 }
@@ -62,6 +68,7 @@ func run() int {
 	flag.IntVar(&o.nice, "nice", -10, "niceness of testpmd and Fulcrum alike (0: leave as is), so that other programs on a shared machine disturb the forwarding core less")
 	flag.BoolVar(&o.quick, "quick", false, "QUICK mode: the scenarios marked quick, one pair each, short windows")
 	flag.BoolVar(&o.list, "list", false, "list the scenarios and exit")
+	flag.BoolVar(&o.verify, "verify", true, "before measuring a scenario, forward a 2000-frame sample of its traffic into a capture file and check every frame's backend against the Maglev table; a scenario with a misrouted frame fails")
 	flag.StringVar(&o.only, "only", "", "comma-separated scenario names to run (default: all, or the quick ones)")
 	vipsOf := flag.String("vips", "", "print the [[vip]] configuration of this scenario (for real-hardware runs) and exit")
 	flag.DurationVar(&o.tm.Warmup, "warmup", 2*time.Second, "traffic before the window")
@@ -97,7 +104,7 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "fulcrum-bench: %v\n", err)
 			return 2
 		}
-		fmt.Printf("# fulcrum-bench scenario %s: %s\n# conntrack: capacity = %d per worker (twice the flows)\n%s", scs[0].Name, scs[0].Title, 2*scs[0].Flows, scs[0].VIPsTOML())
+		fmt.Printf("# fulcrum-bench scenario %s: %s\n# conntrack: capacity = %d per worker\n%s", scs[0].Name, scs[0].Title, scs[0].ctCapacity(), scs[0].VIPsTOML())
 		return 0
 	}
 	scs, err := selectScenarios(o.only, o.quick)
@@ -132,7 +139,7 @@ func run() int {
 	fmt.Println(machine())
 	fmt.Printf("mode: %s; %d pair(s) per scenario (testpmd, then Fulcrum); warm-up %v, window %v; both at nice %d; a pair during which other programs used more than %.2f CPUs is measured again (up to %d times)\n",
 		map[bool]string{true: "QUICK", false: "full"}[o.quick], o.pairs, o.tm.Warmup, o.tm.Window, o.nice, o.maxOther, o.retries)
-	fmt.Println("columns: ns/pkt = 1/Fulcrum - 1/testpmd; RSS = peak resident memory (VmHWM); GC = Go GC cycles (GODEBUG=gctrace=1) ending in the window / in the run;\n" +
+	fmt.Println("columns: ns/pkt = 1/Fulcrum - 1/testpmd; new Mflows/s per core = new flows given a backend per second and forwarding lcore (millions; Fulcrum's --stats-json new_flows); RSS = peak resident memory (VmHWM); GC = Go GC cycles (GODEBUG=gctrace=1) ending in the window / in the run;\n" +
 		"  slowest interval = slowest stats interval (1-2 s) of the window in % of the window's rate, (GC) if a GC cycle ended in it; ct miss = conntrack misses among lookups;\n" +
 		"  other load = CPUs used by other programs beside the measured one during the window (testpmd/Fulcrum runs)")
 	if o.pairs < 3 {
@@ -223,9 +230,10 @@ func (p *pair) noise() float64 { return max(p.T.OtherCPUs, p.F.OtherCPUs) }
 
 // summary is one scenario's outcome.
 type summary struct {
-	S     *Scenario
-	Pairs []pair
-	Note  string
+	S        *Scenario
+	Pairs    []pair
+	Note     string
+	Verified *Verified // nil: not verified (-verify=false)
 }
 
 func runScenario(ctx context.Context, o *options, s *Scenario, genDigest string, pids *PIDFile) (summary, error) {
@@ -236,6 +244,14 @@ func runScenario(ctx context.Context, o *options, s *Scenario, genDigest string,
 		if err := ensurePcap(ctx, o.bin, p, s.GenArgs(q)); err != nil {
 			return sum, err
 		}
+	}
+	if o.verify {
+		v, err := verifyScenario(ctx, o, s, genDigest, pids)
+		if err != nil {
+			return sum, err
+		}
+		sum.Verified = &v
+		fmt.Printf("   verified: %s frames of a sample went to the backend their flow's Maglev table names (conntrack %d per worker)\n", v, s.ctCapacity())
 	}
 	lcores, lcoreMap, fulcrumSkip := "0,1", "", ""
 	if w := s.workers(); w > 1 {
@@ -325,7 +341,7 @@ func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcore
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return p, err
 	}
-	argv = append(slices.Clone(nice), filepath.Join(o.bin, "fulcrum"), "run", "-c", path, "--stats-interval", "1s")
+	argv = append(slices.Clone(nice), filepath.Join(o.bin, "fulcrum"), "run", "-c", path, "--stats-interval", "1s", "--stats-json")
 	p.F, p.FErr = Measure(ctx, &Job{Label: "fulcrum", Argv: argv, Env: []string{"GODEBUG=gctrace=1"}, Prefix: fp, LogPath: filepath.Join(o.work, fp+".log"), Parser: newFulcrumParser(s.workers())}, o.tm, pids)
 	if ctx.Err() != nil {
 		return p, ctx.Err()
@@ -335,12 +351,19 @@ func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcore
 
 func errorsIsSkipped(err error) bool { return errors.Is(err, errSkipped) }
 
+// genTimeout bounds one fulcrum-gen run.
+const genTimeout = 10 * time.Minute
+
 // ensurePcap writes the pcap unless the cache has it already.
 func ensurePcap(ctx context.Context, bin, path string, args []string) error {
 	if _, err := os.Stat(path); err == nil {
 		return nil
 	}
 	tmp := path + ".tmp"
+	// Writing a 1M-frame pcap takes seconds; a generator that hangs must
+	// not hang the run.
+	ctx, cancel := context.WithTimeout(ctx, genTimeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "fulcrum-gen"), append([]string{"-o", tmp}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -362,7 +385,7 @@ func (p *pair) ns() float64 { return 1e3/p.F.Mpps - 1e3/p.T.Mpps }
 
 func printScenario(w io.Writer, s *summary, maxOther float64) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pair\ttestpmd Mpps\tFulcrum Mpps\tratio\tFulcrum ns/pkt\tRSS testpmd MiB\tRSS Fulcrum MiB\tGo heap MiB\tGC in window/run\tslowest interval T/F %\tct miss %\tother load T/F (CPUs)\t")
+	fmt.Fprintln(tw, "pair\ttestpmd Mpps\tFulcrum Mpps\tratio\tFulcrum ns/pkt\tnew Mflows/s per core\tRSS testpmd MiB\tRSS Fulcrum MiB\tGo heap MiB\tGC in window/run\tslowest interval T/F %\tct miss %\tother load T/F (CPUs)\t")
 	for i, p := range s.Pairs {
 		label := fmt.Sprint(i + 1)
 		if p.Noisy {
@@ -370,9 +393,9 @@ func printScenario(w io.Writer, s *summary, maxOther float64) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t", label, mpps(p.T, p.TErr), mpps(p.F, p.FErr))
 		if p.ok() {
-			fmt.Fprintf(tw, "%.3f\t%.1f\t", p.ratio(), p.ns())
+			fmt.Fprintf(tw, "%.3f\t%.1f\t%.3f\t", p.ratio(), p.ns(), p.F.NewMfps/float64(s.S.workers()))
 		} else {
-			fmt.Fprint(tw, "-\t-\t")
+			fmt.Fprint(tw, "-\t-\t-\t")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t", mib(p.T, p.TErr), mib(p.F, p.FErr))
 		if p.FErr == nil {
@@ -387,7 +410,7 @@ func printScenario(w io.Writer, s *summary, maxOther float64) {
 		fmt.Fprintf(tw, "%.2f/%.2f\t\n", p.T.OtherCPUs, p.F.OtherCPUs)
 	}
 	if m, ok := s.medians(); ok {
-		fmt.Fprintf(tw, "median\t%.2f\t%.2f\t%.3f\t%.1f\t\t\t\t\t\t\t\t\n", m.T, m.F, m.Ratio, m.NS)
+		fmt.Fprintf(tw, "median\t%.2f\t%.2f\t%.3f\t%.1f\t%.3f\t\t\t\t\t\t\t\t\n", m.T, m.F, m.Ratio, m.NS, m.NewMfps/float64(s.S.workers()))
 	}
 	tw.Flush()
 	if m, ok := s.medians(); ok && m.Noisy > 0 {
@@ -434,13 +457,14 @@ type medians struct {
 	TMiB, FMiB, HeapMB                  uint64
 	GCWindow, GCTotal                   int
 	CTMiss                              float64
+	NewMfps                             float64 // all workers
 	Other                               float64
 	Noisy                               int // pairs left out (or, if every pair was noisy, kept) for other programs' load
 	MinPctT, MinPctF                    float64
 }
 
 func (s *summary) medians() (medians, bool) {
-	var t, f, r, ns, ct, other []float64
+	var t, f, r, ns, ct, other, nf []float64
 	var m medians
 	m.MinRatio = math.Inf(1)
 	m.MinPctT, m.MinPctF = 100, 100
@@ -460,6 +484,7 @@ func (s *summary) medians() (medians, bool) {
 		}
 		t, f, r, ns = append(t, p.T.Mpps), append(f, p.F.Mpps), append(r, p.ratio()), append(ns, p.ns())
 		ct, other = append(ct, p.F.CTMissPct), append(other, max(p.T.OtherCPUs, p.F.OtherCPUs))
+		nf = append(nf, p.F.NewMfps)
 		m.MinRatio, m.MaxRatio = min(m.MinRatio, p.ratio()), max(m.MaxRatio, p.ratio())
 		m.TMiB, m.FMiB = max(m.TMiB, p.T.HWMkB/1024), max(m.FMiB, p.F.HWMkB/1024)
 		m.HeapMB = max(m.HeapMB, uint64(p.F.HeapMB))
@@ -471,6 +496,7 @@ func (s *summary) medians() (medians, bool) {
 	}
 	m.N = clean
 	m.T, m.F, m.Ratio, m.NS, m.CTMiss, m.Other = median(t), median(f), median(r), median(ns), median(ct), median(other)
+	m.NewMfps = median(nf)
 	return m, true
 }
 
@@ -488,8 +514,8 @@ func median(v []float64) float64 {
 // scenario.
 func markdown(sums []summary, o *options) string {
 	var b strings.Builder
-	b.WriteString("| scenario | pairs | testpmd Mpps | Fulcrum Mpps | ratio (min-max) | Fulcrum ns/pkt | peak RSS testpmd / Fulcrum MiB | Go heap MiB | GC in windows / runs | slowest interval T / F % | ct miss % | other load CPUs |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| scenario | pairs | testpmd Mpps | Fulcrum Mpps | ratio (min-max) | Fulcrum ns/pkt | new Mflows/s per core | verified frames | peak RSS testpmd / Fulcrum MiB | Go heap MiB | GC in windows / runs | slowest interval T / F % | ct miss % | other load CPUs |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for i := range sums {
 		s := &sums[i]
 		m, ok := s.medians()
@@ -508,7 +534,7 @@ func markdown(sums []summary, o *options) string {
 			if s.Note != "" {
 				reason = "not run: " + s.Note
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | | | | | | | | |\n", s.S.Name, len(s.Pairs), t, reason)
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | | | | %s | | | | | | |\n", s.S.Name, len(s.Pairs), t, reason, verified(s))
 			continue
 		}
 		pairs := fmt.Sprint(m.N)
@@ -517,10 +543,19 @@ func markdown(sums []summary, o *options) string {
 		} else if m.Noisy > 0 {
 			pairs += fmt.Sprintf(" (+%d noisy)", m.Noisy)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.3f (%.3f-%.3f) | %.1f | %d / %d | %d | %d / %d | %.0f / %.0f | %.2f | %.2f |\n",
-			s.S.Name, pairs, m.T, m.F, m.Ratio, m.MinRatio, m.MaxRatio, m.NS, m.TMiB, m.FMiB, m.HeapMB, m.GCWindow, m.GCTotal, m.MinPctT, m.MinPctF, m.CTMiss, m.Other)
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.3f (%.3f-%.3f) | %.1f | %.3f | %s | %d / %d | %d | %d / %d | %.0f / %.0f | %.2f | %.2f |\n",
+			s.S.Name, pairs, m.T, m.F, m.Ratio, m.MinRatio, m.MaxRatio, m.NS, m.NewMfps/float64(s.S.workers()), verified(s), m.TMiB, m.FMiB, m.HeapMB, m.GCWindow, m.GCTotal, m.MinPctT, m.MinPctF, m.CTMiss, m.Other)
 	}
 	return b.String()
+}
+
+// verified is the summary's verification column: checked frames that went
+// to their backend, of the sample, or "no" when not verified.
+func verified(s *summary) string {
+	if s.Verified == nil {
+		return "no"
+	}
+	return s.Verified.String()
 }
 
 // machine describes the host for the record: CPU model, CPUs, memory,

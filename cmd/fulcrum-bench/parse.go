@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ type Sample struct {
 	Rx       uint64 // packets received from net_pcap
 	CTHits   uint64 // Fulcrum only
 	CTMisses uint64 // Fulcrum only
+	NewFlows uint64 // Fulcrum only: new flows given a backend
 	Busy     uint64 // busy CPU ticks of the whole machine (/proc/stat)
 	Own      uint64 // CPU ticks of the program (/proc/PID/stat)
 }
@@ -82,77 +84,39 @@ func stripEscapes(s string) string {
 	return escapeRE.ReplaceAllString(s, "")
 }
 
-// fulcrumParser reads `fulcrum run --stats-interval` logs: slog text lines
-// `msg=counters worker=N rx=... tx=... ct_hits=... ct_misses=...`, one per
-// worker per interval. A sample (sums over the workers) is complete at the
-// last worker's line.
+// fulcrumParser reads `fulcrum run --stats-interval 1s --stats-json`
+// output: one JSON object a line on stdout, with the cumulative counters
+// summed over the workers (cmd/fulcrum's appendStatsJSON). Machine
+// readable, so a change of the log text cannot break the harness; the
+// log lines on stderr are not samples.
 type fulcrumParser struct {
 	workers int
-	cur     []Sample
 }
 
-func newFulcrumParser(workers int) *fulcrumParser {
-	return &fulcrumParser{workers: workers, cur: make([]Sample, workers)}
+func newFulcrumParser(workers int) *fulcrumParser { return &fulcrumParser{workers: workers} }
+
+// statsLine is the part of a --stats-json line the harness reads.
+type statsLine struct {
+	TimeUnixMs *int64 `json:"time_unix_ms"`
+	Workers    int    `json:"workers"`
+	Rx         uint64 `json:"rx"`
+	Tx         uint64 `json:"tx"`
+	CTHits     uint64 `json:"ct_hits"`
+	CTMisses   uint64 `json:"ct_misses"`
+	NewFlows   uint64 `json:"new_flows"`
 }
 
-// Line consumes one line of output and returns a sample when one is
-// complete.
+// Line consumes one line of output and returns a sample when it is a
+// --stats-json line of all the expected workers.
 func (p *fulcrumParser) Line(s string) (Sample, bool) {
-	if !strings.Contains(s, "msg=counters ") {
+	if !strings.HasPrefix(s, `{"time_unix_ms":`) {
 		return Sample{}, false
 	}
-	kv := parseKV(s)
-	w, err := strconv.Atoi(kv["worker"])
-	if err != nil || w < 0 || w >= p.workers {
+	var l statsLine
+	if err := json.Unmarshal([]byte(s), &l); err != nil || l.TimeUnixMs == nil || l.Workers != p.workers {
 		return Sample{}, false
 	}
-	num := func(k string) uint64 { n, _ := strconv.ParseUint(kv[k], 10, 64); return n }
-	p.cur[w] = Sample{Tx: num("tx"), Rx: num("rx"), CTHits: num("ct_hits"), CTMisses: num("ct_misses")}
-	if w != p.workers-1 {
-		return Sample{}, false
-	}
-	var sum Sample
-	for _, c := range p.cur {
-		sum.Tx += c.Tx
-		sum.Rx += c.Rx
-		sum.CTHits += c.CTHits
-		sum.CTMisses += c.CTMisses
-	}
-	return sum, true
-}
-
-// parseKV splits a log/slog text line into its key=value pairs; quoted
-// values are unquoted.
-func parseKV(s string) map[string]string {
-	out := map[string]string{}
-	for len(s) > 0 {
-		s = strings.TrimLeft(s, " ")
-		eq := strings.IndexByte(s, '=')
-		if eq <= 0 {
-			break
-		}
-		key, rest := s[:eq], s[eq+1:]
-		if sp := strings.IndexByte(key, ' '); sp >= 0 { // a word without '=': skip it
-			s = s[sp+1:]
-			continue
-		}
-		var val string
-		if strings.HasPrefix(rest, `"`) {
-			q, err := strconv.QuotedPrefix(rest)
-			if err != nil {
-				break
-			}
-			val, _ = strconv.Unquote(q)
-			rest = rest[len(q):]
-		} else if sp := strings.IndexByte(rest, ' '); sp >= 0 {
-			val, rest = rest[:sp], rest[sp:]
-		} else {
-			val, rest = rest, ""
-		}
-		out[key] = val
-		s = rest
-	}
-	return out
+	return Sample{Tx: l.Tx, Rx: l.Rx, CTHits: l.CTHits, CTMisses: l.CTMisses, NewFlows: l.NewFlows}, true
 }
 
 // gcHeapRE matches gctrace's heap sizes: "4->4->3 MB" (at start of GC, at

@@ -36,6 +36,7 @@ type Result struct {
 	GCTotal   int           // GC cycles during the whole run
 	HeapMB    int           // largest live heap a GC reported (Fulcrum)
 	CTMissPct float64       // conntrack misses among lookups in the window (Fulcrum)
+	NewMfps   float64       // new flows given a backend per second, millions, over all workers (Fulcrum)
 	OtherCPUs float64       // CPUs busy with anything but this program during the window
 	MinPct    float64       // slowest interval between two samples in the window, % of the window's rate (a GC pause or a preemption shows here)
 	MinGC     bool          // a GC cycle ended in that slowest interval
@@ -47,6 +48,14 @@ type Timing struct {
 	Window  time.Duration // measured span
 	Startup time.Duration // longest wait for the first sample (a 1M-frame pcap loads for seconds)
 	Stall   time.Duration // longest wait between samples once they flow
+	Exit    time.Duration // longest wait for the program to exit after SIGTERM, then after SIGKILL (0: 20 s)
+}
+
+func (tm Timing) exit() time.Duration {
+	if tm.Exit <= 0 {
+		return 20 * time.Second
+	}
+	return tm.Exit
 }
 
 // line is one line of a program's output and when the harness read it.
@@ -69,8 +78,10 @@ func Measure(ctx context.Context, j *Job, tm Timing, pids *PIDFile) (Result, err
 	cmd := exec.Command(j.Argv[0], j.Argv[1:]...)
 	cmd.Env = append(os.Environ(), j.Env...)
 	cmd.Stdin = nil
-	// If the harness dies without cleaning up, the kernel ends the child.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// If the harness dies without cleaning up, the kernel ends the child;
+	// its own process group lets stop end whatever it started too (a
+	// child holding the output pipes would keep the harness waiting).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return Result{}, err
@@ -103,15 +114,19 @@ func Measure(ctx context.Context, j *Job, tm Timing, pids *PIDFile) (Result, err
 	exited := make(chan struct{})
 	go func() { wg.Wait(); close(lines); cmd.Wait(); close(exited) }()
 
+	// stop ends the program: SIGTERM to its process group, SIGKILL after
+	// tm.Exit, and it stops waiting tm.Exit after that (the harness must
+	// not hang on a process that even SIGKILL does not end at once).
 	stopped := false
 	stop := func() {
 		if stopped {
 			return
 		}
 		stopped = true
-		cmd.Process.Signal(syscall.SIGTERM)
-		t := time.NewTimer(20 * time.Second)
+		syscall.Kill(-pid, syscall.SIGTERM)
+		t := time.NewTimer(tm.exit())
 		defer t.Stop()
+		killed := false
 		for {
 			select {
 			case l, ok := <-lines:
@@ -123,9 +138,13 @@ func Measure(ctx context.Context, j *Job, tm Timing, pids *PIDFile) (Result, err
 			case <-exited:
 				return
 			case <-t.C:
-				cmd.Process.Kill()
-				<-exited
-				return
+				if killed {
+					fmt.Fprintf(logf, "# fulcrum-bench: %s (pid %d) still running %v after SIGKILL; not waiting any longer\n", j.Label, pid, tm.exit())
+					return
+				}
+				syscall.Kill(-pid, syscall.SIGKILL)
+				killed = true
+				t.Reset(tm.exit())
 			}
 		}
 	}
@@ -139,10 +158,17 @@ func Measure(ctx context.Context, j *Job, tm Timing, pids *PIDFile) (Result, err
 	)
 	deadline := time.NewTimer(tm.Startup)
 	defer deadline.Stop()
+	// Counters that keep coming without ever completing a window (no
+	// traffic forwarded) must not keep the run going either.
+	limit := tm.Startup + tm.Warmup + tm.Window + tm.Stall
+	total := time.NewTimer(limit)
+	defer total.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return Result{}, ctx.Err()
+		case <-total.C:
+			return Result{}, fmt.Errorf("%s: no complete window (traffic for %v after a %v warm-up) within %v (log %s)%s", j.Label, tm.Window, tm.Warmup, limit, j.LogPath, lastLines(tail))
 		case <-deadline.C:
 			return Result{}, fmt.Errorf("%s: no counters for %v (log %s)%s", j.Label, tm.Startup, j.LogPath, lastLines(tail))
 		case l, ok := <-lines:
@@ -196,6 +222,7 @@ func Measure(ctx context.Context, j *Job, tm Timing, pids *PIDFile) (Result, err
 				}
 			}
 			res.RxMpps = rate(sa, sb, rxOf) / 1e6
+			res.NewMfps = rate(sa, sb, func(s Sample) uint64 { return s.NewFlows }) / 1e6
 			if lookups := (sb.CTHits - sa.CTHits) + (sb.CTMisses - sa.CTMisses); lookups > 0 {
 				res.CTMissPct = 100 * float64(sb.CTMisses-sa.CTMisses) / float64(lookups)
 			}

@@ -24,6 +24,10 @@ type Scenario struct {
 	MTU      int    // Fulcrum's wire MTU (0: config default, 1500)
 	Workers  int    // forwarding lcores and rx queues (1 or 2)
 	Quick    bool   // part of QUICK=1
+	// CTCapacity is the conntrack capacity per worker, as an operator
+	// would size it (0: twice the scenario's flows per worker, the rule
+	// docs/benchmarks.md gives for legitimate traffic).
+	CTCapacity int
 }
 
 // Scenarios are issue 6's list. The 10k-flow established case is the base
@@ -40,6 +44,13 @@ var Scenarios = []Scenario{
 	{Name: "ipv6-10k", Title: "IPv6 established TCP (78 B frames), 10k flows, IPv6 backends", Mode: "established", Size: 78, Flows: 10_000, Frames: 100_000, IPv6: true, VIPs: 1, Backends: 10},
 	{Name: "vips-100", Title: "64 B established TCP, 10k flows over 100 VIPs", Mode: "established", Size: 64, Flows: 10_000, Frames: 100_000, VIPs: 100, Backends: 10},
 	{Name: "backends-1000", Title: "64 B established TCP, 10k flows, 1 VIP with 1000 backends", Mode: "established", Size: 64, Flows: 10_000, Frames: 100_000, VIPs: 1, Backends: 1000},
+	// The SYN flood: the syn-1m pcap (1M distinct random source tuples,
+	// each once per pass, so every packet is a tuple the table has not
+	// seen for a million packets) against a conntrack sized for the
+	// legitimate load, not for the attack: 65536 entries, full within the
+	// first pass and kept full, so every SYN is a miss that must insert
+	// (evicting, or failing to).
+	{Name: "syn-flood", Title: "SYN flood: 64 B TCP SYNs, every packet a new 5-tuple (1M distinct in a cycle) against a full conntrack of 65536", Mode: "syn", Size: 64, Flows: 1_000_000, Frames: 1_000_000, InOrder: true, VIPs: 1, Backends: 10, Quick: true, CTCapacity: 65536},
 	{Name: "est-10k-2q", Title: "two lcores: two rx queues (one pcap each, disjoint flows), 10k flows", Mode: "established", Size: 64, Flows: 10_000, Frames: 100_000, VIPs: 1, Backends: 10, Workers: 2},
 }
 
@@ -211,10 +222,26 @@ func lcoresFlag(lcores string) string {
 
 // FulcrumConfig is the TOML configuration of `fulcrum run` for the scenario:
 // the same vdevs (pcap in, null out as tx_port), busy polling (no idle
-// backoff), no kernel exception path, a static next hop, and a conntrack
-// of twice the flows per worker (docs/benchmarks.md: 0.8% of flows find
-// their bucket full at 50% occupancy).
+// backoff), no kernel exception path, a static next hop, and the
+// scenario's conntrack (ctCapacity).
 func (s *Scenario) FulcrumConfig(prefix string, pcaps []string, lcoreMap string) (string, error) {
+	vdevs := Vdevs(pcaps)
+	return s.fulcrumConfig(prefix, vdevs, "net_null0", lcoreMap)
+}
+
+// ctCapacity is the conntrack capacity per worker: CTCapacity, or twice
+// the flows per worker (docs/benchmarks.md: 0.8% of new flows find their
+// bucket full at 50% occupancy).
+func (s *Scenario) ctCapacity() int {
+	if s.CTCapacity > 0 {
+		return s.CTCapacity
+	}
+	return max(64, 2*s.Flows/s.workers())
+}
+
+// fulcrumConfig is FulcrumConfig over the given vdevs, the first being the
+// port; txPort "" sends on the port itself.
+func (s *Scenario) fulcrumConfig(prefix string, vdevs []string, txPort, lcoreMap string) (string, error) {
 	mem, err := s.MemoryMB()
 	if err != nil {
 		return "", err
@@ -225,21 +252,28 @@ func (s *Scenario) FulcrumConfig(prefix string, pcaps []string, lcoreMap string)
 	for i := range workers {
 		workers[i] = strconv.Itoa(i + 1)
 	}
-	vdevs := Vdevs(pcaps)
+	quoted := make([]string, len(vdevs))
+	for i, v := range vdevs {
+		quoted[i] = strconv.Quote(v)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# fulcrum-bench scenario %s: %s\n", s.Name, s.Title)
-	fmt.Fprintf(&b, "[eal]\nmain_lcore = 0\nworker_lcores = [%s]\nmemory_mb = %d\nhugepages = false\nfile_prefix = %q\nvdevs = [%q, %q]\n\n",
-		strings.Join(workers, ", "), mem, prefix, vdevs[0], vdevs[1])
+	fmt.Fprintf(&b, "[eal]\nmain_lcore = 0\nworker_lcores = [%s]\nmemory_mb = %d\nhugepages = false\nfile_prefix = %q\nvdevs = [%s]\n\n",
+		strings.Join(workers, ", "), mem, prefix, strings.Join(quoted, ", "))
 	if lcoreMap != "" {
 		// Still in [eal]: more lcores than CPUs (main lcore shares a CPU).
 		fmt.Fprintf(&b, "lcore_map = %q\n\n", lcoreMap)
 	}
-	fmt.Fprintf(&b, "[dataplane]\nport = \"net_pcap0\"\ntx_port = \"net_null0\"\nmempool_size = %d\nexception = false\nidle_backoff = false\n", pool)
+	fmt.Fprintf(&b, "[dataplane]\nport = \"net_pcap0\"\n")
+	if txPort != "" {
+		fmt.Fprintf(&b, "tx_port = %q\n", txPort)
+	}
+	fmt.Fprintf(&b, "mempool_size = %d\nexception = false\nidle_backoff = false\n", pool)
 	fmt.Fprintf(&b, "lb_ipv4 = %q\nlb_ipv6 = %q\nnext_hop_mac = %q\nencap = \"gre\"\nhash_key = %q\n", lbIPv4, lbIPv6, nextHopMAC, hashKey)
 	if s.MTU != 0 {
 		fmt.Fprintf(&b, "mtu = %d\n", s.MTU)
 	}
-	fmt.Fprintf(&b, "\n[conntrack]\ncapacity = %d\n", max(64, 2*s.Flows/w))
+	fmt.Fprintf(&b, "\n[conntrack]\ncapacity = %d\n", s.ctCapacity())
 	b.WriteString(s.VIPsTOML())
 	return b.String(), nil
 }

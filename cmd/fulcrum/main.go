@@ -36,7 +36,8 @@ const usage = `Fulcrum: a Maglev L4 load balancer over DPDK.
 
 usage:
   fulcrum run   [-c FILE] [--log-format text|json] [--log-level LEVEL]
-                [--stats-interval DURATION] [--exit-when-idle DURATION]
+                [--stats-interval DURATION] [--stats-json]
+                [--exit-when-idle DURATION]
   fulcrum check [-c FILE]
   fulcrum version
   fulcrum help
@@ -123,6 +124,7 @@ type runOptions struct {
 	logLevel   string
 	exitIdle   time.Duration
 	statsEvery time.Duration
+	statsJSON  bool
 }
 
 // parseRun parses fulcrum run's flags; they live here so that
@@ -134,6 +136,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (o runOptions, code int, 
 	fs.StringVar(&o.logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
 	fs.DurationVar(&o.exitIdle, "exit-when-idle", 0, "exit once packets have arrived and then none for `duration` (replaying a pcap); 0: run until signalled")
 	fs.DurationVar(&o.statsEvery, "stats-interval", 10*time.Second, "log the counters every `duration` (0: only at exit)")
+	fs.BoolVar(&o.statsJSON, "stats-json", false, "write the counters every stats interval to stdout as one JSON object a line (cumulative, summed over the workers and per worker) instead of logging them")
 	code, done = parseFlags(fs, args)
 	return o, code, done
 }

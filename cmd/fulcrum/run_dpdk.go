@@ -217,6 +217,19 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		defer t.Stop()
 		idleTick = t.C
 	}
+	workers := make([]snapshotter, len(eng.Workers()))
+	for i, w := range eng.Workers() {
+		workers[i] = w
+	}
+	sr := newStatsReader(workers)
+	// finalStats logs the counters at exit, and writes them as a last
+	// --stats-json line too.
+	finalStats := func() {
+		logStats(log, eng, sr, "final counters")
+		if opt.statsJSON {
+			sr.writeJSON(stdout, time.Now())
+		}
+	}
 	var lastRx uint64
 	lastChange := time.Now()
 	for {
@@ -233,7 +246,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			log.Info("stopping", "signal", s.String())
 			notify(log, sdnotify.Stopping)
 			withdraw(s.String())
-			logStats(log, eng, "final counters")
+			finalStats()
 			return 0
 		case err := <-eng.Failed():
 			log.Error("forwarding stopped", "err", err)
@@ -242,16 +255,20 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 				speaker.WithdrawAll()
 			}
 			return 1
-		case <-stats:
-			logStats(log, eng, "counters")
+		case t := <-stats:
+			if !opt.statsJSON {
+				logStats(log, eng, sr, "counters")
+			} else if err := sr.writeJSON(stdout, t); err != nil {
+				log.Error("writing --stats-json", "err", err)
+			}
 		case <-idleTick:
-			rx := totalRx(eng)
+			rx := sr.totalRx()
 			if rx != lastRx {
 				lastRx, lastChange = rx, time.Now()
 			} else if rx > 0 && time.Since(lastChange) >= opt.exitIdle {
 				log.Info("input idle, exiting", "idle", opt.exitIdle)
 				withdraw("input idle")
-				logStats(log, eng, "final counters")
+				finalStats()
 				return 0
 			}
 		}
@@ -266,28 +283,14 @@ func notify(log *slog.Logger, state string) {
 	}
 }
 
-func snapshot(eng *dataplane.Engine) []dataplane.Counters {
-	out := make([]dataplane.Counters, len(eng.Workers()))
-	for i, w := range eng.Workers() {
-		w.Snapshot(&out[i], time.Second) // takes turns with the admin API's readers
-	}
-	return out
-}
-
-func totalRx(eng *dataplane.Engine) uint64 {
-	var n uint64
-	for _, c := range snapshot(eng) {
-		n += c.RxPackets
-	}
-	return n
-}
-
-func logStats(log *slog.Logger, eng *dataplane.Engine, msg string) {
-	for i, c := range snapshot(eng) {
+func logStats(log *slog.Logger, eng *dataplane.Engine, sr *statsReader, msg string) {
+	cs := sr.read()
+	for i := range cs {
+		c := &cs[i]
 		log.Info(msg, "worker", i, "rx", c.RxPackets, "tx", c.TxPackets, "forwarded", c.Encap[encap.Forward],
 			"icmp_replies", c.Encap[encap.ICMPReply], "punted", c.Punted, "from_kernel", c.FromKernel, "dropped", c.Dropped(),
 			"ct_hits", c.CTHits, "ct_misses", c.CTMisses, "flows", c.Flows, "moved", c.Moved, "tx_full", c.TxFull,
-			"drops_by_reason", dataplane.DropSummary(&c))
+			"drops_by_reason", dataplane.DropSummary(c))
 	}
 	if st, err := eng.PortStats(); err == nil {
 		log.Info(msg+" (port)", "ipackets", st.IPackets, "opackets", st.OPackets, "imissed", st.IMissed, "rx_nombuf", st.RxNoMbuf, "ierrors", st.IErrors, "oerrors", st.OErrors)

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/encap"
+)
+
+// snapshotter is what the stats path needs of a worker.
+type snapshotter interface {
+	Snapshot(dst *dataplane.Counters, timeout time.Duration) bool
+}
+
+// statsReader reads the workers' counters for the periodic stats (log
+// lines, --stats-json, the idle check) into memory it keeps from one
+// reading to the next, so that a reading a second allocates nothing once
+// the configuration stops growing (issue 13: no GC cycle in steady state).
+type statsReader struct {
+	workers []snapshotter
+	bufs    []dataplane.Counters
+	line    []byte // the last --stats-json line
+}
+
+func newStatsReader(workers []snapshotter) *statsReader {
+	return &statsReader{workers: workers, bufs: make([]dataplane.Counters, len(workers))}
+}
+
+// read snapshots every worker; a worker that does not answer within a
+// second (stopped or stuck) keeps its last reading.
+func (r *statsReader) read() []dataplane.Counters {
+	for i, w := range r.workers {
+		w.Snapshot(&r.bufs[i], time.Second) // takes turns with the admin API's readers
+	}
+	return r.bufs
+}
+
+// totalRx is the packets received by all workers.
+func (r *statsReader) totalRx() uint64 {
+	var n uint64
+	for i := range r.read() {
+		n += r.bufs[i].RxPackets
+	}
+	return n
+}
+
+// writeJSON reads the counters and writes them to w as one JSON object on
+// one line (--stats-json): the cumulative counters summed over the
+// workers, then each worker's. t is the reading's time.
+func (r *statsReader) writeJSON(w io.Writer, t time.Time) error {
+	r.line = appendStatsJSON(r.line[:0], t, r.read())
+	_, err := w.Write(r.line)
+	return err
+}
+
+// appendStatsJSON appends the --stats-json line of cs (built by hand, with
+// strconv, so that it allocates nothing): {"time_unix_ms":..,"workers":N,
+// "rx":..,...,"per_worker":[{...},...]}\n. Every counter is cumulative
+// since start; docs/benchmarks.md names the fields.
+func appendStatsJSON(b []byte, t time.Time, cs []dataplane.Counters) []byte {
+	var sum dataplane.Counters
+	for i := range cs {
+		sum.Add(&cs[i])
+	}
+	b = append(b, `{"time_unix_ms":`...)
+	b = strconv.AppendInt(b, t.UnixMilli(), 10)
+	b = append(b, `,"workers":`...)
+	b = strconv.AppendInt(b, int64(len(cs)), 10)
+	b = append(b, ',')
+	b = appendCounterFields(b, &sum, newFlows(cs))
+	b = append(b, `,"per_worker":[`...)
+	for i := range cs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '{')
+		b = appendCounterFields(b, &cs[i], newFlows(cs[i:i+1]))
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...)
+}
+
+// newFlows is the new flows the workers gave the VIPs.
+func newFlows(cs []dataplane.Counters) uint64 {
+	var n uint64
+	for i := range cs {
+		for _, v := range cs[i].VIPs {
+			n += v.NewFlows
+		}
+	}
+	return n
+}
+
+func appendCounterFields(b []byte, c *dataplane.Counters, newFlows uint64) []byte {
+	field := func(b []byte, name string, v uint64, comma bool) []byte {
+		if comma {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+		return strconv.AppendUint(b, v, 10)
+	}
+	b = field(b, "rx", c.RxPackets, false)
+	b = field(b, "rx_bytes", c.RxBytes, true)
+	b = field(b, "tx", c.TxPackets, true)
+	b = field(b, "tx_bytes", c.TxBytes, true)
+	b = field(b, "forwarded", c.Encap[encap.Forward], true)
+	b = field(b, "icmp_replies", c.Encap[encap.ICMPReply], true)
+	b = field(b, "punted", c.Punted, true)
+	b = field(b, "from_kernel", c.FromKernel, true)
+	b = field(b, "dropped", c.Dropped(), true)
+	b = field(b, "tx_full", c.TxFull, true)
+	b = field(b, "ct_hits", c.CTHits, true)
+	b = field(b, "ct_misses", c.CTMisses, true)
+	b = field(b, "ct_inserts", c.Conntrack.Inserts, true)
+	b = field(b, "ct_insert_failed", c.Conntrack.InsertFailed, true)
+	b = field(b, "new_flows", newFlows, true)
+	b = field(b, "moved", c.Moved, true)
+	b = field(b, "flows", uint64(c.Flows), true)
+	return b
+}
