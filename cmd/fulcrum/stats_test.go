@@ -114,7 +114,7 @@ func TestStatsPathAllocatesNothing(t *testing.T) {
 	shared := &dataplane.Shared{}
 	var workers []*dataplane.Worker
 	for i := 0; i < 2; i++ {
-		w, err := dataplane.NewWorker(i, shared, control.ConntrackConfig(cfg), key, mac)
+		w, err := dataplane.NewWorker(i, shared, cfg.Conntrack, key, mac)
 		if err != nil {
 			t.Fatal(err)
 		}
