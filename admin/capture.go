@@ -34,6 +34,10 @@ const (
 	// busy lcore's traffic with no filter; a filter or drops-only keeps
 	// far fewer.
 	capturePoll = 2 * time.Millisecond
+	// captureWriteGrace is how long the answer may take to reach the
+	// client after the capture's duration: a client that stops reading
+	// holds its connection (the capture is already detached) no longer.
+	captureWriteGrace = 30 * time.Second
 )
 
 func (s *Server) postCapture(w http.ResponseWriter, r *http.Request) {
@@ -60,7 +64,7 @@ func (s *Server) postCapture(w http.ResponseWriter, r *http.Request) {
 	}
 	defer cp.Stop()
 	rc := http.NewResponseController(w)
-	rc.SetWriteDeadline(time.Now().Add(duration + 30*time.Second))
+	rc.SetWriteDeadline(time.Now().Add(duration + captureWriteGrace))
 	h := w.Header()
 	h.Set("Content-Type", "application/vnd.tcpdump.pcapng")
 	h.Set("Cache-Control", "no-store")
@@ -129,7 +133,16 @@ func writeCapture(w http.ResponseWriter, rc *http.ResponseController, cp *datapl
 	if err != nil {
 		return 0, err
 	}
+	// The status line, the header and the section header go out now:
+	// the client learns that the capture runs (and its ring is installed)
+	// before the first frame, which a filter may make wait for long.
 	if err := ng.Flush(); err != nil {
+		return 0, err
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, err
+	}
+	if err := rc.Flush(); err != nil {
 		return 0, err
 	}
 	start := time.Now()
