@@ -63,6 +63,11 @@ func (s *Server) postCapture(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cp.Stop()
+	// The ring leaves the workers at the duration even if the writes
+	// below are blocked by a client that does not read: the lcores must
+	// not keep copying frames for it until the write deadline.
+	detach := time.AfterFunc(duration, cp.Stop)
+	defer detach.Stop()
 	rc := http.NewResponseController(w)
 	rc.SetWriteDeadline(time.Now().Add(duration + captureWriteGrace))
 	h := w.Header()
@@ -189,6 +194,7 @@ func writeCapture(w http.ResponseWriter, rc *http.ResponseController, cp *datapl
 			rc.Flush()
 		}
 		if stop || count > 0 && n >= count {
+			cp.Stop()
 			return finish()
 		}
 	}
