@@ -358,6 +358,30 @@ func TestCaptureClientGone(t *testing.T) {
 	e.capture(api.CaptureQuery("", "", false, "", 1, 0), func() { e.plane.Send(admintest.UDP(t, 9, dnsVIP)) })
 }
 
+// TestCaptureWithBodyRefused: a capture request announcing a body (that
+// may never come, and keeps net/http from noticing the client leave) is
+// refused before a ring is installed.
+func TestCaptureWithBodyRefused(t *testing.T) {
+	e := start(t, admintest.Config, loopback())
+	addr := strings.TrimPrefix(e.base, "http://")
+	for _, hdr := range [][]string{{"Content-Length", "100000"}, {"Transfer-Encoding", "chunked"}} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "POST "+api.CapturePath+"?duration=5m HTTP/1.1\r\nHost: 127.0.0.1\r\n"+hdr[0]+": "+hdr[1]+"\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 || e.plane.Worker.Capturing() {
+			t.Errorf("%s: %d, capturing %v; want 400 and no capture", hdr[0], resp.StatusCode, e.plane.Worker.Capturing())
+		}
+	}
+}
+
 // TestCaptureClientNeverReads: a client that reads nothing does not make
 // the worker wait (frames the ring has no room for are missed), and the
 // ring is detached at the capture's duration even while the answer's

@@ -49,6 +49,15 @@ func (s *Server) postCapture(w http.ResponseWriter, r *http.Request) {
 		s.unauthorized(w, r)
 		return
 	}
+	// No body: net/http notices a client that hangs up only once the
+	// request's body is read, so a capture with a body still to come
+	// would run to its duration for a client long gone.
+	if r.ContentLength != 0 {
+		// Closing: net/http would otherwise wait for the body to discard it.
+		w.Header().Set("Connection", "close")
+		s.writeError(w, r, badRequest("capture: the request takes no body (the query selects)"))
+		return
+	}
 	q, count, duration, err := s.captureQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
