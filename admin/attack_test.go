@@ -531,3 +531,61 @@ func TestCaptureTokenRules(t *testing.T) {
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// TestConnsPagingWhileFlowsExpire: flows that expire in the middle of a
+// pass are not listed after they expired, flows added meanwhile at most
+// once, and no flow twice.
+func TestConnsPagingWhileFlowsExpire(t *testing.T) {
+	cfg := strings.Replace(admintest.Config, "capacity = 65536", "capacity = 65536\ntcp_syn = \"1s\"", 1)
+	e := start(t, cfg, loopback())
+	e.traffic(10000, 100) // batch A: SYNs, idle timeout 1 s
+	isA := func(c api.Conn) bool {
+		ap, err := netip.ParseAddrPort(c.Client)
+		return err == nil && ap.Port() >= 10000 && ap.Port() < 10100
+	}
+	seen := map[string]int{}
+	var page api.Conns
+	e.get(api.ConnsQuery("", "", 8, ""), &page)
+	for _, c := range page.Conns {
+		seen[c.Client]++
+	}
+	// Every batch A flow expires (flow counts leave expired entries out).
+	waitFor(t, "batch A did not expire", 15*time.Second, func() bool {
+		for _, v := range e.plane.Status(true).VIPs {
+			for _, b := range v.Backends {
+				if b.Flows != 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	e.traffic(20000, 50) // batch B
+	cursor, pages := page.Next, 1
+	for cursor != "" {
+		page = api.Conns{}
+		e.get(api.ConnsQuery("", "", 8, cursor), &page)
+		for _, c := range page.Conns {
+			seen[c.Client]++
+			if isA(c) {
+				t.Errorf("flow %s listed after it expired", c.Client)
+			}
+		}
+		if pages++; pages > 10000 {
+			t.Fatal("the listing does not end")
+		}
+		cursor = page.Next
+	}
+	b := 0
+	for k, n := range seen {
+		if n > 1 {
+			t.Errorf("flow %s listed %d times", k, n)
+		}
+		if ap, _ := netip.ParseAddrPort(k); ap.Port() >= 20000 {
+			b++
+		}
+	}
+	if b > 50 {
+		t.Errorf("%d batch B flows listed, 50 sent", b)
+	}
+}
