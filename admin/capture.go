@@ -34,6 +34,10 @@ const (
 	// busy lcore's traffic with no filter; a filter or drops-only keeps
 	// far fewer.
 	capturePoll = 2 * time.Millisecond
+	// captureWriteGrace is how long the answer may take to reach the
+	// client after the capture's duration: a client that stops reading
+	// holds its connection (the capture is already detached) no longer.
+	captureWriteGrace = 30 * time.Second
 )
 
 func (s *Server) postCapture(w http.ResponseWriter, r *http.Request) {
@@ -43,6 +47,15 @@ func (s *Server) postCapture(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.authorized(r) {
 		s.unauthorized(w, r)
+		return
+	}
+	// No body: net/http notices a client that hangs up only once the
+	// request's body is read, so a capture with a body still to come
+	// would run to its duration for a client long gone.
+	if r.ContentLength != 0 {
+		// Closing: net/http would otherwise wait for the body to discard it.
+		w.Header().Set("Connection", "close")
+		s.writeError(w, r, badRequest("capture: the request takes no body (the query selects)"))
 		return
 	}
 	q, count, duration, err := s.captureQuery(r)
@@ -59,8 +72,13 @@ func (s *Server) postCapture(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cp.Stop()
+	// The ring leaves the workers at the duration even if the writes
+	// below are blocked by a client that does not read: the lcores must
+	// not keep copying frames for it until the write deadline.
+	detach := time.AfterFunc(duration, cp.Stop)
+	defer detach.Stop()
 	rc := http.NewResponseController(w)
-	rc.SetWriteDeadline(time.Now().Add(duration + 30*time.Second))
+	rc.SetWriteDeadline(time.Now().Add(duration + captureWriteGrace))
 	h := w.Header()
 	h.Set("Content-Type", "application/vnd.tcpdump.pcapng")
 	h.Set("Cache-Control", "no-store")
@@ -129,7 +147,16 @@ func writeCapture(w http.ResponseWriter, rc *http.ResponseController, cp *datapl
 	if err != nil {
 		return 0, err
 	}
+	// The status line, the header and the section header go out now:
+	// the client learns that the capture runs (and its ring is installed)
+	// before the first frame, which a filter may make wait for long.
 	if err := ng.Flush(); err != nil {
+		return 0, err
+	}
+	if err := bw.Flush(); err != nil {
+		return 0, err
+	}
+	if err := rc.Flush(); err != nil {
 		return 0, err
 	}
 	start := time.Now()
@@ -176,6 +203,7 @@ func writeCapture(w http.ResponseWriter, rc *http.ResponseController, cp *datapl
 			rc.Flush()
 		}
 		if stop || count > 0 && n >= count {
+			cp.Stop()
 			return finish()
 		}
 	}

@@ -7,3 +7,7 @@ import "time"
 func (s *Server) SetTimeouts(readHeader, read, write, idle time.Duration) {
 	s.timeouts = timeouts{readHeader, read, write, idle}
 }
+
+// CaptureWriteGrace is how long a capture's answer may take to write
+// after its duration.
+const CaptureWriteGrace = captureWriteGrace

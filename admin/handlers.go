@@ -162,7 +162,11 @@ func (s *Server) mutate(f apiFunc) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		s.log.Info("admin API call", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", http.StatusOK)
+		attrs := []any{"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", http.StatusOK}
+		if f, ok := v.(api.Flush); ok {
+			attrs = append(attrs, "flushed", f.Flushed)
+		}
+		s.log.Info("admin API call", attrs...)
 		s.writeJSON(w, r, http.StatusOK, v)
 	}), http.MethodPost)
 }
@@ -508,6 +512,12 @@ func (s *Server) getConns(r *http.Request) (any, error) {
 		bi, err2 := strconv.Atoi(b)
 		if !ok || err1 != nil || err2 != nil || wi < 0 || bi < 0 {
 			return nil, badRequest("cursor %q: not a cursor from an earlier page (WORKER.BUCKET)", c)
+		}
+		// A cursor the server never gave: refused, rather than answered
+		// with an empty last page that looks like the end of a listing.
+		buckets := s.plane.ConnBuckets()
+		if wi >= len(buckets) || bi >= buckets[wi] {
+			return nil, badRequest("cursor %q: past the end (%d workers, %d buckets each): not a cursor from an earlier page", c, len(buckets), buckets[0])
 		}
 		cq.From = control.ConnCursor{Worker: wi, Bucket: bi}
 	}

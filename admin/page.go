@@ -58,8 +58,10 @@ func (s *Server) getPage(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	// No script, no frames, nothing from elsewhere.
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'")
+	// No script, no frames, nothing from elsewhere; base-uri and
+	// form-action are not covered by default-src, so they are closed
+	// too (a <base> or <form> slipped into the page goes nowhere).
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 	h.Set("Content-Length", strconv.Itoa(b.Len()))
 	if r.Method != http.MethodHead {
 		w.Write(b.Bytes())

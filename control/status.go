@@ -348,3 +348,13 @@ func (p *Plane) ConntrackCapacity() []int {
 	}
 	return out
 }
+
+// ConnBuckets is every worker's conntrack bucket count (fixed at start):
+// the bounds of a ConnCursor.
+func (p *Plane) ConnBuckets() []int {
+	out := make([]int, len(p.workers))
+	for i, w := range p.workers {
+		out[i] = w.Conntrack().Buckets()
+	}
+	return out
+}

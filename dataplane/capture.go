@@ -135,6 +135,11 @@ func StartCapture(workers []*Worker, f CaptureFilter) (*Capture, error) {
 	return c, nil
 }
 
+// Capturing reports whether a capture is installed on w (its hook's
+// pointer is set): for tests and status that must see a stopped capture
+// really detached from the lcore.
+func (w *Worker) Capturing() bool { return w.capture.Load() != nil }
+
 // Stop uninstalls the capture. A worker may still be writing its current
 // burst; Drain after Stop sees it (the ring is not freed while referenced).
 func (c *Capture) Stop() {

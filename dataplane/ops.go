@@ -96,13 +96,19 @@ func CountFlowsOpInto(flows []uint32) *Op {
 // LookupOp finds the conntrack entry of a flow (hash from the fleet hasher).
 func LookupOp(t flow.Tuple, hash uint64) *Op { return &Op{kind: opLookup, tuple: t, hash: hash} }
 
+// maxListEntries bounds a ListOp's page, which is allocated up front:
+// a caller's limit (control bounds it lower) never turns into a huge
+// allocation.
+const maxListEntries = 1 << 16
+
 // ListOp copies up to limit live conntrack entries (of VIP id vip and
 // backend id backend; -1 matches any) from bucket from on. The worker
 // copies at most opBudget buckets per burst and stops at a bucket boundary
 // before the page would overflow, so Next resumes exactly; limit is
-// raised to one bucket's slots if smaller.
+// raised to one bucket's slots if smaller and lowered to maxListEntries
+// if larger.
 func ListOp(from, limit int, vip, backend int64) *Op {
-	limit = max(limit, 1)
+	limit = min(max(limit, 1), maxListEntries)
 	return &Op{kind: opList, cursor: from, limit: limit, listVIP: vip, listBackend: backend, Conns: make([]ConnEntry, 0, limit)}
 }
 

@@ -60,7 +60,9 @@ func ActionPath(vip, backend, action string) string {
 
 // ConnsQuery is the query of a connection listing: vip and backend
 // (names or addresses; empty: any), at most limit entries (0: the
-// server's default), continuing from cursor (empty: the start).
+// server's default; a limit below 8, one conntrack bucket, is raised to
+// it, since a page ends at a bucket boundary), continuing from cursor
+// (empty: the start; a cursor the server did not give is refused).
 func ConnsQuery(vip, backend string, limit int, cursor string) string {
 	q := url.Values{}
 	if vip != "" {

@@ -38,6 +38,26 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 	if err := resolveSelection(ctx, c, &sel); err != nil {
 		return err
 	}
+	// The file first: an unwritable -w fails before a capture starts
+	// (the daemon runs one at a time). Not truncated until the daemon
+	// accepts the capture, and removed if it refuses and we made it.
+	var f *os.File
+	if sel.file != "-" {
+		_, statErr := os.Stat(sel.file)
+		made := os.IsNotExist(statErr)
+		var err error
+		if f, err = os.OpenFile(sel.file, os.O_WRONLY|os.O_CREATE, 0o644); err != nil {
+			return err
+		}
+		defer func() {
+			if f != nil {
+				f.Close()
+				if made {
+					os.Remove(sel.file)
+				}
+			}
+		}()
+	}
 	d := sel.duration
 	if d == 0 {
 		d = captureDefault
@@ -72,21 +92,22 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 		return &apiError{resp.StatusCode, ae.Error}
 	}
 	var w io.Writer = out.w
-	if sel.file != "-" {
-		f, err := os.Create(sel.file)
-		if err != nil {
+	if f != nil {
+		if err := f.Truncate(0); err != nil {
 			return err
 		}
-		defer f.Close()
-		w = f
+		file := f
+		f = nil // kept from here on, whatever happens
+		defer file.Close()
+		w = file
 	}
 	_, err = io.Copy(w, resp.Body)
 	interrupted := cctx.Err() != nil && ctx.Err() == nil
 	if err != nil && !interrupted {
 		return fmt.Errorf("capture: %w", err)
 	}
-	if f, ok := w.(*os.File); ok {
-		if err := f.Close(); err != nil {
+	if file, ok := w.(*os.File); ok {
+		if err := file.Close(); err != nil {
 			return err
 		}
 	}

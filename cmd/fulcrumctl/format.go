@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/fulcrumlb/fulcrum/admin/api"
 )
@@ -44,9 +45,29 @@ func (c *columns) Flush() {
 func row(tw io.Writer, cols ...any) {
 	s := make([]string, len(cols))
 	for i, c := range cols {
-		s[i] = fmt.Sprint(c)
+		s[i] = printable(fmt.Sprint(c))
 	}
 	fmt.Fprintln(tw, strings.Join(s, "\t"))
+}
+
+// printable escapes the control characters of text the daemon passes on
+// from elsewhere (a health check's reason holds what a backend answered,
+// a BGP error what a peer sent): an escape sequence must not reach the
+// operator's terminal, and a tab or newline must not break a table.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func yesNo(b bool) string {
@@ -88,7 +109,7 @@ func printStatus(w io.Writer, s *api.Status) {
 		fmt.Fprintf(w, "PANIC MODE (fail open): %s\n", strings.Join(s.PanicVIPs, ", "))
 	}
 	if s.LastError != "" {
-		fmt.Fprintf(w, "last rebuild failed: %s\n", s.LastError)
+		fmt.Fprintf(w, "last rebuild failed: %s\n", printable(s.LastError))
 	}
 	fmt.Fprintln(w)
 	tw := table(w, "WORKER", "RX", "TX", "FORWARDED", "ICMP-REPLIES", "PUNTED", "DROPPED", "TX-FULL", "FLOWS", "CT-HITS", "CT-MISSES", "EVICTED", "INSERT-FAILED")
