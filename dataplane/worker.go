@@ -102,6 +102,9 @@ type Worker struct {
 	// false look-ups of a burst of new flows rare (one in eight or less
 	// with 32 new flows).
 	burstNew [4]uint64
+
+	fast        fastScratch // the fused path's per-burst state (fast.go)
+	generalOnly bool        // tests: every packet through the general stages
 }
 
 // NewWorker creates a worker with its own conntrack table.
@@ -128,17 +131,35 @@ func (w *Worker) Conntrack() *conntrack.Table { return w.ct }
 // The stages run over the whole burst one after another (parse and classify
 // all, then one batched conntrack lookup, then select and encapsulate), so
 // the conntrack bucket misses of a burst overlap instead of queueing.
+//
+// Most packets of a busy LB belong to established flows of exact-port VIPs
+// that conntrack knows: those take the fused path (fastBurst), and the
+// rest of the burst goes through the general stages (process), with the
+// same results, byte for byte, as if the whole burst had.
 func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 	if len(pkts) > MaxBurst {
 		pkts = pkts[:MaxBurst]
 	}
-	svc := w.shared.Services.Load() // with svc nil every packet is punted: nh is not read
+	svc := w.shared.Services.Load() // with svc nil every packet is punted
+	if svc != w.svcSeen {
+		w.schedulersFor(svc) // a new snapshot: allocates, once, between bursts
+	}
+	if svc != nil && !w.generalOnly {
+		w.fastBurst(pkts, svc, now)
+	} else {
+		w.process(pkts, svc, now)
+	}
+	w.now = now
+	w.serveSnapshot()
+	w.serveOp(now)
+}
+
+// process runs the general stages over a burst. With svc nil every packet
+// is punted (nh is not read).
+func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 	var nh *NextHop
 	if svc != nil {
 		nh = &svc.NextHop
-	}
-	if svc != w.svcSeen {
-		w.schedulersFor(svc) // a new snapshot: allocates, once, between bursts
 	}
 	c := &w.c
 	m := 0
@@ -183,7 +204,7 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 			continue
 		}
 		var dst [6]byte
-		if be.Target.IsV6() {
+		if be.Target.OuterV6() {
 			if !nh.Has6 {
 				w.drop(i, DropNoNextHop)
 				continue
@@ -226,9 +247,6 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 		p.Off, p.Len = start, length
 		w.Verdicts[i] = Tx
 	}
-	w.now = now
-	w.serveSnapshot()
-	w.serveOp(now)
 }
 
 // classify parses packet i, decides whether it is VIP traffic and fills
