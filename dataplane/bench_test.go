@@ -13,12 +13,24 @@ import (
 // lookup, flow hash, batched conntrack, Maglev on a miss, GRE
 // encapsulation) on 64-byte TCP packets of established flows, bursts of 32,
 // without any I/O. ns/op is per packet.
+//
+// path=general runs every packet through the general stages (the fused
+// path off), for comparison in the same run.
 func BenchmarkProcess(b *testing.B) {
-	for _, flows := range []int{10_000, 1_000_000} {
-		b.Run(fmt.Sprintf("flows=%d", flows), func(b *testing.B) {
+	for _, bc := range []struct {
+		flows   int
+		general bool
+	}{{10_000, false}, {10_000, true}, {1_000_000, false}, {1_000_000, true}} {
+		flows := bc.flows
+		path := "fused"
+		if bc.general {
+			path = "general"
+		}
+		b.Run(fmt.Sprintf("flows=%d/path=%s", flows, path), func(b *testing.B) {
 			t := &testing.T{}
 			cfg := testConfig
 			r := newRig(t, cfgWithCapacity(cfg, 2*flows))
+			r.w.generalOnly = bc.general
 			rng := rand.New(rand.NewPCG(1, 2))
 			// 4096 distinct frames stand for the flow population: each
 			// burst rewrites the source address and port of its frames

@@ -300,7 +300,13 @@ func (e *Engine) loop(i int) error {
 				drops.Add(mb)
 				continue
 			}
-			pkts[k] = Pkt{Buf: mb.Buffer(), Off: mb.Headroom(), Len: mb.DataLen()}
+			// Field by field: a composite literal is built in a stack
+			// temporary and copied in 16-byte moves that stall on the
+			// stores just made (store forwarding), per packet.
+			p := &pkts[k]
+			p.Buf = mb.Buffer()
+			p.Off = mb.Headroom()
+			p.Len = mb.DataLen()
 			mbIdx[k] = j
 			k++
 		}

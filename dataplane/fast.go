@@ -13,8 +13,9 @@ import (
 //
 // Nearly every packet a busy LB forwards is a non-SYN TCP segment (or a
 // UDP datagram) of a flow conntrack already pins, to a VIP of one exact
-// port: parse, one VIP probe, the flow hash, one conntrack hit, one
-// encapsulation. fastBurst does exactly that over the burst, in three
+// port: parse, one VIP probe, the local hash (flow.LocalHasher; the fleet
+// hash the tunnel's entropy fields need is stored in the entry), one
+// conntrack hit, one encapsulation. fastBurst does exactly that over the burst, in three
 // passes (parse and classify; one prefetched conntrack probe for all
 // candidates; commit in order), with no Parsed zeroing (packet.ParseFlow
 // sets only what the pipeline reads) and counters added once per burst.
@@ -89,9 +90,8 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 			f.kind[i] = fastGeneral
 			continue
 		}
-		h := w.hasher.Hash(&ps.Tuple)
+		h := w.local.Hash(&ps.Tuple)
 		w.ct.PrefetchBucket(h)
-		w.hashes[i] = h
 		w.vips[i] = v
 		f.kind[i] = fastCandidate
 		w.ctHashes[m] = h
@@ -180,7 +180,7 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 // packets do too).
 func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Encapsulator, e *conntrack.Entry, seen *[4]uint64, now conntrack.Time) (ok bool, res encap.Result) {
 	b := w.fast.bloom[i]
-	if seen[b>>6]&(1<<(b&63)) != 0 || e == nil || e.State() == conntrack.StateNew {
+	if seen[b>>6]&(1<<(b&63)) != 0 || e == nil || e.State() == conntrack.StateNew || e.FlowHash() == 0 {
 		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}
@@ -207,7 +207,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		return false, 0
 	}
 	w.ct.Touch(e, now, ps.TCPFlags)
-	start, length, res := enc.Encap(p.Buf, p.Off, p.Len, ps, w.hashes[i], v.Encap, &be.Target, *dst, w.portMAC)
+	start, length, res := enc.Encap(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, *dst, w.portMAC)
 	if res != encap.Forward {
 		return true, res
 	}

@@ -56,14 +56,16 @@ type Worker struct {
 	ID      int
 	shared  *Shared
 	ct      *conntrack.Table
-	hasher  flow.Hasher
+	hasher  flow.Hasher      // the fleet hash: Maglev, and the tunnel's entropy fields
+	local   flow.LocalHasher // conntrack's buckets and signatures
 	portMAC [6]byte
 
 	// Per-burst scratch, reused.
 	parsed   [MaxBurst]packet.Parsed
 	keys     [MaxBurst]*flow.Tuple // the flow a packet belongs to: its own tuple, or quoted[i]
 	quoted   [MaxBurst]flow.Tuple  // for an ICMP error: the reversed quoted flow
-	hashes   [MaxBurst]uint64
+	hashes   [MaxBurst]uint64 // fleet hash
+	lhashes  [MaxBurst]uint64 // local hash (not for fragments)
 	vips     [MaxBurst]*VIP
 	ctIdx    [MaxBurst]uint8 // packets that go through conntrack, in order
 	ctHashes [MaxBurst]uint64
@@ -114,7 +116,7 @@ func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, key flow.Key, por
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), portMAC: portMAC,
+	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), local: flow.NewLocalHasher(key), portMAC: portMAC,
 		tooBig: tokenBucket{tokens: ICMPBurst}, echo: tokenBucket{tokens: EchoBurst}, localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
 	w.c.init()
 	return w, nil
@@ -171,8 +173,10 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			if w.parsed[i].Fragment {
 				continue // stateless: fragments carry no flow state (fragment policy)
 			}
+			lh := w.local.Hash(w.keys[i])
+			w.lhashes[i] = lh
 			w.ctIdx[m] = uint8(i)
-			w.ctHashes[m] = w.hashes[i]
+			w.ctHashes[m] = lh
 			w.ctKeys[m] = w.keys[i]
 			m++
 		}
@@ -192,9 +196,9 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 		var e *conntrack.Entry
 		if j < m && int(w.ctIdx[j]) == i {
 			e = w.ctOut[j]
-			if h := w.hashes[i] >> 56; e == nil && w.burstNew[h>>6]&(1<<(h&63)) != 0 {
+			if h := w.lhashes[i] >> 56; e == nil && w.burstNew[h>>6]&(1<<(h&63)) != 0 {
 				// Maybe a later packet of a flow this burst began.
-				e = w.ct.Lookup(w.hashes[i], w.keys[i], now)
+				e = w.ct.Lookup(w.lhashes[i], w.keys[i], now)
 			}
 			j++
 		}
@@ -411,8 +415,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		return be
 	}
 	w.countNew(c, v, be, syn)
-	if w.ct.Insert(w.hashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now) != nil {
-		h := w.hashes[i] >> 56
+	if e := w.ct.Insert(w.lhashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now); e != nil {
+		e.SetFlowHash(w.hashes[i]) // the fused path's hits read it instead of hashing again
+		h := w.lhashes[i] >> 56
 		w.burstNew[h>>6] |= 1 << (h & 63)
 	}
 	return be
