@@ -64,8 +64,8 @@ type Worker struct {
 	parsed   [MaxBurst]packet.Parsed
 	keys     [MaxBurst]*flow.Tuple // the flow a packet belongs to: its own tuple, or quoted[i]
 	quoted   [MaxBurst]flow.Tuple  // for an ICMP error: the reversed quoted flow
-	hashes   [MaxBurst]uint64 // fleet hash
-	lhashes  [MaxBurst]uint64 // local hash (not for fragments)
+	hashes   [MaxBurst]uint64      // fleet hash
+	lhashes  [MaxBurst]uint64      // local hash (not for fragments)
 	vips     [MaxBurst]*VIP
 	ctIdx    [MaxBurst]uint8 // packets that go through conntrack, in order
 	ctHashes [MaxBurst]uint64
