@@ -11,18 +11,19 @@ import (
 
 // The fused path.
 //
-// Nearly every packet a busy LB forwards is a non-SYN TCP segment (or a
-// UDP datagram) of a flow conntrack already pins, to a VIP of one exact
-// port: parse, one VIP probe, the local hash (flow.LocalHasher; the fleet
+// Nearly every packet a busy LB forwards is a TCP segment (or a UDP
+// datagram) of a flow conntrack already knows, to a VIP of one exact port: parse, one VIP probe, the local hash (flow.LocalHasher; the fleet
 // hash the tunnel's entropy fields need is stored in the entry), one
 // conntrack hit, one encapsulation. fastBurst does exactly that over the burst, in three
 // passes (parse and classify; one prefetched conntrack probe for all
 // candidates; commit in order), with no Parsed zeroing (packet.ParseFlow
 // sets only what the pipeline reads) and counters added once per burst.
-// Everything else (SYNs, conntrack misses, fragments, ICMP, VLAN tags, IP
+// A SYN of a known flow on a Maglev VIP (a retransmission, or a new
+// connection on a reused tuple) is fused too: it takes the table's choice,
+// from the fleet hash stored in the entry. Everything else (conntrack
+// misses, SYNs to VIPs of load-based schedulers, fragments, ICMP, VLAN tags, IP
 // options, punts, every-port VIPs, pins to a backend that left or is down,
-// flows still in their handshake, too-big packets) goes through the general
-// stages (process) afterwards.
+// too-big packets) goes through the general stages (process) afterwards.
 //
 // Order. The fused packets are committed before the general ones, so a
 // flow must never have a general packet before a fused one in the same
@@ -57,7 +58,7 @@ type fastScratch struct {
 
 const (
 	fastOther     = iota // parsed, but no exact-port VIP: general, and no fused packet shares its flow
-	fastGeneral          // a VIP packet the general path must take (a SYN)
+	fastGeneral          // a VIP packet the general path must take (a SYN of a load-based VIP)
 	fastCandidate        // probed in conntrack; fused if its entry and backend allow
 )
 
@@ -86,7 +87,9 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 			continue
 		}
 		f.bloom[i] = filterBit(&ps.Tuple)
-		if ps.TCPFlags&packet.TCPSyn != 0 {
+		if ps.TCPFlags&packet.TCPSyn != 0 && (ps.TCPFlags&packet.TCPAck != 0 || v.Sched.IsPicker()) {
+			// A SYN under a load-based scheduler, or a SYN-ACK from a
+			// client: rare, and the general path's.
 			f.kind[i] = fastGeneral
 			continue
 		}
@@ -177,17 +180,26 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 // fuse forwards packet i through its conntrack entry e and returns true
 // with Encap's result, or returns false, having changed nothing, when the
 // general path must take it (and marks its flow in seen so that its later
-// packets do too).
+// packets do too). It does what selectBackend does for a hit of a Maglev
+// VIP's flow: a non-SYN packet follows the pin; a SYN (a retransmission, or
+// a new connection reusing the tuple) takes the table's current choice and
+// repins.
 func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Encapsulator, e *conntrack.Entry, seen *[4]uint64, now conntrack.Time) (ok bool, res encap.Result) {
 	b := w.fast.bloom[i]
-	if seen[b>>6]&(1<<(b&63)) != 0 || e == nil || e.State() == conntrack.StateNew || e.FlowHash() == 0 {
+	if seen[b>>6]&(1<<(b&63)) != 0 || e == nil || e.FlowHash() == 0 {
 		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}
 	v := w.vips[i]
 	ps := &w.parsed[i]
-	be := w.pinned(svc, v, e)
-	if be == nil || be.Down || !enc.Fits(v.Encap, &be.Target, int(ps.IPLen)) {
+	syn := ps.TCPFlags&packet.TCPSyn != 0 // a pure SYN: fastBurst left the others to the general path
+	var be *Backend
+	if syn {
+		be = w.fromTable(svc, v, e.FlowHash())
+	} else if be = w.pinned(svc, v, e); be != nil && be.Down {
+		be = nil
+	}
+	if be == nil || !enc.Fits(v.Encap, &be.Target, int(ps.IPLen)) {
 		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}
@@ -206,12 +218,29 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		seen[b>>6] |= 1 << (b & 63) // no headroom: the general path counts the drop
 		return false, 0
 	}
+	c := &w.c
+	was, lastSeen := e.State(), e.LastSeen()
 	w.ct.Touch(e, now, ps.TCPFlags)
+	switch {
+	case syn:
+		if was == conntrack.StateNew {
+			backendCounters(c, be).SYNRetrans++
+		} else {
+			w.countNew(c, v, be, true)
+		}
+		if w.pinned(svc, v, e) != be {
+			w.ct.Repin(e, be.ID, be.Gen)
+		}
+	case was == conntrack.StateNew && e.State() == conntrack.StateEstablished:
+		// The handshake completed (as in selectBackend).
+		bc := backendCounters(c, be)
+		bc.Established++
+		bc.HandshakeMs += uint64(now - lastSeen)
+	}
 	start, length, res := enc.Encap(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, *dst, w.portMAC)
 	if res != encap.Forward {
 		return true, res
 	}
-	c := &w.c
 	vc := &c.VIPs[v.ID]
 	vc.Packets++
 	vc.Bytes += uint64(p.Len)
