@@ -47,3 +47,19 @@ func (t *Table) ProbeBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []
 
 // CountHits counts n lookups, made with ProbeBurst, that hit.
 func (t *Table) CountHits(n int) { t.c.Hits += uint64(n) }
+
+// PrefetchInsert starts loading what an Insert of hash will read beyond the
+// signature word: when the bucket is full, the entry lines of all its slots
+// (the eviction policy compares them all). The dataplane calls it for the
+// burst's misses before it inserts any, so that under a SYN flood against
+// a full table the victim buckets' lines arrive together.
+func (t *Table) PrefetchInsert(hash uint64) {
+	b := hash & t.mask
+	if match(t.sigs[b], 0) != 0 {
+		return // a free slot: Insert reads no entry line
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + uintptr(b)*bucketSlots*unsafe.Sizeof(Entry{})
+	for s := uintptr(0); s < bucketSlots; s++ {
+		prefetch(p + s*unsafe.Sizeof(Entry{}))
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/gopacket/layers"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
 )
 
 // BenchmarkProcess measures the whole per-packet pipeline (parse, VIP
@@ -140,4 +142,64 @@ func replaceOnce(s, old, new string) string {
 		}
 	}
 	return s
+}
+
+// BenchmarkSYNFlood measures a SYN flood against a full table: bursts of
+// 32 SYNs, each from a random source address and port never seen before,
+// into a conntrack table already full of half-open flows, so every packet
+// is a miss, a Maglev choice and an insert that evicts the least recently
+// seen half-open entry of its bucket. ns/op is per packet; new-flows/s is
+// what one core sustains by its CPU time.
+func BenchmarkSYNFlood(b *testing.B) {
+	for _, general := range []bool{false, true} {
+		path := "fused"
+		if general {
+			path = "general"
+		}
+		b.Run("path="+path, func(b *testing.B) {
+			t := &testing.T{}
+			r := newRig(t, cfgWithCapacity(testConfig, 1<<18))
+			r.w.generalOnly = general
+			const burst = 32
+			base := frame(t, "198.51.100.10", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "S", 0, true)
+			bufs := make([][]byte, burst)
+			for i := range bufs {
+				bufs[i] = make([]byte, headroom+len(base))
+			}
+			pkts := make([]Pkt, burst)
+			rng := rand.New(rand.NewPCG(3, 4))
+			fill := func() {
+				for i := range pkts {
+					x := rng.Uint64()
+					f := bufs[i][headroom:]
+					copy(f, base)
+					f[26], f[27], f[28], f[29] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
+					f[34], f[35] = byte(x>>32), byte(x>>40) // source port
+					p := &pkts[i]
+					p.Buf, p.Off, p.Len = bufs[i], headroom, len(base)
+				}
+				r.now++
+				r.w.Process(pkts, r.now)
+			}
+			// Fill the table: three inserts per slot leave few buckets
+			// with a free slot (the clock advances 1 ms a burst, far from
+			// the half-open timeout).
+			for k := 0; k < 3*r.w.ct.Slots(); k += burst {
+				fill()
+			}
+			b.ReportAllocs()
+			cpu := startCPU(b)
+			n := 0
+			for ; n < b.N; n += burst {
+				fill()
+			}
+			ns := cpu.stop(b, n)
+			if ns > 0 {
+				b.ReportMetric(1e9/ns, "new-flows/s")
+			}
+			if r.w.ct.Counters().Evicted[conntrack.StateNew] == 0 {
+				b.Fatal("nothing evicted: the table was not full")
+			}
+		})
+	}
 }

@@ -16,11 +16,16 @@ func startCPU(b *testing.B) *cpuTimer {
 	return &cpuTimer{t0: threadCPU()}
 }
 
-func (c *cpuTimer) stop(b *testing.B, pkts int) {
+// stop ends the measurement and returns the CPU time per packet (0 where
+// the platform has no per-thread CPU clock).
+func (c *cpuTimer) stop(b *testing.B, pkts int) float64 {
 	d := threadCPU() - c.t0
 	b.StopTimer()
 	runtime.UnlockOSThread()
-	if pkts > 0 && d > 0 {
-		b.ReportMetric(float64(d.Nanoseconds())/float64(pkts), "cpu-ns/pkt")
+	if pkts <= 0 || d <= 0 {
+		return 0
 	}
+	ns := float64(d.Nanoseconds()) / float64(pkts)
+	b.ReportMetric(ns, "cpu-ns/pkt")
+	return ns
 }

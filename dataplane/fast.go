@@ -47,6 +47,13 @@ import (
 // captures through both and compares frames, verdicts, counters and the
 // conntrack table.
 
+// maxFastBackoff bounds the bursts run without trying the fused path after
+// bursts that fused nothing: a SYN flood or a cold table wastes the attempt
+// (parse, hash, probe, all repeated by the general path) on at most one
+// burst in 1+maxFastBackoff, and established traffic that returns waits
+// at most that many bursts. Either path gives the same results.
+const maxFastBackoff = 8
+
 // fastScratch is fastBurst's per-burst state, kept in the Worker.
 type fastScratch struct {
 	kind  [MaxBurst]uint8 // fastOther, fastGeneral or fastCandidate
@@ -102,6 +109,8 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 		m++
 	}
 	if m == 0 {
+		w.fastBackoff = min(max(2*w.fastBackoff, 1), maxFastBackoff)
+		w.fastIdle = w.fastBackoff
 		w.process(pkts, svc, now) // nothing to fuse: no gathering either
 		return
 	}
@@ -146,6 +155,12 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 	for i := cut; i < n; i++ {
 		f.slow[nslow] = uint8(i)
 		nslow++
+	}
+	if fused == 0 {
+		w.fastBackoff = min(max(2*w.fastBackoff, 1), maxFastBackoff)
+		w.fastIdle = w.fastBackoff
+	} else {
+		w.fastBackoff = 0
 	}
 	c.RxPackets += uint64(fused)
 	c.RxBytes += rxBytes

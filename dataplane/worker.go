@@ -107,6 +107,8 @@ type Worker struct {
 
 	fast        fastScratch // the fused path's per-burst state (fast.go)
 	generalOnly bool        // tests: every packet through the general stages
+	fastIdle    int         // bursts to run without trying the fused path
+	fastBackoff int         // the next such pause (doubles up to maxFastBackoff)
 }
 
 // NewWorker creates a worker with its own conntrack table.
@@ -146,9 +148,16 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 	if svc != w.svcSeen {
 		w.schedulersFor(svc) // a new snapshot: allocates, once, between bursts
 	}
-	if svc != nil && !w.generalOnly {
+	switch {
+	case svc != nil && !w.generalOnly && w.fastIdle == 0:
 		w.fastBurst(pkts, svc, now)
-	} else {
+	case w.fastIdle > 0:
+		// Recent bursts had nothing to fuse (a SYN flood, a cold
+		// table): skip the attempt for a few bursts, which would only
+		// parse and look up again what the general path will.
+		w.fastIdle--
+		w.process(pkts, svc, now)
+	default:
 		w.process(pkts, svc, now)
 	}
 	w.now = now
@@ -182,7 +191,14 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 		}
 	}
 	if m > 0 {
-		w.ct.LookupBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m])
+		if w.ct.LookupBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m]) < m {
+			// The misses will insert: start their buckets' loads together.
+			for j, e := range w.ctOut[:m] {
+				if e == nil {
+					w.ct.PrefetchInsert(w.ctHashes[j])
+				}
+			}
+		}
 	}
 	j := 0
 	w.burstNew = [4]uint64{}
