@@ -240,6 +240,7 @@ func TestFastPathTakesEstablishedFlows(t *testing.T) {
 	r.run(frame(t, "198.51.100.10", "203.0.113.7", 5000, 80, tcp, "A", 0, true))
 	r.run(frame(t, "198.51.100.11", "203.0.113.7", 53, 53, layers.IPProtocolUDP, "", 10, true))
 	hits := r.w.ct.Counters().Hits
+	r.w.fastIdle = 0           // the bursts above fused nothing: no back-off for this one
 	r.w.parsed[0].NumVLANs = 2 // Parse zeroes it; ParseFlow leaves it
 	_, v := r.run(
 		frame(t, "198.51.100.10", "203.0.113.7", 5000, 80, tcp, "PA", 100, true),
