@@ -9,9 +9,9 @@ import (
 // conntrack buckets and signatures), which no other instance reads: unlike
 // the fleet hash it need not be SipHash, nor stable across versions or
 // architectures. It costs three 64x64->128-bit multiplies over the tuple's
-// words (the "mum" mix of wyhash), all independent, against SipHash-1-3's
-// chain of rounds: about a third of the time (flow/hash_test.go's
-// benchmarks), and it inlines.
+// words (the "mum" mix of wyhash), independent of each other, against
+// SipHash-1-3's chain of rounds: 7.4 against 11.4 ns for IPv4, 7.7 against
+// 16.7 for IPv6 (BenchmarkLocalHash, BenchmarkHash).
 //
 // Its keys are derived from the cluster key (NewLocalHasher), so they are as
 // secret as the cluster key: a client cannot aim its flows at one bucket
