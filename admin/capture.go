@@ -126,7 +126,7 @@ func (s *Server) captureQuery(r *http.Request) (q control.CaptureQuery, count in
 	if reason := v.Get("reason"); reason != "" {
 		known := false
 		dataplane.ForEachDrop(&dataplane.Counters{}, func(name string, _ uint64) { known = known || name == reason })
-		if !known && reason != dataplane.DropReasonAmbiguous {
+		if !known {
 			return q, 0, 0, badRequest("reason %q: not a drop reason (docs/drop-reasons.md)", reason)
 		}
 		q.DropsOnly, q.DropReason = true, reason

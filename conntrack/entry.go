@@ -92,7 +92,7 @@ type Entry struct {
 	gen      uint32     // incarnation of the backend id (see Gen)
 	lastSeen Time       // last packet, dataplane clock
 	state    State
-	_        [11]byte // pad to one cache line; spare for later fields
+	flowHash uint64 // the fleet flow hash, kept for the dataplane (SetFlowHash); at offset 56, ending the line
 }
 
 // Key is the flow's 5-tuple.
@@ -120,6 +120,15 @@ func (e *Entry) LastSeen() Time { return e.lastSeen }
 
 // State is the flow's tracking state.
 func (e *Entry) State() State { return e.state }
+
+// FlowHash is the value the dataplane stored with SetFlowHash (0 if none):
+// the fleet flow hash (flow.Hasher) of the entry's tuple, which the
+// encapsulation's entropy fields need. The table buckets by a cheaper
+// local hash, so a hit that reads the stored value computes no SipHash.
+func (e *Entry) FlowHash() uint64 { return e.flowHash }
+
+// SetFlowHash stores h with the entry (see FlowHash). Insert clears it.
+func (e *Entry) SetFlowHash(h uint64) { e.flowHash = h }
 
 // repin points the flow at another backend id of incarnation gen. Only the
 // table calls it: Table.Repin keeps the per-backend flow counts right.

@@ -9,12 +9,9 @@ package dataplane
 // control plane drains; a frame that finds the ring full is counted as
 // missed, never waited for. Nothing on the lcore allocates.
 //
-// Drop reasons: Process counts drops by reason but does not say which
-// packet fell under which; the capture compares the drop counters around
-// the burst, and when exactly one reason grew the burst's drops carry it.
-// Otherwise they carry DropReasonAmbiguous (rare: most bursts that drop
-// drop for one reason). Frames dropped before Process (multi-segment) are
-// not captured.
+// Drop reasons: Process notes each dropped packet's reason (Worker.why, the
+// counter it incremented), and a captured drop carries that reason's name.
+// Frames dropped before Process (multi-segment) are not captured.
 
 import (
 	"net/netip"
@@ -37,9 +34,34 @@ const (
 	CaptureRingFrames = 1024
 )
 
-// DropReasonAmbiguous is the reason of a captured drop in a burst whose
-// drops had several reasons.
-const DropReasonAmbiguous = "one-of-several-reasons-in-burst"
+// dropWhy is a dropped packet's reason: which of the three drop counter
+// families it incremented (the parser's, the encapsulation's, the
+// dataplane's own) and the index in it. 0 is no reason.
+type dropWhy uint16
+
+const (
+	whyParseBase dropWhy = 1 << 8
+	whyEncapBase dropWhy = 2 << 8
+)
+
+func whyParse(r packet.Reason) dropWhy { return whyParseBase | dropWhy(r) }
+func whyEncap(r encap.Result) dropWhy  { return whyEncapBase | dropWhy(r) }
+
+// String is the reason's name, as in fulcrum_drops_total{reason}.
+func (d dropWhy) String() string {
+	k := int(d & 0xff)
+	switch d &^ 0xff {
+	case 0:
+		return DropReason(k).String()
+	case whyParseBase:
+		return packet.Reason(k).String()
+	case whyEncapBase:
+		if k < len(encapDropNames) {
+			return encapDropNames[k]
+		}
+	}
+	return "unknown"
+}
 
 // CaptureKind says where a captured frame was seen.
 type CaptureKind uint8
@@ -108,7 +130,6 @@ type captureRing struct {
 
 	// Per-burst scratch (worker only).
 	orig    [MaxBurst]captureSlot
-	before  [packet.NumReasons + int(encap.NumResults) + int(NumDropReasons)]uint64
 	burstNs int64
 }
 
@@ -173,8 +194,8 @@ func (c *Capture) Missed() uint64 {
 }
 
 // captureBefore is the I/O loop's hook before Process: it copies the
-// burst's frames and the drop counters. r is w.capture.Load(), non-nil.
-func (r *captureRing) captureBefore(pkts []Pkt, c *Counters) {
+// burst's frames. r is w.capture.Load(), non-nil.
+func (r *captureRing) captureBefore(pkts []Pkt) {
 	r.burstNs = time.Now().UnixNano()
 	for j := range pkts {
 		p := &pkts[j]
@@ -182,54 +203,12 @@ func (r *captureRing) captureBefore(pkts []Pkt, c *Counters) {
 		s.origLen = p.Len
 		s.n = copy(s.data[:], p.Buf[p.Off:p.Off+p.Len])
 	}
-	r.countersInto(c, r.before[:])
-}
-
-func (r *captureRing) countersInto(c *Counters, dst []uint64) {
-	k := copy(dst, c.Parse[:])
-	k += copy(dst[k:], c.Encap[:])
-	copy(dst[k:], c.Drops[:])
-}
-
-// burstReason is the one drop reason that grew during the burst.
-func (r *captureRing) burstReason(c *Counters) string {
-	reason, found := "", 0
-	i := 0
-	check := func(now uint64, name string) { // name "": not a drop
-		if name != "" && now != r.before[i] {
-			reason = name
-			found++
-		}
-		i++
-	}
-	for k, n := range c.Parse {
-		name := ""
-		if k != 0 { // Parse[0] is "ok"
-			name = packet.Reason(k).String()
-		}
-		check(n, name)
-	}
-	for k, n := range c.Encap {
-		name := ""
-		if encap.Result(k).Drop() {
-			name = encapDropNames[k]
-		}
-		check(n, name)
-	}
-	for k, n := range c.Drops {
-		check(n, DropReason(k).String())
-	}
-	if found == 1 {
-		return reason
-	}
-	return DropReasonAmbiguous
 }
 
 // captureAfter is the I/O loop's hook after Process: it pushes what the
 // filter selects of each packet (as received, as sent or dropped).
-func (r *captureRing) captureAfter(pkts []Pkt, verdicts []Verdict, c *Counters) {
+func (r *captureRing) captureAfter(pkts []Pkt, verdicts []Verdict, why []dropWhy) {
 	f := &r.f
-	dropReason := ""
 	for j := range pkts {
 		o := &r.orig[j]
 		if f.VIP.IsValid() && !matchesVIP(o.data[:o.n], f) {
@@ -257,9 +236,7 @@ func (r *captureRing) captureAfter(pkts []Pkt, verdicts []Verdict, c *Counters) 
 			if !f.Drops {
 				continue
 			}
-			if dropReason == "" {
-				dropReason = r.burstReason(c)
-			}
+			dropReason := why[j].String()
 			if f.DropReason == "" || f.DropReason == dropReason {
 				r.push(CaptureDrop, dropReason, o.data[:o.n], o.origLen)
 			}
@@ -345,10 +322,10 @@ func outerDst(fr []byte) netip.Addr {
 func (w *Worker) ProcessCaptured(pkts []Pkt, now conntrack.Time) {
 	cp := w.capture.Load()
 	if cp != nil {
-		cp.captureBefore(pkts, &w.c)
+		cp.captureBefore(pkts)
 	}
 	w.Process(pkts, now)
 	if cp != nil {
-		cp.captureAfter(pkts, w.Verdicts[:len(pkts)], &w.c)
+		cp.captureAfter(pkts, w.Verdicts[:len(pkts)], w.why[:len(pkts)])
 	}
 }

@@ -170,3 +170,61 @@ func BenchmarkCaptureHook(b *testing.B) {
 		})
 	}
 }
+
+// TestCaptureDropReasonPerPacket: in one burst that drops packets for
+// several reasons, each captured drop carries its own: the reason whose
+// counter the same packet increments when it is processed alone.
+func TestCaptureDropReasonPerPacket(t *testing.T) {
+	r := newRig(t, testConfig)
+	fwd := frame(t, "198.51.100.10", "203.0.113.7", 1000, 80, layers.IPProtocolTCP, "S", 10, true)
+	noSvc := frame(t, "198.51.100.10", "203.0.113.7", 1001, 81, layers.IPProtocolTCP, "S", 10, true)
+	badFlags := frame(t, "198.51.100.10", "203.0.113.7", 1002, 80, layers.IPProtocolTCP, "SF", 10, true)
+	truncated := append([]byte(nil), fwd[:14+12]...) // Ethernet and part of an IPv4 header
+	drops := [][]byte{noSvc, badFlags, truncated}
+
+	// Alone: which counter each one increments.
+	solo := make([]string, len(drops))
+	for i, d := range drops {
+		before := map[string]uint64{}
+		ForEachDrop(r.w.Local(), func(name string, n uint64) { before[name] = n })
+		if _, v := r.run(d); v[0] != Drop {
+			t.Fatalf("drop %d: verdict %v", i, v[0])
+		}
+		ForEachDrop(r.w.Local(), func(name string, n uint64) {
+			if n != before[name] {
+				if solo[i] != "" {
+					t.Fatalf("drop %d grew two counters: %s and %s", i, solo[i], name)
+				}
+				solo[i] = name
+			}
+		})
+	}
+	if solo[0] == solo[1] || solo[1] == solo[2] || solo[0] == solo[2] {
+		t.Fatalf("the test needs three different reasons, got %v", solo)
+	}
+
+	cp, err := StartCapture([]*Worker{r.w}, CaptureFilter{Drops: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	burst := [][]byte{fwd, drops[0], drops[1], fwd, drops[2], drops[0]}
+	r.runCaptured(burst...)
+	got := cp.Drain(nil)
+	want := []string{solo[0], solo[1], solo[2], solo[0]}
+	if len(got) != len(want) {
+		t.Fatalf("%d drops captured, want %d", len(got), len(want))
+	}
+	for i, g := range got {
+		if g.Kind != CaptureDrop || g.Reason != want[i] {
+			t.Errorf("drop %d: %v %q, want drop %q", i, g.Kind, g.Reason, want[i])
+		}
+	}
+	// A reason filter keeps exactly that reason's drops.
+	cp.Stop()
+	cp, _ = StartCapture([]*Worker{r.w}, CaptureFilter{Drops: true, DropReason: solo[1]})
+	r.runCaptured(burst...)
+	if got := cp.Drain(nil); len(got) != 1 || got[0].Reason != solo[1] || !bytes.Equal(got[0].Data, drops[1]) {
+		t.Errorf("filter %q: %+v", solo[1], got)
+	}
+}

@@ -300,17 +300,23 @@ func (e *Engine) loop(i int) error {
 				drops.Add(mb)
 				continue
 			}
-			pkts[k] = Pkt{Buf: mb.Buffer(), Off: mb.Headroom(), Len: mb.DataLen()}
+			// Field by field: a composite literal is built in a stack
+			// temporary and copied in 16-byte moves that stall on the
+			// stores just made (store forwarding), per packet.
+			p := &pkts[k]
+			p.Buf = mb.Buffer()
+			p.Off = mb.Headroom()
+			p.Len = mb.DataLen()
 			mbIdx[k] = j
 			k++
 		}
 		cp := w.capture.Load() // capture.go: nil unless a capture runs
 		if cp != nil {
-			cp.captureBefore(pkts[:k], c)
+			cp.captureBefore(pkts[:k])
 		}
 		w.Process(pkts[:k], now)
 		if cp != nil {
-			cp.captureAfter(pkts[:k], w.Verdicts[:k], c)
+			cp.captureAfter(pkts[:k], w.Verdicts[:k], w.why[:k])
 		}
 		for j := 0; j < k; j++ {
 			mb := rx.At(mbIdx[j])

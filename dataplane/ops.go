@@ -181,7 +181,7 @@ func (w *Worker) serveOp(now conntrack.Time) {
 		op.Flushed += n
 		w.c.Moved += n
 	case opLookup:
-		if e := w.ct.Lookup(op.hash, &op.tuple, now); e != nil {
+		if e := w.ct.Lookup(w.local.Hash(&op.tuple), &op.tuple, now); e != nil { // conntrack buckets by the local hash
 			op.Found, op.Backend, op.Gen, op.VIP, op.State = true, e.Backend(), e.Gen(), e.VIP(), e.State()
 			op.IdleMs = uint32(now - e.LastSeen())
 		}

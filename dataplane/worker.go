@@ -56,14 +56,16 @@ type Worker struct {
 	ID      int
 	shared  *Shared
 	ct      *conntrack.Table
-	hasher  flow.Hasher
+	hasher  flow.Hasher      // the fleet hash: Maglev, and the tunnel's entropy fields
+	local   flow.LocalHasher // conntrack's buckets and signatures
 	portMAC [6]byte
 
 	// Per-burst scratch, reused.
 	parsed   [MaxBurst]packet.Parsed
 	keys     [MaxBurst]*flow.Tuple // the flow a packet belongs to: its own tuple, or quoted[i]
 	quoted   [MaxBurst]flow.Tuple  // for an ICMP error: the reversed quoted flow
-	hashes   [MaxBurst]uint64
+	hashes   [MaxBurst]uint64      // fleet hash
+	lhashes  [MaxBurst]uint64      // local hash (not for fragments)
 	vips     [MaxBurst]*VIP
 	ctIdx    [MaxBurst]uint8 // packets that go through conntrack, in order
 	ctHashes [MaxBurst]uint64
@@ -104,6 +106,12 @@ type Worker struct {
 	burstNew [4]uint64
 
 	capture atomic.Pointer[captureRing] // capture.go: nil unless a capture runs
+	why     [MaxBurst]dropWhy           // a dropped packet's reason (capture.go reads it)
+
+	fast        fastScratch // the fused path's per-burst state (fast.go)
+	generalOnly bool        // tests: every packet through the general stages
+	fastIdle    int         // bursts to run without trying the fused path
+	fastBackoff int         // the next such pause (doubles up to maxFastBackoff)
 }
 
 // NewWorker creates a worker with its own conntrack table.
@@ -113,7 +121,7 @@ func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, key flow.Key, por
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), portMAC: portMAC,
+	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), local: flow.NewLocalHasher(key), portMAC: portMAC,
 		tooBig: tokenBucket{tokens: ICMPBurst}, echo: tokenBucket{tokens: EchoBurst}, localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
 	return w, nil
 }
@@ -129,17 +137,42 @@ func (w *Worker) Conntrack() *conntrack.Table { return w.ct }
 // The stages run over the whole burst one after another (parse and classify
 // all, then one batched conntrack lookup, then select and encapsulate), so
 // the conntrack bucket misses of a burst overlap instead of queueing.
+//
+// Most packets of a busy LB belong to established flows of exact-port VIPs
+// that conntrack knows: those take the fused path (fastBurst), and the
+// rest of the burst goes through the general stages (process), with the
+// same results, byte for byte, as if the whole burst had.
 func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 	if len(pkts) > MaxBurst {
 		pkts = pkts[:MaxBurst]
 	}
-	svc := w.shared.Services.Load() // with svc nil every packet is punted: nh is not read
+	svc := w.shared.Services.Load() // with svc nil every packet is punted
+	if svc != w.svcSeen {
+		w.schedulersFor(svc) // a new snapshot: allocates, once, between bursts
+	}
+	switch {
+	case svc != nil && !w.generalOnly && w.fastIdle == 0:
+		w.fastBurst(pkts, svc, now)
+	case w.fastIdle > 0:
+		// Recent bursts had nothing to fuse (a SYN flood, a cold
+		// table): skip the attempt for a few bursts, which would only
+		// parse and look up again what the general path will.
+		w.fastIdle--
+		w.process(pkts, svc, now)
+	default:
+		w.process(pkts, svc, now)
+	}
+	w.now = now
+	w.serveSnapshot()
+	w.serveOp(now)
+}
+
+// process runs the general stages over a burst. With svc nil every packet
+// is punted (nh is not read).
+func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 	var nh *NextHop
 	if svc != nil {
 		nh = &svc.NextHop
-	}
-	if svc != w.svcSeen {
-		w.schedulersFor(svc) // a new snapshot: allocates, once, between bursts
 	}
 	c := &w.c
 	m := 0
@@ -151,14 +184,23 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 			if w.parsed[i].Fragment {
 				continue // stateless: fragments carry no flow state (fragment policy)
 			}
+			lh := w.local.Hash(w.keys[i])
+			w.lhashes[i] = lh
 			w.ctIdx[m] = uint8(i)
-			w.ctHashes[m] = w.hashes[i]
+			w.ctHashes[m] = lh
 			w.ctKeys[m] = w.keys[i]
 			m++
 		}
 	}
 	if m > 0 {
-		w.ct.LookupBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m])
+		if w.ct.LookupBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m]) < m {
+			// The misses will insert: start their buckets' loads together.
+			for j, e := range w.ctOut[:m] {
+				if e == nil {
+					w.ct.PrefetchInsert(w.ctHashes[j])
+				}
+			}
+		}
 	}
 	j := 0
 	w.burstNew = [4]uint64{}
@@ -172,9 +214,9 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 		var e *conntrack.Entry
 		if j < m && int(w.ctIdx[j]) == i {
 			e = w.ctOut[j]
-			if h := w.hashes[i] >> 56; e == nil && w.burstNew[h>>6]&(1<<(h&63)) != 0 {
+			if h := w.lhashes[i] >> 56; e == nil && w.burstNew[h>>6]&(1<<(h&63)) != 0 {
 				// Maybe a later packet of a flow this burst began.
-				e = w.ct.Lookup(w.hashes[i], w.keys[i], now)
+				e = w.ct.Lookup(w.lhashes[i], w.keys[i], now)
 			}
 			j++
 		}
@@ -184,7 +226,7 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 			continue
 		}
 		var dst [6]byte
-		if be.Target.IsV6() {
+		if be.Target.OuterV6() {
 			if !nh.Has6 {
 				w.drop(i, DropNoNextHop)
 				continue
@@ -214,6 +256,7 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 		c.Encap[res]++
 		if res.Drop() {
 			w.Verdicts[i] = Drop
+			w.why[i] = whyEncap(res)
 			continue
 		}
 		if res == encap.Forward {
@@ -227,9 +270,6 @@ func (w *Worker) Process(pkts []Pkt, now conntrack.Time) {
 		p.Off, p.Len = start, length
 		w.Verdicts[i] = Tx
 	}
-	w.now = now
-	w.serveSnapshot()
-	w.serveOp(now)
 }
 
 // classify parses packet i, decides whether it is VIP traffic and fills
@@ -247,6 +287,7 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 	if r := packet.Parse(p.Buf[p.Off:p.Off+p.Len], ps); r != packet.OK {
 		c.Parse[r]++
 		w.Verdicts[i] = Drop
+		w.why[i] = whyParse(r)
 		return nil
 	}
 	if ps.L3 == packet.L3Other || svc == nil {
@@ -281,6 +322,7 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		if r := packet.ParseICMPError(p.Buf[p.Off:p.Off+p.Len], ps, &q); r != packet.OK {
 			c.Parse[r]++
 			w.Verdicts[i] = Drop
+			w.why[i] = whyParse(r)
 			return nil
 		}
 		// The quote is a packet the backend sent from the VIP to the
@@ -394,8 +436,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		return be
 	}
 	w.countNew(c, v, be, syn)
-	if w.ct.Insert(w.hashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now) != nil {
-		h := w.hashes[i] >> 56
+	if e := w.ct.Insert(w.lhashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now); e != nil {
+		e.SetFlowHash(w.hashes[i]) // the fused path's hits read it instead of hashing again
+		h := w.lhashes[i] >> 56
 		w.burstNew[h>>6] |= 1 << (h & 63)
 	}
 	return be
@@ -499,6 +542,7 @@ func (w *Worker) fromTable(svc *Services, v *VIP, hash uint64) *Backend {
 func (w *Worker) drop(i int, r DropReason) {
 	w.c.Drops[r]++
 	w.Verdicts[i] = Drop
+	w.why[i] = dropWhy(r)
 }
 
 // backendCounters is be's counter slot, reset when its id was handed to a

@@ -266,3 +266,24 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 	}
 	return start, hl + ipLen, Forward
 }
+
+// Fits reports whether Encap forwards an IP packet of ipLen bytes to be
+// with kind, rather than answering it with a too-big error or dropping it
+// for a bad kind or backend (headroom and parse checks aside). The
+// dataplane's fused path checks it before it commits to a packet.
+func (e *Encapsulator) Fits(kind Kind, be *Backend, ipLen int) bool {
+	if kind >= numKinds || be == nil {
+		return false
+	}
+	switch be.fam {
+	case 4:
+		return e.hasV4 && ipv4Len+kinds[kind].tunnelLen+ipLen <= e.mtu
+	case 6:
+		return e.hasV6 && ipv6Len+kinds[kind].tunnelLen+ipLen <= e.mtu
+	}
+	return false
+}
+
+// OuterV6 is IsV6 through a pointer: the fast path asks it of a Backend
+// inside a larger struct without copying the Backend.
+func (b *Backend) OuterV6() bool { return b.fam == 6 }

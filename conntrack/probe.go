@@ -1,0 +1,65 @@
+package conntrack
+
+import (
+	"unsafe"
+
+	"github.com/fulcrumlb/fulcrum/flow"
+)
+
+// ProbeBurst is LookupBurst without side effects, for the dataplane's fused
+// path, which decides per packet whether to handle it or leave it to the
+// general path (whose LookupBurst then counts it and reclaims what it
+// finds expired): out[i] is the live entry of keys[i] or nil. It counts
+// nothing and removes nothing; call CountHits for the hits the caller
+// used. It handles min(len(hashes), len(keys), len(out), MaxBurst)
+// packets, with the same prefetching passes as LookupBurst.
+func (t *Table) ProbeBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []*Entry) {
+	n := min(len(hashes), len(keys), len(out), MaxBurst)
+	hashes, keys, out = hashes[:n], keys[:n], out[:n]
+	var base [MaxBurst]int32
+	var cand [MaxBurst]uint64
+	for _, h := range hashes {
+		t.PrefetchBucket(h)
+	}
+	for i, h := range hashes {
+		b := h & t.mask
+		base[i] = int32(b) * bucketSlots
+		m := match(t.sigs[b], signature(h))
+		cand[i] = m
+		t.prefetchCandidate(b, m)
+	}
+	entries := unsafe.SliceData(t.entries)
+	for i, k := range keys {
+		out[i] = nil
+		for m := cand[i]; m != 0; m &= m - 1 {
+			// In bounds: base is a bucket's first slot and lane < 8.
+			e := (*Entry)(unsafe.Add(unsafe.Pointer(entries), uintptr(int(base[i])+lane(m))*unsafe.Sizeof(Entry{})))
+			if !sameKey(&e.key, k) {
+				continue
+			}
+			if idle(e, now) <= t.timeout[e.state&3] {
+				out[i] = e
+			}
+			break
+		}
+	}
+}
+
+// CountHits counts n lookups, made with ProbeBurst, that hit.
+func (t *Table) CountHits(n int) { t.c.Hits += uint64(n) }
+
+// PrefetchInsert starts loading what an Insert of hash will read beyond the
+// signature word: when the bucket is full, the entry lines of all its slots
+// (the eviction policy compares them all). The dataplane calls it for the
+// burst's misses before it inserts any, so that under a SYN flood against
+// a full table the victim buckets' lines arrive together.
+func (t *Table) PrefetchInsert(hash uint64) {
+	b := hash & t.mask
+	if match(t.sigs[b], 0) != 0 {
+		return // a free slot: Insert reads no entry line
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + uintptr(b)*bucketSlots*unsafe.Sizeof(Entry{})
+	for s := uintptr(0); s < bucketSlots; s++ {
+		prefetch(p + s*unsafe.Sizeof(Entry{}))
+	}
+}

@@ -1,0 +1,298 @@
+package dataplane
+
+import (
+	"encoding/binary"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/packet"
+)
+
+// The fused path.
+//
+// Nearly every packet a busy LB forwards is a TCP segment (or a UDP
+// datagram) of a flow conntrack already knows, to a VIP of one exact port: parse, one VIP probe, the local hash (flow.LocalHasher; the fleet
+// hash the tunnel's entropy fields need is stored in the entry), one
+// conntrack hit, one encapsulation. fastBurst does exactly that over the burst, in three
+// passes (parse and classify; one prefetched conntrack probe for all
+// candidates; commit in order), with no Parsed zeroing (packet.ParseFlow
+// sets only what the pipeline reads) and counters added once per burst.
+// A SYN of a known flow on a Maglev VIP (a retransmission, or a new
+// connection on a reused tuple) is fused too: it takes the table's choice,
+// from the fleet hash stored in the entry. Everything else (conntrack
+// misses, SYNs to VIPs of load-based schedulers, fragments, ICMP, VLAN tags, IP
+// options, punts, every-port VIPs, pins to a backend that left or is down,
+// too-big packets) goes through the general stages (process) afterwards.
+//
+// Order. The fused packets are committed before the general ones, so a
+// flow must never have a general packet before a fused one in the same
+// burst (a SYN that re-chooses the backend, then an ACK that must follow
+// it). Two rules keep every flow's packets in arrival order:
+//   - after the first packet ParseFlow declines (its flow is unknown here),
+//     the rest of the burst is general;
+//   - a packet whose flow (by a 256-bit filter over a cheap tuple hash;
+//     a false match only costs the general path) had an earlier general
+//     packet in this burst is general too.
+// Everything the fused path checks per flow (the entry, its pin, the
+// backend's state, the next hop) is the same for every packet of the flow
+// within the burst, so a flow the fused path refuses is refused whole;
+// only per-packet checks (the SYN flag, the MTU, headroom) split a flow,
+// and the filter covers those.
+//
+// Equality. For the packets it takes the fused path does what the general
+// path does, in the same order per flow: the same conntrack hit (counted
+// once, as Hits and CTHits), the same Touch, the same Encap on the same
+// Parsed fields, the same counters. TestFastPathMatchesGeneral runs
+// captures through both and compares frames, verdicts, counters and the
+// conntrack table.
+
+// maxFastBackoff bounds the bursts run without trying the fused path after
+// bursts that fused nothing: a SYN flood or a cold table wastes the attempt
+// (parse, hash, probe, all repeated by the general path) on at most one
+// burst in 1+maxFastBackoff, and established traffic that returns waits
+// at most that many bursts. Either path gives the same results.
+const maxFastBackoff = 8
+
+// fastScratch is fastBurst's per-burst state, kept in the Worker.
+type fastScratch struct {
+	kind  [MaxBurst]uint8 // fastOther, fastGeneral or fastCandidate
+	slow  [MaxBurst]uint8 // the general packets' indices, in order
+	gen   [MaxBurst]Pkt   // the general packets, gathered for process
+	verd  [MaxBurst]Verdict
+	why   [MaxBurst]dropWhy // a fused packet's drop reason (0: none), moved to Worker.why
+	bloom [MaxBurst]uint8 // each packet's filter bit (fastGeneral and fastCandidate)
+}
+
+const (
+	fastOther     = iota // parsed, but no exact-port VIP: general, and no fused packet shares its flow
+	fastGeneral          // a VIP packet the general path must take (a SYN of a load-based VIP)
+	fastCandidate        // probed in conntrack; fused if its entry and backend allow
+)
+
+// fastBurst runs the fused path over pkts and the general path over what
+// it leaves, and sets every packet's verdict.
+func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
+	f := &w.fast
+	n := len(pkts)
+	cut := n // from here on, every packet is general
+	m := 0   // conntrack candidates
+	for i := range pkts {
+		p := &pkts[i]
+		if p.Off < 0 || p.Len < 0 || p.Off > len(p.Buf) || p.Len > len(p.Buf)-p.Off {
+			cut = i
+			break
+		}
+		ps := &w.parsed[i]
+		if !packet.ParseFlow(p.Buf[p.Off:p.Off+p.Len], ps) {
+			cut = i
+			break
+		}
+		k := makeVIPKey(&ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto)
+		v := svc.index.get(&k)
+		if v == nil {
+			f.kind[i] = fastOther
+			continue
+		}
+		f.bloom[i] = filterBit(&ps.Tuple)
+		if ps.TCPFlags&packet.TCPSyn != 0 && (ps.TCPFlags&packet.TCPAck != 0 || v.Sched.IsPicker()) {
+			// A SYN under a load-based scheduler, or a SYN-ACK from a
+			// client: rare, and the general path's.
+			f.kind[i] = fastGeneral
+			continue
+		}
+		h := w.local.Hash(&ps.Tuple)
+		w.ct.PrefetchBucket(h)
+		w.vips[i] = v
+		f.kind[i] = fastCandidate
+		w.ctHashes[m] = h
+		w.ctKeys[m] = &ps.Tuple
+		m++
+	}
+	if m == 0 {
+		w.fastBackoff = min(max(2*w.fastBackoff, 1), maxFastBackoff)
+		w.fastIdle = w.fastBackoff
+		w.process(pkts, svc, now) // nothing to fuse: no gathering either
+		return
+	}
+	w.ct.ProbeBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m])
+
+	c := &w.c
+	nh := &svc.NextHop
+	enc := svc.Enc
+	var seen [4]uint64 // filter bits of the flows that had a general packet
+	nslow, fused, fdrops, j := 0, 0, 0, 0
+	var rxBytes uint64
+	for i := 0; i < cut; i++ {
+		switch f.kind[i] {
+		case fastOther:
+			f.slow[nslow] = uint8(i)
+			nslow++
+			continue
+		case fastGeneral:
+			b := f.bloom[i]
+			seen[b>>6] |= 1 << (b & 63)
+			f.slow[nslow] = uint8(i)
+			nslow++
+			continue
+		}
+		e := w.ctOut[j]
+		j++
+		l := pkts[i].Len
+		if ok, res := w.fuse(&pkts[i], i, svc, nh, enc, e, &seen, now); ok {
+			fused++
+			rxBytes += uint64(l)
+			f.verd[i] = Tx
+			if res != encap.Forward { // not reached: fuse checked what Encap checks
+				c.Encap[res]++
+				c.Encap[encap.Forward]--
+				f.verd[i] = Drop
+				f.why[i] = whyEncap(res)
+				fdrops++
+			}
+			continue
+		}
+		f.slow[nslow] = uint8(i)
+		nslow++
+	}
+	for i := cut; i < n; i++ {
+		f.slow[nslow] = uint8(i)
+		nslow++
+	}
+	if fused == 0 {
+		w.fastBackoff = min(max(2*w.fastBackoff, 1), maxFastBackoff)
+		w.fastIdle = w.fastBackoff
+	} else {
+		w.fastBackoff = 0
+	}
+	c.RxPackets += uint64(fused)
+	c.RxBytes += rxBytes
+	c.CTHits += uint64(fused)
+	c.Encap[encap.Forward] += uint64(fused)
+	w.ct.CountHits(fused)
+
+	switch nslow {
+	case 0:
+		copy(w.Verdicts[:n], f.verd[:n])
+		w.fusedWhy(n, fdrops)
+		return
+	case n:
+		w.process(pkts, svc, now)
+		return
+	}
+	for k := 0; k < nslow; k++ {
+		f.gen[k] = pkts[f.slow[k]]
+	}
+	w.process(f.gen[:nslow], svc, now)
+	// Scatter back. Going down is safe in place: slow[k] >= k.
+	for k := nslow - 1; k >= 0; k-- {
+		i := f.slow[k]
+		pkts[i].Off, pkts[i].Len = f.gen[k].Off, f.gen[k].Len
+		f.verd[i] = w.Verdicts[k]
+		w.why[i] = w.why[k]
+	}
+	for k := range f.gen[:nslow] {
+		f.gen[k].Buf = nil // hold no packet memory past the burst
+	}
+	copy(w.Verdicts[:n], f.verd[:n])
+	w.fusedWhy(n, fdrops)
+}
+
+// fusedWhy moves the drop reasons of the fused packets the burst dropped
+// (fdrops of them, almost always none) to Worker.why.
+func (w *Worker) fusedWhy(n, fdrops int) {
+	if fdrops == 0 {
+		return
+	}
+	f := &w.fast
+	for i := range f.why[:n] {
+		if f.why[i] != 0 {
+			w.why[i], f.why[i] = f.why[i], 0
+		}
+	}
+}
+
+// fuse forwards packet i through its conntrack entry e and returns true
+// with Encap's result, or returns false, having changed nothing, when the
+// general path must take it (and marks its flow in seen so that its later
+// packets do too). It does what selectBackend does for a hit of a Maglev
+// VIP's flow: a non-SYN packet follows the pin; a SYN (a retransmission, or
+// a new connection reusing the tuple) takes the table's current choice and
+// repins.
+func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Encapsulator, e *conntrack.Entry, seen *[4]uint64, now conntrack.Time) (ok bool, res encap.Result) {
+	b := w.fast.bloom[i]
+	if seen[b>>6]&(1<<(b&63)) != 0 || e == nil || e.FlowHash() == 0 {
+		seen[b>>6] |= 1 << (b & 63)
+		return false, 0
+	}
+	v := w.vips[i]
+	ps := &w.parsed[i]
+	syn := ps.TCPFlags&packet.TCPSyn != 0 // a pure SYN: fastBurst left the others to the general path
+	var be *Backend
+	if syn {
+		be = w.fromTable(svc, v, e.FlowHash())
+	} else if be = w.pinned(svc, v, e); be != nil && be.Down {
+		be = nil
+	}
+	if be == nil || !enc.Fits(v.Encap, &be.Target, int(ps.IPLen)) {
+		seen[b>>6] |= 1 << (b & 63)
+		return false, 0
+	}
+	dst := &nh.MAC4
+	if be.Target.OuterV6() {
+		if !nh.Has6 {
+			seen[b>>6] |= 1 << (b & 63)
+			return false, 0
+		}
+		dst = &nh.MAC6
+	} else if !nh.Has4 {
+		seen[b>>6] |= 1 << (b & 63)
+		return false, 0
+	}
+	if p.Off+int(ps.L3Off) < int(ps.L3Off)+encap.Overhead(v.Encap, be.Target.OuterV6()) {
+		seen[b>>6] |= 1 << (b & 63) // no headroom: the general path counts the drop
+		return false, 0
+	}
+	c := &w.c
+	was, lastSeen := e.State(), e.LastSeen()
+	w.ct.Touch(e, now, ps.TCPFlags)
+	switch {
+	case syn:
+		if was == conntrack.StateNew {
+			backendCounters(c, be).SYNRetrans++
+		} else {
+			w.countNew(c, v, be, true)
+		}
+		if w.pinned(svc, v, e) != be {
+			w.ct.Repin(e, be.ID, be.Gen)
+		}
+	case was == conntrack.StateNew && e.State() == conntrack.StateEstablished:
+		// The handshake completed (as in selectBackend).
+		bc := backendCounters(c, be)
+		bc.Established++
+		bc.HandshakeMs += uint64(now - lastSeen)
+	}
+	start, length, res := enc.Encap(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, *dst, w.portMAC)
+	if res != encap.Forward {
+		return true, res
+	}
+	vc := &c.VIPs[v.ID]
+	vc.Packets++
+	vc.Bytes += uint64(p.Len)
+	bc := backendCounters(c, be)
+	bc.Packets++
+	bc.Bytes += uint64(p.Len)
+	p.Off, p.Len = start, length
+	return true, encap.Forward
+}
+
+// filterBit is a flow's bit in the 256-bit filter of fastBurst: a cheap
+// mix of the tuple's words (the filter only needs to tell flows of one
+// burst apart, mostly).
+func filterBit(t *flow.Tuple) uint8 {
+	x := binary.LittleEndian.Uint64(t.Src[0:]) ^ binary.LittleEndian.Uint64(t.Src[8:])*0x9e3779b97f4a7c15 ^
+		binary.LittleEndian.Uint64(t.Dst[8:]) ^ (uint64(t.SrcPort)<<16|uint64(t.DstPort))*0xc2b2ae3d27d4eb4f
+	x ^= binary.LittleEndian.Uint64(t.Dst[0:])
+	x *= 0x165667b19e3779f9
+	return uint8(x >> 56)
+}
