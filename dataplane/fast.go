@@ -61,7 +61,7 @@ type fastScratch struct {
 	gen   [MaxBurst]Pkt   // the general packets, gathered for process
 	verd  [MaxBurst]Verdict
 	why   [MaxBurst]dropWhy // a fused packet's drop reason (0: none), moved to Worker.why
-	bloom [MaxBurst]uint8 // each packet's filter bit (fastGeneral and fastCandidate)
+	bloom [MaxBurst]uint8   // each packet's filter bit (fastGeneral and fastCandidate)
 }
 
 const (
