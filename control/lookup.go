@@ -76,7 +76,7 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 	}
 	res.VIP, res.Scheduler = v.Name, v.Sched.String()
 	for i, w := range p.workers {
-		op := dataplane.LookupOp(t, h)
+		op := dataplane.LookupOp(t)
 		if err := w.Run(op, 2*time.Second); err != nil {
 			return res, fmt.Errorf("worker %d: %w", i, err)
 		}

@@ -35,7 +35,6 @@ type Op struct {
 	kind  opKind
 	sel   conntrack.Selector
 	tuple flow.Tuple
-	hash  uint64
 
 	cursor int
 	done   atomic.Bool
@@ -93,8 +92,9 @@ func CountFlowsOpInto(flows []uint32) *Op {
 	return &Op{kind: opCountFlows, Flows: flows}
 }
 
-// LookupOp finds the conntrack entry of a flow (hash from the fleet hasher).
-func LookupOp(t flow.Tuple, hash uint64) *Op { return &Op{kind: opLookup, tuple: t, hash: hash} }
+// LookupOp finds the conntrack entry of a flow (the worker hashes it with its
+// own local hash, by which its conntrack is bucketed).
+func LookupOp(t flow.Tuple) *Op { return &Op{kind: opLookup, tuple: t} }
 
 // maxListEntries bounds a ListOp's page, which is allocated up front:
 // a caller's limit (control bounds it lower) never turns into a huge
