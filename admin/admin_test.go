@@ -873,7 +873,8 @@ func TestListen(t *testing.T) {
 }
 
 // FuzzHandler throws arbitrary requests at the API: every answer is JSON
-// (or metrics), never a 500 and never a panic.
+// (or metrics, the HTML status page at /, a capture's pcapng), never a 500
+// and never a panic.
 func FuzzHandler(f *testing.F) {
 	for _, s := range [][3]string{
 		{"GET", "/api/v1/vips/web", ""},
@@ -907,7 +908,16 @@ func FuzzHandler(f *testing.F) {
 		if rec.Code/100 == 3 && rec.Header().Get("Location") != "" {
 			return // ServeMux's redirect to the clean path
 		}
-		if method != "HEAD" && !json.Valid(rec.Body.Bytes()) {
+		switch {
+		case method == "HEAD":
+		case req.URL.Path == "/" && rec.Code == http.StatusOK:
+			// The status page: HTML.
+			if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+				t.Fatalf("%s %s: status page as %q", method, target, ct)
+			}
+		case req.URL.Path == api.CapturePath && rec.Code == http.StatusOK:
+			// A pcapng stream.
+		case !json.Valid(rec.Body.Bytes()):
 			t.Fatalf("%s %s: not JSON: %q", method, target, rec.Body.Bytes())
 		}
 	})
