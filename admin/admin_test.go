@@ -884,6 +884,8 @@ func FuzzHandler(f *testing.F) {
 		{"GET", "/api/v1/vips/%00/table", ""},
 		{"POST", "/api/v1/vips/203.0.113.7:80/backends/10.0.1.1/undrain", ""},
 		{"GET", "/api/v1/vips/::ffff:203.0.113.7/backends/be1", ""},
+		{"POST", "/api/v1/capture?duration=10m", ""},
+		{"GET", "/", ""},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}
@@ -899,6 +901,13 @@ func FuzzHandler(f *testing.F) {
 		req, err := http.NewRequest(method, "http://127.0.0.1"+target, strings.NewReader(body))
 		if err != nil || req.URL.Path == api.MetricsPath {
 			return
+		}
+		if req.URL.Path == api.CapturePath {
+			// A capture runs for its duration, or until its client
+			// leaves: this client leaves after 100 ms.
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			req = req.WithContext(ctx)
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
