@@ -8,25 +8,6 @@ import (
 	"github.com/google/gopacket/layers"
 )
 
-// runCaptured is rig.run through the capture hooks.
-func (r *rig) runCaptured(frames ...[]byte) ([][]byte, []Verdict) {
-	pkts := make([]Pkt, len(frames))
-	for i, f := range frames {
-		b := make([]byte, headroom+len(f)+64)
-		copy(b[headroom:], f)
-		pkts[i] = Pkt{Buf: b, Off: headroom, Len: len(f)}
-	}
-	r.now += 10
-	r.w.ProcessCaptured(pkts, r.now)
-	out := make([][]byte, len(frames))
-	v := make([]Verdict, len(frames))
-	for i := range pkts {
-		out[i] = append([]byte(nil), pkts[i].Buf[pkts[i].Off:pkts[i].Off+pkts[i].Len]...)
-		v[i] = r.w.Verdicts[i]
-	}
-	return out, v
-}
-
 // TestCapture: received, sent and dropped frames land in the ring with
 // their bytes (as received, as sent) and the drop reason; filters select;
 // a full ring counts missed frames; one capture at a time.
@@ -41,7 +22,7 @@ func TestCapture(t *testing.T) {
 	}
 	fwd := frame(t, "198.51.100.10", "203.0.113.7", 1000, 80, layers.IPProtocolTCP, "S", 10, true)
 	noSvc := frame(t, "198.51.100.10", "203.0.113.7", 1001, 81, layers.IPProtocolTCP, "S", 10, true)
-	out, v := r.runCaptured(fwd, noSvc)
+	out, v := r.run(fwd, noSvc)
 	if v[0] != Tx || v[1] != Drop {
 		t.Fatalf("verdicts %v", v)
 	}
@@ -61,7 +42,7 @@ func TestCapture(t *testing.T) {
 		}
 	}
 	cp.Stop()
-	r.runCaptured(fwd)
+	r.run(fwd)
 	if n := len(cp.Drain(nil)); n != 0 {
 		t.Errorf("%d frames captured after Stop", n)
 	}
@@ -71,7 +52,7 @@ func TestCapture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.runCaptured(noSvc, fwd)
+	r.run(noSvc, fwd)
 	if n := len(cp.Drain(nil)); n != 0 {
 		t.Errorf("drops of no-backend: %d frames, want 0 (the drop was no-service)", n)
 	}
@@ -80,7 +61,7 @@ func TestCapture(t *testing.T) {
 	cp, _ = StartCapture([]*Worker{r.w}, CaptureFilter{Rx: true, Tx: true, Backend: be1})
 	to := map[bool]int{}
 	for sport := uint16(2000); sport < 2040; sport++ {
-		o, _ := r.runCaptured(frame(t, "198.51.100.10", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "S", 10, true))
+		o, _ := r.run(frame(t, "198.51.100.10", "203.0.113.7", sport, 80, layers.IPProtocolTCP, "S", 10, true))
 		to[outerDst(o[0]) == be1]++
 	}
 	frames := cp.Drain(nil)
@@ -97,9 +78,9 @@ func TestCapture(t *testing.T) {
 	// A full ring counts what it cannot hold.
 	cp, _ = StartCapture([]*Worker{r.w}, CaptureFilter{Rx: true, VIP: netip.MustParseAddr("203.0.113.7"), VIPPort: 80})
 	for i := range CaptureRingFrames + 5 {
-		r.runCaptured(frame(t, "198.51.100.11", "203.0.113.7", uint16(3000+i%50), 80, layers.IPProtocolTCP, "A", 10, true))
+		r.run(frame(t, "198.51.100.11", "203.0.113.7", uint16(3000+i%50), 80, layers.IPProtocolTCP, "A", 10, true))
 	}
-	r.runCaptured(noSvc) // port 81: not this VIP
+	r.run(noSvc) // port 81: not this VIP
 	if n, m := len(cp.Drain(nil)), cp.Missed(); n != CaptureRingFrames || m != 5 {
 		t.Errorf("full ring: %d frames, %d missed; want %d, 5", n, m, CaptureRingFrames)
 	}
@@ -209,7 +190,7 @@ func TestCaptureDropReasonPerPacket(t *testing.T) {
 	}
 	defer cp.Stop()
 	burst := [][]byte{fwd, drops[0], drops[1], fwd, drops[2], drops[0]}
-	r.runCaptured(burst...)
+	r.run(burst...)
 	got := cp.Drain(nil)
 	want := []string{solo[0], solo[1], solo[2], solo[0]}
 	if len(got) != len(want) {
@@ -223,7 +204,7 @@ func TestCaptureDropReasonPerPacket(t *testing.T) {
 	// A reason filter keeps exactly that reason's drops.
 	cp.Stop()
 	cp, _ = StartCapture([]*Worker{r.w}, CaptureFilter{Drops: true, DropReason: solo[1]})
-	r.runCaptured(burst...)
+	r.run(burst...)
 	if got := cp.Drain(nil); len(got) != 1 || got[0].Reason != solo[1] || !bytes.Equal(got[0].Data, drops[1]) {
 		t.Errorf("filter %q: %+v", solo[1], got)
 	}

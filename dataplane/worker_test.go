@@ -141,8 +141,9 @@ func frame(t *testing.T, src, dst string, sport, dport uint16, proto layers.IPPr
 
 const headroom = 128
 
-// run pushes frames through one Process call and returns the output frames
-// and verdicts.
+// run pushes frames through one Process call, with the capture hooks
+// around it as the engine's loop runs them (they do nothing while no
+// capture runs), and returns the output frames and verdicts.
 func (r *rig) run(frames ...[]byte) ([][]byte, []Verdict) {
 	pkts := make([]Pkt, len(frames))
 	for i, f := range frames {
@@ -151,7 +152,7 @@ func (r *rig) run(frames ...[]byte) ([][]byte, []Verdict) {
 		pkts[i] = Pkt{Buf: b, Off: headroom, Len: len(f)}
 	}
 	r.now += 10
-	r.w.Process(pkts, r.now)
+	r.w.ProcessCaptured(pkts, r.now)
 	out := make([][]byte, len(frames))
 	v := make([]Verdict, len(frames))
 	for i := range pkts {
