@@ -24,6 +24,9 @@
 
 struct fl_burst_slot fl_burst_slots[RTE_MAX_LCORE + 1];
 
+/* Set while fl_burst_quiesce waits on a burst (for the dpdk tests). */
+int fl_burst_waiting;
+
 /* fl_burst_quiesce waits (at most a second) until every burst begun
  * before the call has returned. */
 void
@@ -38,10 +41,12 @@ fl_burst_quiesce(void)
 	for (i = 0; i <= RTE_MAX_LCORE; i++) {
 		while (__atomic_load_n(&fl_burst_slots[i].exit, __ATOMIC_ACQUIRE) < begun[i]) {
 			if (rte_get_timer_cycles() > deadline)
-				return;
+				break;
+			__atomic_store_n(&fl_burst_waiting, 1, __ATOMIC_RELEASE);
 			usleep(10);
 		}
 	}
+	__atomic_store_n(&fl_burst_waiting, 0, __ATOMIC_RELEASE);
 }
 
 typedef int (*fl_remove_cb_fn)(uint16_t, uint16_t, const struct rte_eth_rxtx_callback *);
