@@ -56,23 +56,60 @@ _Static_assert(FL_FIELD_SIZE(buf_len) == 2, "buf_len");
 
 /* Fast path: one cgo call per burst. */
 
+/*
+ * Bursts begun and ended, per lcore (the last slot for threads that are no
+ * EAL lcore): fl_burst_quiesce (pdump.c) waits on them until every burst
+ * that may still run a removed rx/tx callback has returned. DPDK 22.11's
+ * pdump removes its callbacks without that wait, and dpdk-dumpcap frees
+ * the ring and mempool they use as soon as it has asked.
+ */
+struct fl_burst_slot {
+	uint64_t enter;
+	uint64_t exit;
+} __rte_cache_aligned;
+extern struct fl_burst_slot fl_burst_slots[RTE_MAX_LCORE + 1];
+
+static inline struct fl_burst_slot *
+fl_burst_begin(void)
+{
+	unsigned int id = rte_lcore_id();
+	struct fl_burst_slot *s = &fl_burst_slots[id < RTE_MAX_LCORE ? id : RTE_MAX_LCORE];
+	/* Ordered before the burst reads the port's callback list. */
+	__atomic_fetch_add(&s->enter, 1, __ATOMIC_SEQ_CST);
+	return s;
+}
+
+static inline void
+fl_burst_end(struct fl_burst_slot *s)
+{
+	__atomic_fetch_add(&s->exit, 1, __ATOMIC_RELEASE);
+}
+
 static inline uint16_t
 fl_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
 {
-	return rte_eth_rx_burst(port, queue, pkts, n);
+	struct fl_burst_slot *s = fl_burst_begin();
+	uint16_t got = rte_eth_rx_burst(port, queue, pkts, n);
+	fl_burst_end(s);
+	return got;
 }
 
 static inline uint16_t
 fl_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
 {
-	return rte_eth_tx_burst(port, queue, pkts, n);
+	struct fl_burst_slot *s = fl_burst_begin();
+	uint16_t sent = rte_eth_tx_burst(port, queue, pkts, n);
+	fl_burst_end(s);
+	return sent;
 }
 
 /* Transmit n packets and free the ones the port refused; returns sent. */
 static inline uint16_t
 fl_tx_burst_free(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n)
 {
+	struct fl_burst_slot *s = fl_burst_begin();
 	uint16_t sent = rte_eth_tx_burst(port, queue, pkts, n);
+	fl_burst_end(s);
 	if (unlikely(sent < n))
 		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
 	return sent;
