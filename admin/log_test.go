@@ -1,35 +1,24 @@
 package admin_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/fulcrumlb/fulcrum/internal/syncbuf"
 
 	"github.com/fulcrumlb/fulcrum/admin/admintest"
 	"github.com/fulcrumlb/fulcrum/admin/api"
 )
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+// syncBuffer is the server's JSON log, safe for its goroutines.
+type syncBuffer struct{ syncbuf.Buffer }
 
 func (s *syncBuffer) records(t *testing.T) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(s.String()), "\n") {
 		if l == "" {
 			continue
 		}

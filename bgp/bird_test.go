@@ -1,7 +1,6 @@
 package bgp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,9 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/fulcrumlb/fulcrum/internal/syncbuf"
 )
 
 const labWait = 15 * time.Second // a session comes up in 1-3 s here
@@ -39,30 +39,13 @@ const (
 // testLogger collects the speaker's log and shows it if the test fails.
 // It never calls t.Log itself: GoBGP's goroutines may outlive the test.
 func testLogger(t *testing.T) *slog.Logger {
-	w := &lockedBuffer{}
+	w := &syncbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("speaker log:\n%s", w.String())
 		}
 	})
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func u32(v uint32) *uint32 { return &v }

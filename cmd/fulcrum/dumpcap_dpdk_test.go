@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fulcrumlb/fulcrum/internal/syncbuf"
+
 	"github.com/google/gopacket/pcapgo"
 )
 
@@ -63,7 +65,7 @@ func TestDumpcapCapturesRunningFulcrum(t *testing.T) {
 	cfgPath := dumpcapConfig(t, dir, in, prefix, huge, memoryMB)
 
 	cmd := exec.Command(bin, "run", "-c", cfgPath, "--stats-interval", "0")
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,10 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fulcrumlb/fulcrum/internal/syncbuf"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
@@ -267,7 +268,7 @@ func TestRunStopsOnSIGTERM(t *testing.T) {
 	f.Close()
 	p := exampleConfig(t, dir, in, filepath.Join(dir, "out.pcap"))
 	cmd := exec.Command(bin, "run", "-c", p, "--stats-interval", "0")
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -335,22 +336,4 @@ func TestRunStopsOnSIGTERM(t *testing.T) {
 	if _, err := os.Stat(fmt.Sprintf("/var/run/dpdk/fulcrum-pcaptest-%d", os.Getpid())); !os.IsNotExist(err) {
 		t.Errorf("runtime directory left behind (stat: %v)", err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe to read while the command writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

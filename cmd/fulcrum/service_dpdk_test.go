@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fulcrumlb/fulcrum/internal/syncbuf"
 )
 
 // TestRunJSONLogs: with --log-format json every line the daemon writes,
@@ -99,7 +101,7 @@ func TestRunAsService(t *testing.T) {
 
 	first := exec.Command(bin, "run", "-c", p, "--stats-interval", "0")
 	first.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
-	var firstOut lockedBuffer
+	var firstOut syncbuf.Buffer
 	first.Stdout, first.Stderr = &firstOut, &firstOut
 	if err := first.Start(); err != nil {
 		t.Fatal(err)

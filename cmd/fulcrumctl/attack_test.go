@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"unicode"
+
+	"github.com/fulcrumlb/fulcrum/internal/syncbuf"
 
 	"context"
 
@@ -18,24 +18,6 @@ import (
 	"github.com/fulcrumlb/fulcrum/config"
 )
 
-// lockedBuffer is a log sink the server's goroutines share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestOperatorCommandsBadUsage: bad flags and arguments of show, conns,
 // flush and capture exit 2 with a message naming the problem, print
 // nothing on stdout, and never reach the daemon's capture.
@@ -43,7 +25,7 @@ func TestOperatorCommandsBadUsage(t *testing.T) {
 	t.Setenv("FULCRUM_TOKEN", "")
 	t.Setenv("FULCRUM_ADDR", "")
 	p := admintest.New(t, admintest.Config)
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	srv := admin.New(p.Plane, config.Admin{Listen: "127.0.0.1:0"}, p.File, slog.New(slog.NewJSONHandler(&log, nil)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
