@@ -91,11 +91,24 @@ func TestDumpcapCapturesRunningFulcrum(t *testing.T) {
 	out := filepath.Join(dir, "capture.pcapng")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dc := exec.CommandContext(ctx, dumpcap, "--file-prefix="+prefix, "-i", "net_pcap0", "-c", strconv.Itoa(count), "-q", "-w", out)
-	dc.Dir = dir
-	dc.WaitDelay = 5 * time.Second
-	dcOut, err := dc.CombinedOutput()
-	if err != nil {
+	// Once in a CI run (go test ./..., other packages' DPDK tests
+	// running beside it) dumpcap's secondary process failed to attach
+	// net_pcap0 ("vdev_probe(): failed to initialize net_pcap0") and
+	// exited before capturing; the same test passed alone every time.
+	// Cause not found: an attach that fails that way is tried again,
+	// three times at most; any other failure fails at once.
+	for try := 1; ; try++ {
+		dc := exec.CommandContext(ctx, dumpcap, "--file-prefix="+prefix, "-i", "net_pcap0", "-c", strconv.Itoa(count), "-q", "-w", out)
+		dc.Dir = dir
+		dc.WaitDelay = 5 * time.Second
+		dcOut, err := dc.CombinedOutput()
+		if err == nil {
+			break
+		}
+		if try < 3 && ctx.Err() == nil && bytes.Contains(dcOut, []byte("failed to initialize net_pcap0")) {
+			t.Logf("dpdk-dumpcap could not attach (try %d), again:\n%s", try, dcOut)
+			continue
+		}
 		t.Fatalf("dpdk-dumpcap: %v (context: %v)\n%s\nfulcrum:\n%s", err, ctx.Err(), dcOut, stderr.String())
 	}
 
