@@ -63,6 +63,19 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
+	// One lab at a time on this machine: the namespaces, the lab
+	// directory and the DPDK prefixes have fixed names. A second run (from
+	// another clone or worktree) waits here for the first to finish.
+	lock, err := os.OpenFile("/tmp/fulcrum-lab.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		fmt.Println("lab: lock:", err)
+		return 1
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		fmt.Println("lab: lock:", err)
+		return 1
+	}
 	wd, _ := os.Getwd()
 	script = filepath.Join(wd, "lab.sh")
 	up := exec.Command(script, "up")
