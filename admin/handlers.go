@@ -231,9 +231,13 @@ func (s *Server) getStatus(r *http.Request) (any, error) {
 		}
 	}
 	total := &dataplane.Counters{}
+	capacity, huge := s.plane.ConntrackCapacity(), s.plane.ConntrackOnHugepages()
 	for i := range st.Workers {
 		c := &st.Workers[i]
 		out.Workers[i] = workerJSON(i, c)
+		if i < len(capacity) && i < len(huge) {
+			out.Workers[i].Conntrack.Capacity, out.Workers[i].Conntrack.Hugepages = capacity[i], huge[i]
+		}
 		total.Add(c)
 	}
 	out.Total = workerJSON(-1, total)

@@ -93,6 +93,7 @@ func TestParseRejectsAtKeyAndLine(t *testing.T) {
 		{"backend name with space", base + "  name = \"a b\"\n", "vip[0].backend[0].name", 17},
 		{"duplicate vip name", named + secondVIP, "vip[1].name", 19},
 		// EAL limits `fulcrum run` hits.
+		{"memory_mb too small for the hugepage tables", strings.Replace(base, "memory_mb = 256", "memory_mb = 256\nhugepages = true", 1) + "[conntrack]\ncapacity = 4194304\n", "eal.memory_mb", 3},
 		{"memory_mb huge", strings.Replace(base, "memory_mb = 256", "memory_mb = 99999999999", 1), "eal.memory_mb", 3},
 		{"worker lcore beyond RTE_MAX_LCORE", strings.Replace(base, "memory_mb = 256", "memory_mb = 256\nworker_lcores = [100000]", 1), "eal.worker_lcores", 4},
 		{"main lcore beyond RTE_MAX_LCORE", strings.Replace(base, "memory_mb = 256", "memory_mb = 256\nmain_lcore = 128", 1), "eal.main_lcore", 4},
@@ -428,5 +429,18 @@ func TestOwnedSectionsReportEveryProblem(t *testing.T) {
 		if es[i].Key != w.key || es[i].Line != w.line || !strings.HasPrefix(es[i].Msg, w.key+": ") {
 			t.Errorf("problem %d: %+v, want %s at line %d", i, es[i], w.key, w.line)
 		}
+	}
+}
+
+// The memory check is for hugepages only: with --no-huge the conntrack
+// table is on the Go heap and memory_mb holds only the mbuf pools.
+func TestMemoryCheckOnlyOnHugepages(t *testing.T) {
+	big := base + "[conntrack]\ncapacity = 4194304\n"
+	if _, err := Parse([]byte(big), "big.toml"); err != nil {
+		t.Fatalf("4M entries with memory_mb = 256 off hugepages: %v", err)
+	}
+	fits := strings.Replace(base, "memory_mb = 256", "memory_mb = 512\nhugepages = true", 1) + "[conntrack]\ncapacity = 4194304\n"
+	if _, err := Parse([]byte(fits), "fits.toml"); err != nil {
+		t.Fatalf("4M entries (260 MiB) and 16,383 mbufs (38 MiB) in 512 MiB on hugepages: %v", err)
 	}
 }

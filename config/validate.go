@@ -81,6 +81,7 @@ func (ck *checker) finish(c *Config) {
 	ck.finishEAL(&c.EAL)
 	dpOK := ck.finishDataplane(c)
 	ck.finishConntrack(&c.Conntrack)
+	ck.checkMemory(c)
 	ck.finishControl(&c.Control)
 	if err := c.finishAdmin(); err != nil {
 		ck.add(err)
@@ -294,6 +295,28 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	}
 	ck.enc = enc
 	return true
+}
+
+// mbufBytes is what one mbuf of a worker's pool takes in the EAL's memory:
+// the 2,176-byte data room (dpdk.DefaultDataRoom), the 128-byte rte_mbuf
+// and the mempool's object header, rounded up.
+const mbufBytes = 2432
+
+// checkMemory refuses, on hugepages, an eal.memory_mb that cannot hold what
+// the workers take from it: each worker's mbuf pool and its conntrack
+// table (which lives on the hugepages then). The EAL needs some more for
+// itself, so passing this check is necessary, not sufficient.
+func (ck *checker) checkMemory(c *Config) {
+	if !c.EAL.Hugepages || c.Conntrack.Capacity < 1 || c.Conntrack.Capacity > conntrack.MaxCapacity {
+		return
+	}
+	n := len(c.EAL.WorkerLcores)
+	pools := n * c.Dataplane.MempoolSize * mbufBytes
+	tables := n * conntrack.TableBytes(c.Conntrack.Capacity)
+	const mib = 1 << 20
+	if need := (pools + tables + mib - 1) / mib; need > c.EAL.MemoryMB {
+		ck.bad("eal.memory_mb", "%d MiB cannot hold what %d worker(s) take from the hugepages: %d MiB of conntrack tables (conntrack.capacity %d each) and %d MiB of mbuf pools (dataplane.mempool_size %d each); raise it to more than %d", c.EAL.MemoryMB, n, tables/mib, c.Conntrack.Capacity, pools/mib, c.Dataplane.MempoolSize, need)
+	}
 }
 
 // finishConntrack fills [conntrack]'s defaults and has package conntrack,

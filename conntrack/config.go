@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // Limits and defaults. An operator sizing a table or reading a timeout looks
@@ -110,6 +111,15 @@ type Config struct {
 	// one decrement per removal. Entries of larger ids are not counted.
 	// The dataplane sets it; it is not a configuration key.
 	Backends int `toml:"-"`
+
+	// Memory, when set, provides the table's memory (entries and
+	// signatures, Bytes() in all, in two calls): the DPDK engine passes
+	// the EAL's hugepage heap when the EAL runs on hugepages. It must
+	// return zeroed memory of n bytes aligned to 64, which the table uses
+	// for its whole life and holds no Go pointers in. When it fails, New
+	// fails. nil: the Go heap, with transparent huge pages asked for.
+	// The dataplane sets it; it is not a configuration key.
+	Memory func(n uintptr) (unsafe.Pointer, error) `toml:"-"`
 }
 
 // DefaultConfig is the configuration an operator gets by saying nothing.

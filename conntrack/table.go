@@ -2,6 +2,7 @@ package conntrack
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/bits"
 	"unsafe"
 
@@ -53,6 +54,8 @@ type Table struct {
 	per     []int32          // live entries per backend id (Config.Backends)
 	sweep   int              // Sweep's next bucket
 	c       Counters
+
+	external bool // entries and sigs came from Config.Memory
 }
 
 // New allocates a table for cfg. All memory is allocated and faulted in
@@ -61,16 +64,32 @@ func New(cfg Config) (*Table, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	nb := 1 << bits.Len(uint((cfg.Capacity+bucketSlots-1)/bucketSlots-1))
+	nb := buckets(cfg.Capacity)
 	t := &Table{
-		sigs:    make([]uint64, nb),
-		entries: make([]Entry, nb*bucketSlots),
 		mask:    uint64(nb - 1),
 		timeout: cfg.timeouts(),
 	}
 	if cfg.Backends > 0 {
 		t.per = make([]int32, cfg.Backends)
 	}
+	if cfg.Memory != nil {
+		// Memory the caller owns (DPDK hugepages): already zeroed and
+		// resident, on huge pages by construction.
+		pe, err := cfg.Memory(uintptr(nb*bucketSlots) * unsafe.Sizeof(Entry{}))
+		if err != nil {
+			return nil, fmt.Errorf("conntrack: %d entries: %w", nb*bucketSlots, err)
+		}
+		ps, err := cfg.Memory(uintptr(nb) * 8)
+		if err != nil {
+			return nil, fmt.Errorf("conntrack: %d signature words: %w", nb, err)
+		}
+		t.entries = unsafe.Slice((*Entry)(pe), nb*bucketSlots)
+		t.sigs = unsafe.Slice((*uint64)(ps), nb)
+		t.external = true
+		return t, nil
+	}
+	t.sigs = make([]uint64, nb)
+	t.entries = make([]Entry, nb*bucketSlots)
 	// Random access over hundreds of MiB misses the TLB on 4 KiB pages:
 	// ask for transparent huge pages before the first touch (measured at
 	// 4M entries: a hit from 108 to 72 ns, a miss from 19 to 12 ns).
@@ -87,6 +106,19 @@ func New(cfg Config) (*Table, error) {
 	return t, nil
 }
 
+// buckets is the number of buckets a table of capacity entries has: a
+// power of two.
+func buckets(capacity int) int {
+	return 1 << bits.Len(uint((capacity+bucketSlots-1)/bucketSlots-1))
+}
+
+// TableBytes is the memory a table of capacity entries takes (what Bytes
+// will say of it): for sizing the memory it is given.
+func TableBytes(capacity int) int {
+	nb := buckets(capacity)
+	return nb*bucketSlots*int(unsafe.Sizeof(Entry{})) + nb*8
+}
+
 // Slots is the number of entries the table holds when full (Capacity
 // rounded up to whole power-of-two buckets).
 func (t *Table) Slots() int { return len(t.entries) }
@@ -98,6 +130,10 @@ func (t *Table) Buckets() int { return int(t.mask) + 1 }
 func (t *Table) Bytes() int {
 	return len(t.entries)*int(unsafe.Sizeof(Entry{})) + len(t.sigs)*8
 }
+
+// ExternalMemory reports whether the table lives in memory from
+// Config.Memory (the EAL's hugepages) rather than on the Go heap.
+func (t *Table) ExternalMemory() bool { return t.external }
 
 // Len is the number of occupied slots, including expired entries that no
 // lookup, insert or sweep has reclaimed yet.

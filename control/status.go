@@ -349,6 +349,16 @@ func (p *Plane) ConntrackCapacity() []int {
 	return out
 }
 
+// ConntrackOnHugepages tells, for every worker, whether its conntrack
+// table lives on the EAL's hugepages (fixed at start).
+func (p *Plane) ConntrackOnHugepages() []bool {
+	out := make([]bool, len(p.workers))
+	for i, w := range p.workers {
+		out[i] = w.Conntrack().ExternalMemory()
+	}
+	return out
+}
+
 // ConnBuckets is every worker's conntrack bucket count (fixed at start):
 // the bounds of a ConnCursor.
 func (p *Plane) ConnBuckets() []int {

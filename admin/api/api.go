@@ -188,7 +188,9 @@ type Worker struct {
 
 // Conntrack is one worker's flow table.
 type Conntrack struct {
-	Flows        int               `json:"flows"` // live entries
+	Flows        int               `json:"flows"`               // live entries
+	Capacity     int               `json:"capacity,omitempty"`  // slots; per worker only
+	Hugepages    bool              `json:"hugepages,omitempty"` // the table is on the EAL's hugepages (else the Go heap, transparent huge pages asked for)
 	Hits         uint64            `json:"hits"`
 	Misses       uint64            `json:"misses"`
 	Inserts      uint64            `json:"inserts"`

@@ -6,9 +6,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fulcrumlb/fulcrum/admin/api"
 	"github.com/fulcrumlb/fulcrum/internal/syncbuf"
 
 	"github.com/google/gopacket/pcapgo"
@@ -102,6 +106,18 @@ func TestDumpcapCapturesRunningFulcrum(t *testing.T) {
 			t.Fatalf("fulcrum did not start forwarding:\n%s", stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+
+	// On hugepages, each worker's conntrack table is in the EAL's
+	// hugepage heap, not on the Go heap.
+	st := unixStatus(t, filepath.Join(dir, "admin.sock"))
+	if len(st.Workers) == 0 {
+		t.Fatalf("status lists no workers")
+	}
+	for _, w := range st.Workers {
+		if !w.Conntrack.Hugepages || w.Conntrack.Capacity < 65536 {
+			t.Errorf("worker %d: conntrack hugepages=%v capacity=%d, want true and >= 65536 (examples/pcap.toml)", w.Worker, w.Conntrack.Hugepages, w.Conntrack.Capacity)
+		}
 	}
 
 	const count = 50
@@ -294,4 +310,24 @@ func readPcapng(t *testing.T, path string) [][]byte {
 		}
 		frames = append(frames, bytes.Clone(data))
 	}
+}
+
+// unixStatus is GET /api/v1/status from the admin API on a unix socket.
+func unixStatus(t *testing.T, sock string) api.Status {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
+	}}
+	resp, err := c.Get("http://fulcrum" + api.StatusPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st api.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	return st
 }
