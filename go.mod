@@ -51,4 +51,4 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require github.com/quic-go/quic-go v0.65.0 // indirect
+require github.com/quic-go/quic-go v0.65.0
