@@ -13,10 +13,14 @@ import (
 // within the VIP. The layout keys and quic_id without quic = true are
 // refused rather than ignored, since the operator meant something by them.
 func (ck *checker) finishQUIC(v *VIP, at string) {
-	layoutSet := v.QUICConfig != (packet.QUICConfig{})
 	if !v.QUIC {
-		if layoutSet {
-			ck.bad(at+".quic", "is off, but the VIP sets quic_cid_len, quic_server_id_len or quic_config_id: set quic = true or remove them")
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"quic_cid_len", v.CIDLen != 0}, {"quic_server_id_len", v.ServerIDLen != 0}, {"quic_config_id", v.ConfigID != 0}} {
+			if k.set {
+				ck.bad(at+"."+k.key, "is set, but the VIP's quic is off: set quic = true or remove it")
+			}
 		}
 		for j, b := range v.Backends {
 			if b.QUICID != nil {

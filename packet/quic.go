@@ -48,9 +48,9 @@ const (
 // from the VIP's keys quic_cid_len, quic_server_id_len and quic_config_id.
 // The zero value means "the defaults" (see WithDefaults).
 type QUICConfig struct {
-	CIDLen      int `toml:"quic_cid_len,omitempty"`       // the servers' connection-ID length, 1..20 (default 8)
-	ServerIDLen int `toml:"quic_server_id_len,omitempty"` // octets of server id after the first, 1..8 (default 2)
-	ConfigID    int `toml:"quic_config_id,omitempty"`     // the config rotation bits the servers write, 0..6 (default 0)
+	CIDLen      int `toml:"quic_cid_len,omitzero"`       // the servers' connection-ID length, 2..20 (default 8)
+	ServerIDLen int `toml:"quic_server_id_len,omitzero"` // octets of server id after the first, 1..8 (default 2)
+	ConfigID    int `toml:"quic_config_id,omitzero"`     // the config rotation bits the servers write, 0..6 (default 0)
 }
 
 // WithDefaults is c with its unset lengths set to the defaults.
