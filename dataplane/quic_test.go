@@ -263,7 +263,7 @@ func TestQUICShortHeadersFollowServerID(t *testing.T) {
 // quicShort is a short-header payload whose DCID (default layout) has
 // config rotation cfg and server id id, then n more octets.
 func quicShort(cfg byte, id uint16, n int) []byte {
-	b := []byte{0x40 | 0x01, cfg<<5 | 7, byte(id >> 8), byte(id)}
+	b := []byte{0x40 | 0x01, cfg<<6 | 7, byte(id >> 8), byte(id)}
 	return append(b, make([]byte, 5+n)...)
 }
 
@@ -284,8 +284,8 @@ func TestQUICFallbacks(t *testing.T) {
 		{"truncated dcid", quicShort(0, 2, 0)[:6], QUICNoID},
 		{"dcid exactly", quicShort(0, 2, 0)[:9], QUICRouted},
 		{"fixed bit clear", append([]byte{0x01}, quicShort(0, 2, 4)[1:]...), QUICNoID},
-		{"other config rotation", quicShort(3, 2, 4), QUICNoID},
-		{"unroutable config 0b111", quicShort(7, 2, 4), QUICNoID},
+		{"other config rotation", quicShort(1, 2, 4), QUICNoID},
+		{"5-tuple config 0b11", quicShort(3, 2, 4), QUICNoID},
 		{"id of no backend", quicShort(0, 9, 4), QUICUnknownID},
 		{"id 0 (nobody's)", quicShort(0, 0, 4), QUICUnknownID},
 		{"id 1", quicShort(0, 1, 4), QUICRouted},
@@ -360,7 +360,7 @@ protocol = "udp"
 quic = true
 quic_cid_len = 20
 quic_server_id_len = 8
-quic_config_id = 5
+quic_config_id = 2
   [[vip.backend]]
   name = "qa"
   address = "10.0.4.1"
@@ -373,7 +373,7 @@ quic_config_id = 5
 	r := newRig(t, cfg)
 	qa := backendAddr(r, "quic", "qa")
 	cid := make([]byte, 20)
-	(&packet.QUICConfig{CIDLen: 20, ServerIDLen: 8, ConfigID: 5}).PutServerID(cid, 1<<63-1)
+	(&packet.QUICConfig{CIDLen: 20, ServerIDLen: 8, ConfigID: 2}).PutServerID(cid, 1<<63-1)
 	full := append([]byte{0x41}, cid...)
 	for n := 0; n < len(full); n++ {
 		r.sendTo(udpFrame(t, "198.51.100.40", quicVIP, 1234, full[:n]))

@@ -13,12 +13,13 @@ import (
 // the connection to another backend, which has no state for it. What stays
 // the same is the destination connection ID (DCID) the server chose, so a
 // server that writes its own id into its connection IDs can be found from
-// any address. The layout is the plaintext scheme of the QUIC-LB draft
-// (draft-ietf-quic-load-balancers, section 5.2 "Plaintext CID Algorithm"):
+// any address. The layout is the plaintext algorithm of the QUIC-LB draft
+// (draft-ietf-quic-load-balancers: "First Octet", "CID format",
+// "Plaintext CID Algorithm"):
 //
-//	octet 0:                    config rotation (top 3 bits) | CID length - 1 (low 5 bits)
+//	octet 0:                    config rotation (top 2 bits) | CID length - 1 (low 6 bits)
 //	octets 1..ServerIDLen:      the server id, big-endian
-//	the rest, up to CIDLen:     the server's own bytes (random, unique)
+//	the rest, up to CIDLen:     the nonce: the server's own octets (random, unique), at least 4
 //
 // Only short-header packets (RFC 9000 section 17.3: first bit 0, fixed bit
 // 1) are routed by it: the DCID follows the first octet, without a length
@@ -39,9 +40,14 @@ const (
 	DefaultQUICServerIDLen = 2
 	// MaxQUICServerIDLen: a server id is read into a uint64.
 	MaxQUICServerIDLen = 8
-	// MaxQUICConfigID: the config rotation bits are 3; the draft reserves
-	// 0b111 for CIDs that no LB config routes (client-chosen, fallback).
-	MaxQUICConfigID = 6
+	// MinQUICNonceLen: the draft's "The nonce length MUST be at least 4
+	// octets": the octets after the server id that keep a server's CIDs
+	// unique.
+	MinQUICNonceLen = 4
+	// MaxQUICConfigID: the config rotation bits are 2; the draft reserves
+	// 0b11 for servers without a configuration ("Configuration
+	// Failover": the LB must route by the 5-tuple).
+	MaxQUICConfigID = 2
 )
 
 // QUICConfig is the connection-ID layout of one VIP's QUIC servers, read
@@ -50,7 +56,7 @@ const (
 type QUICConfig struct {
 	CIDLen      int `toml:"quic_cid_len,omitzero"`       // the servers' connection-ID length, 2..20 (default 8)
 	ServerIDLen int `toml:"quic_server_id_len,omitzero"` // octets of server id after the first, 1..8 (default 2)
-	ConfigID    int `toml:"quic_config_id,omitzero"`     // the config rotation bits the servers write, 0..6 (default 0)
+	ConfigID    int `toml:"quic_config_id,omitzero"`     // the config rotation bits the servers write, 0..2 (default 0)
 }
 
 // WithDefaults is c with its unset lengths set to the defaults.
@@ -74,17 +80,17 @@ var (
 // Validate reports the first problem of c (after WithDefaults), wrapping
 // one of the Err* sentinels.
 func (c QUICConfig) Validate() error {
-	if c.CIDLen < 2 || c.CIDLen > MaxQUICCIDLen {
-		return fmt.Errorf("%w: %d is outside 2..%d (RFC 9000: at most 20 octets; one octet of config rotation and at least one of server id)", ErrQUICCIDLen, c.CIDLen, MaxQUICCIDLen)
+	if c.CIDLen < 1 || c.CIDLen > MaxQUICCIDLen {
+		return fmt.Errorf("%w: %d is outside 1..%d (RFC 9000 17.2)", ErrQUICCIDLen, c.CIDLen, MaxQUICCIDLen)
 	}
 	if c.ServerIDLen < 1 || c.ServerIDLen > MaxQUICServerIDLen {
 		return fmt.Errorf("%w: %d is outside 1..%d", ErrQUICServerIDLen, c.ServerIDLen, MaxQUICServerIDLen)
 	}
-	if 1+c.ServerIDLen > c.CIDLen {
-		return fmt.Errorf("%w: %d octets of server id do not fit a %d-octet connection ID after its first octet", ErrQUICServerIDLen, c.ServerIDLen, c.CIDLen)
+	if 1+c.ServerIDLen+MinQUICNonceLen > c.CIDLen {
+		return fmt.Errorf("%w: %d octets hold no first octet, %d octets of server id (quic_server_id_len) and the QUIC-LB draft's nonce of at least %d octets: at least %d", ErrQUICCIDLen, c.CIDLen, c.ServerIDLen, MinQUICNonceLen, 1+c.ServerIDLen+MinQUICNonceLen)
 	}
 	if c.ConfigID < 0 || c.ConfigID > MaxQUICConfigID {
-		return fmt.Errorf("%w: %d is outside 0..%d (0b111 is the draft's unroutable config)", ErrQUICConfigID, c.ConfigID, MaxQUICConfigID)
+		return fmt.Errorf("%w: %d is outside 0..%d (0b11 is the draft's \"route by 5-tuple\")", ErrQUICConfigID, c.ConfigID, MaxQUICConfigID)
 	}
 	return nil
 }
@@ -102,7 +108,7 @@ func (c QUICConfig) MaxServerID() uint64 {
 // random bytes). It is what a backend's connection-ID generator does; c
 // must be valid and id at most MaxServerID.
 func (c QUICConfig) PutServerID(cid []byte, id uint64) {
-	cid[0] = byte(c.ConfigID)<<5 | byte(c.CIDLen-1)&0x1f
+	cid[0] = byte(c.ConfigID)<<6 | byte(c.CIDLen-1)&0x3f
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], id)
 	copy(cid[1:1+c.ServerIDLen], b[8-c.ServerIDLen:])
@@ -114,7 +120,7 @@ type QUICHeader uint8
 const (
 	QUICLong  QUICHeader = iota // a long header (or an empty payload): route by the flow hash
 	QUICShort                   // a short header with a server id of this layout
-	QUICNoID                    // a short header without one: too short for the CID, fixed bit clear, or another config rotation
+	QUICNoID                    // a short header without one: too short for the CID, fixed bit clear, or another config rotation (0b11 included)
 )
 
 // QUICServerID reads the server id from the DCID of a UDP payload sent to
@@ -131,7 +137,7 @@ func QUICServerID(payload []byte, c *QUICConfig) (QUICHeader, uint64) {
 	if payload[0]&0x40 == 0 || len(payload) < 1+c.CIDLen {
 		return QUICNoID, 0
 	}
-	if int(payload[1]>>5) != c.ConfigID {
+	if int(payload[1]>>6) != c.ConfigID {
 		return QUICNoID, 0
 	}
 	var id uint64
