@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/fulcrumlb/fulcrum/packet"
 )
@@ -144,4 +145,22 @@ func (w *Worker) routeQUIC(svc *Services, v *VIP, p *Pkt, i int) *Backend {
 	}
 	c.QUIC[QUICRouted]++
 	return be
+}
+
+// QUICSummary names every non-zero QUIC path counter of c, for logs:
+// "long-header=4 routed=1070"; empty without QUIC traffic.
+func QUICSummary(c *Counters) string {
+	var b []byte
+	for p, n := range c.QUIC {
+		if n == 0 {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, QUICPath(p).String()...)
+		b = append(b, '=')
+		b = strconv.AppendUint(b, n, 10)
+	}
+	return string(b)
 }

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -237,6 +238,9 @@ func TestQUICShortHeadersFollowServerID(t *testing.T) {
 	c := &r.w.c
 	if c.QUIC[QUICLongHeader] != uint64(long) || c.QUIC[QUICRouted] != uint64(short) || c.QUIC[QUICNoID]+c.QUIC[QUICUnknownID]+c.QUIC[QUICDownID] != 0 {
 		t.Errorf("quic counters %v, want %d long, %d routed", c.QUIC, long, short)
+	}
+	if got, want := QUICSummary(c), fmt.Sprintf("long-header=%d routed=%d", long, short); got != want {
+		t.Errorf("QUICSummary %q, want %q", got, want)
 	}
 	if c.CTHits+c.CTMisses != uint64(long) {
 		t.Errorf("conntrack saw %d packets, want the %d long headers only", c.CTHits+c.CTMisses, long)
