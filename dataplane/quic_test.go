@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,18 @@ var (
 // address, so the server sees the migration too.
 func captureQUIC(t *testing.T) []datagram {
 	t.Helper()
-	quicCaptureOnce.Do(func() { quicCapture, quicCaptureErr = runQUICCapture() })
+	quicCaptureOnce.Do(func() {
+		n := runtime.NumGoroutine()
+		quicCapture, quicCaptureErr = runQUICCapture()
+		// quic-go's goroutines (timers of closed connections, readers of
+		// closed sockets) end shortly after: wait for them, so that the
+		// allocation tests that run later count only the worker's.
+		start := time.Now()
+		for deadline := start.Add(10 * time.Second); runtime.NumGoroutine() > n && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("capture: goroutines %d before, %d after %v", n, runtime.NumGoroutine(), time.Since(start).Round(time.Millisecond))
+	})
 	if quicCaptureErr != nil {
 		t.Fatal(quicCaptureErr)
 	}
