@@ -50,3 +50,5 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	golang.org/x/sys v0.50.0
 )
+
+require github.com/quic-go/quic-go v0.65.0

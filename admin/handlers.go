@@ -261,6 +261,14 @@ func workerJSON(id int, c *dataplane.Counters) api.Worker {
 	for st, n := range c.Conntrack.Evicted {
 		w.Conntrack.Evictions[conntrack.State(st).String()] = n
 	}
+	for p, n := range c.QUIC {
+		if n > 0 {
+			if w.QUIC == nil {
+				w.QUIC = map[string]uint64{}
+			}
+			w.QUIC[dataplane.QUICPath(p).String()] = n
+		}
+	}
 	return w
 }
 

@@ -65,6 +65,7 @@ type collector struct {
 	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups      *prometheus.Desc
 	wCTInserts, wCTExpired, wCTFlushed                        *prometheus.Desc
 	staleWorkers                                              *prometheus.Desc
+	wQUIC                                                     *prometheus.Desc
 
 	// The wire port.
 	portPackets, portBytes, portMissed, portNoMbuf, portErrors *prometheus.Desc
@@ -143,6 +144,7 @@ func newCollector(s *Server) *collector {
 		wCTInserts:      d("worker_conntrack_inserts_total", "Conntrack entries created.", "worker"),
 		wCTExpired:      d("worker_conntrack_expired_total", "Conntrack entries reclaimed after their idle timeout.", "worker"),
 		wCTFlushed:      d("worker_conntrack_flushed_total", "Conntrack entries removed by an operation (a removed VIP or backend, a flush).", "worker"),
+		wQUIC:           d("worker_quic_packets_total", "Packets to QUIC VIPs by the way they took: long-header (flow hash), routed (by the server id of the connection ID), or a fallback to conntrack and the table: no-id, unknown-id, down-id (docs/quic.md).", "worker", "path"),
 		staleWorkers:    d("workers_stale", "Workers that did not answer this scrape's counter snapshot (stopped or stuck): their counters read 0."),
 
 		portPackets: d("port_packets_total", "Packets through the wire port, from the driver's counters.", "direction"),
@@ -170,7 +172,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wPunted, c.wFromKernel,
 		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPolls, c.wBusy,
 		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
-		c.staleWorkers,
+		c.staleWorkers, c.wQUIC,
 		c.portPackets, c.portBytes, c.portMissed, c.portNoMbuf, c.portErrors,
 		c.buildInfo, c.configGen, c.reloads, c.lastReload,
 	} {
@@ -229,6 +231,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wFromKernel, w.FromKernel, id)
 		counter(c.wFragments, w.Fragments, id)
 		counter(c.wICMPRouted, w.ICMPErrors, id)
+		for p, n := range w.QUIC {
+			counter(c.wQUIC, n, id, dataplane.QUICPath(p).String())
+		}
 		counter(c.wForwarded, w.Encap[encap.Forward], id)
 		counter(c.wICMPReplies, w.Encap[encap.ICMPReply], id, "too-big")
 		counter(c.wICMPReplies, w.EchoReplies, id, "echo")

@@ -34,6 +34,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/health"
+	"github.com/fulcrumlb/fulcrum/packet"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
@@ -177,6 +178,13 @@ type VIP struct {
 	// Either way a down backend gets no new flows.
 	OnDown   string    `toml:"on_down"`
 	Backends []Backend `toml:"backend"`
+
+	// QUIC (UDP VIPs only) routes short-header packets by the server id
+	// in their connection ID, whatever the client's address (docs/quic.md);
+	// the layout keys (quic_cid_len, quic_server_id_len, quic_config_id)
+	// are package packet's QUICConfig, set only with quic = true.
+	QUIC bool `toml:"quic,omitempty"`
+	packet.QUICConfig
 }
 
 // Key is what identifies the VIP: two VIPs may not share it, and the
@@ -204,6 +212,10 @@ type Backend struct {
 	Address Addr   `toml:"address"`
 	Weight  *int   `toml:"weight"` // default 1; 0 = no new flows
 	Drain   bool   `toml:"drain"`  // drained: no new flows, established flows stay
+	// QUICID is the server id the backend writes in its QUIC connection
+	// IDs (a quic VIP's backends; unique within the VIP). A backend
+	// without one gets only what the hash gives it.
+	QUICID *int64 `toml:"quic_id,omitempty"`
 }
 
 // Addr is a netip.Addr that decodes from a TOML string.

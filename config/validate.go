@@ -509,6 +509,7 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 		ck.bad(p, "%v", err)
 	}
 	ck.finishHealth(at+".health", &v.Health, &c.Health, v.Port)
+	ck.finishQUIC(v, at)
 	if len(v.Backends) == 0 {
 		ck.bad(at, "has no [[vip.backend]]")
 		return

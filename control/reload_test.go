@@ -455,6 +455,11 @@ name = "web"`)},
 				t.Errorf("web: %+v, want UDP", v)
 			}
 		}},
+		{key: "vip.quic", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nprotocol = \"udp\"\nquic = true\nquic_cid_len = 12"), want: func(t *testing.T, f *reloadFixture) {
+			if v := f.vip("web"); v == nil || v.QUIC == nil {
+				t.Errorf("web: %+v, want QUIC routing", v)
+			}
+		}},
 		{key: "vip.encap", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nencap = \"ipip\""), want: func(t *testing.T, f *reloadFixture) {
 			if s := f.send(web, 10); s.outer4 == nil || s.outer4.Protocol != layers.IPProtocolIPv4 {
 				t.Errorf("outer %v, want IPIP", s.outer4)

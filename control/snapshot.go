@@ -48,13 +48,21 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) []dataplane.VIPSpec 
 		}
 		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(),
 			Encap: kind, Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize)}
+		if cv.QUIC {
+			q := cv.QUICConfig
+			v.QUIC = &q
+		}
 		for _, cb := range cv.Backends {
 			w := *cb.Weight
 			eff, ok := over[dataplane.BackendRef{VIP: cv.Name, Backend: cb.Name}]
 			if !ok {
 				eff = dataplane.Effective{Weight: w}
 			}
-			v.Backends = append(v.Backends, dataplane.BackendSpec{Name: cb.Name, Addr: cb.Address.Addr, Config: w, Eff: eff})
+			bs := dataplane.BackendSpec{Name: cb.Name, Addr: cb.Address.Addr, Config: w, Eff: eff}
+			if cb.QUICID != nil {
+				bs.QUICID, bs.HasQUICID = uint64(*cb.QUICID), true
+			}
+			v.Backends = append(v.Backends, bs)
 		}
 		out = append(out, v)
 	}

@@ -96,13 +96,14 @@ type Counters struct {
 	Fragments          uint64 // VIP packets that were IP fragments
 	ICMPErrors         uint64 // ICMP errors routed to the backend owning the quoted flow
 	EchoReplies        uint64 // pings to a VIP answered by the LB
-	CTHits, CTMisses   uint64 // every VIP packet but fragments is exactly one of them
+	CTHits, CTMisses   uint64 // every VIP packet but fragments and QUIC Routed is exactly one of them
 	Moved              uint64 // conntrack hits whose backend was removed: re-selected
 	Bursts, IdlePolls  uint64
 
 	Parse [packet.NumReasons]uint64
 	Encap [encap.NumResults]uint64 // forward and icmp-reply, and encapsulation drops
 	Drops [NumDropReasons]uint64
+	QUIC  [NumQUICPaths]uint64 // packets to QUIC VIPs, by the way they took (quic.go)
 
 	VIPs     []PacketBytes // by VIP id (forwarded)
 	Backends []PacketBytes // by backend id (forwarded)
@@ -337,6 +338,9 @@ func (sum *Counters) Add(c *Counters) {
 	}
 	for i, n := range c.Drops {
 		sum.Drops[i] += n
+	}
+	for i, n := range c.QUIC {
+		sum.QUIC[i] += n
 	}
 	ct, s := &c.Conntrack, &sum.Conntrack
 	s.Hits += ct.Hits

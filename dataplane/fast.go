@@ -95,9 +95,11 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 			continue
 		}
 		f.bloom[i] = filterBit(&ps.Tuple)
-		if ps.TCPFlags&packet.TCPSyn != 0 && (ps.TCPFlags&packet.TCPAck != 0 || v.Sched.IsPicker()) {
+		if ps.TCPFlags&packet.TCPSyn != 0 && (ps.TCPFlags&packet.TCPAck != 0 || v.Sched.IsPicker()) || v.QUIC != nil {
 			// A SYN under a load-based scheduler, or a SYN-ACK from a
-			// client: rare, and the general path's.
+			// client: rare, and the general path's. So is every packet
+			// of a QUIC VIP: its short headers are routed by connection
+			// ID before conntrack (quic.go).
 			f.kind[i] = fastGeneral
 			continue
 		}

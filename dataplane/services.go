@@ -10,6 +10,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/maglev"
+	"github.com/fulcrumlb/fulcrum/packet"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
@@ -51,6 +52,7 @@ type VIP struct {
 	Members  []uint32      // every backend id of the VIP, in config order
 	Sched    sched.Kind    // how new flows pick a backend (Maglev: Table)
 	SchedOpt sched.Options
+	QUIC     *quicRoutes // nil: QUIC routing off (quic.go)
 }
 
 // vipKey finds a VIP by destination; port 0 is the every-port VIP. The
@@ -139,6 +141,7 @@ type VIPSpec struct {
 	SchedOpt  sched.Options
 	TableSize uint64 // Maglev table size (prime)
 	Backends  []BackendSpec
+	QUIC      *packet.QUICConfig // non-nil: route QUIC short headers by server id (quic.go)
 }
 
 // BackendSpec is one backend of a VIPSpec.
@@ -147,6 +150,10 @@ type BackendSpec struct {
 	Addr   netip.Addr
 	Config int       // configured weight
 	Eff    Effective // weight in the table, and whether its flows must move
+	// QUICID is the server id the backend writes in its QUIC connection
+	// IDs, if HasQUICID (a QUIC VIP's backend).
+	QUICID    uint64
+	HasQUICID bool
 }
 
 // NewServices builds a snapshot of vips whose packets enc tunnels to nh.
@@ -271,6 +278,13 @@ func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIP
 			for i := range v.Backends {
 				v.Backends[i] = ids[t.Backend(i).Key]
 			}
+		}
+		if cv.QUIC != nil {
+			r, err := newQUICRoutes(&cv, ids)
+			if err != nil {
+				return nil, err
+			}
+			v.QUIC = r
 		}
 		setAt(&s.VIPs, int(vid), v)
 		a16 := v.Addr.As16()

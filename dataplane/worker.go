@@ -73,6 +73,8 @@ type Worker struct {
 	ctOut    [MaxBurst]*conntrack.Entry
 	Verdicts [MaxBurst]Verdict
 
+	routed [MaxBurst]*Backend // QUIC short headers routed by connection ID (quic.go); nil: the usual way
+
 	c      Counters
 	snap   snapshotReq
 	snapMu sync.Mutex // one Snapshot reader at a time (slow path)
@@ -178,11 +180,17 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 	m := 0
 	for i := range pkts {
 		w.vips[i] = nil
+		w.routed[i] = nil
 		if v := w.classify(&pkts[i], i, svc, now); v != nil {
 			w.vips[i] = v
 			w.hashes[i] = w.hasher.Hash(w.keys[i])
 			if w.parsed[i].Fragment {
 				continue // stateless: fragments carry no flow state (fragment policy)
+			}
+			if v.QUIC != nil {
+				if w.routed[i] = w.routeQUIC(svc, v, &pkts[i], i); w.routed[i] != nil {
+					continue // the connection ID names the backend: no conntrack
+				}
 			}
 			lh := w.local.Hash(w.keys[i])
 			w.lhashes[i] = lh
@@ -220,7 +228,10 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			}
 			j++
 		}
-		be := w.selectBackend(svc, v, i, e, now)
+		be := w.routed[i]
+		if be == nil {
+			be = w.selectBackend(svc, v, i, e, now)
+		}
 		if be == nil {
 			w.drop(i, DropNoBackend)
 			continue

@@ -89,12 +89,20 @@ func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, ove
 	for _, cv := range cfg.VIPs {
 		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(), Encap: *cv.Encap,
 			Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize)}
+		if cv.QUIC {
+			q := cv.QUICConfig
+			v.QUIC = &q
+		}
 		for _, cb := range cv.Backends {
 			eff, ok := over[BackendRef{cv.Name, cb.Name}]
 			if !ok {
 				eff = Effective{Weight: *cb.Weight}
 			}
-			v.Backends = append(v.Backends, BackendSpec{Name: cb.Name, Addr: cb.Address.Addr, Config: *cb.Weight, Eff: eff})
+			bs := BackendSpec{Name: cb.Name, Addr: cb.Address.Addr, Config: *cb.Weight, Eff: eff}
+			if cb.QUICID != nil {
+				bs.QUICID, bs.HasQUICID = uint64(*cb.QUICID), true
+			}
+			v.Backends = append(v.Backends, bs)
 		}
 		specs = append(specs, v)
 	}

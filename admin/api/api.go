@@ -184,6 +184,7 @@ type Worker struct {
 	Dropped     uint64            `json:"dropped"`
 	Drops       map[string]uint64 `json:"drops"` // by reason; zero counters are left out
 	Conntrack   Conntrack         `json:"conntrack"`
+	QUIC        map[string]uint64 `json:"quic,omitempty"` // packets to QUIC VIPs by path (long-header, routed, no-id, unknown-id, down-id); zero counters are left out
 }
 
 // Conntrack is one worker's flow table.

@@ -14,6 +14,11 @@
 // SIGHUP starts and stops flapping the health endpoint: 503 for
 // -flap-period, 200 for -flap-period, and so on, while the service itself
 // keeps answering (a flapping check in front of a healthy service).
+//
+// -quic VIP:443 adds a QUIC download service (package internal/quiclb)
+// whose connection IDs carry -quic-id as their server id in Fulcrum's
+// default layout (docs/quic.md), so a QUIC VIP routes a client's packets
+// back to this backend whatever the client's address.
 package main
 
 import (
@@ -28,6 +33,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/fulcrumlb/fulcrum/internal/quiclb"
+	"github.com/fulcrumlb/fulcrum/packet"
 )
 
 func main() {
@@ -35,6 +43,8 @@ func main() {
 	listen := flag.String("listen", "", "service address, usually VIP:port (required)")
 	healthAddr := flag.String("health", "", "optional health-check listener, e.g. 10.0.1.1:8080")
 	flapPeriod := flag.Duration("flap-period", time.Second, "while flapping (SIGHUP), how long the health endpoint fails, then succeeds")
+	quicAddr := flag.String("quic", "", "optional QUIC download service address, usually VIP:443")
+	quicID := flag.Uint64("quic-id", 0, "the server id the QUIC service writes in its connection IDs")
 	flag.Parse()
 	if *name == "" || *listen == "" || *flapPeriod <= 0 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: fulcrum-labsrv -name NAME -listen ADDR:PORT [-health ADDR:PORT] [-flap-period D > 0]")
@@ -81,7 +91,13 @@ func main() {
 		}
 		go func() { errs <- s.Serve(ln) }()
 	}
-	log.Info("serving", "listen", *listen, "health", *healthAddr)
+	if *quicAddr != "" {
+		if err := serveQUIC(*quicAddr, *quicID, *name); err != nil {
+			fmt.Fprintf(os.Stderr, "fulcrum-labsrv: quic: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	log.Info("serving", "listen", *listen, "health", *healthAddr, "quic", *quicAddr, "quic-id", *quicID)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
 	for {
@@ -134,4 +150,28 @@ func main() {
 			return
 		}
 	}
+}
+
+// serveQUIC starts the QUIC download service on addr (UDP) with server id
+// id in its connection IDs; it runs until the process ends.
+func serveQUIC(addr string, id uint64, name string) error {
+	gen, err := quiclb.NewGenerator(packet.QUICConfig{}, id)
+	if err != nil {
+		return err
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return err
+	}
+	pc, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := quiclb.Serve(context.Background(), pc, gen, name); err != nil {
+			fmt.Fprintf(os.Stderr, "fulcrum-labsrv: quic: %v\n", err)
+			os.Exit(1)
+		}
+	}()
+	return nil
 }

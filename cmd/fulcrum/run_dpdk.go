@@ -290,7 +290,7 @@ func logStats(log *slog.Logger, eng *dataplane.Engine, sr *statsReader, msg stri
 		log.Info(msg, "worker", i, "rx", c.RxPackets, "tx", c.TxPackets, "forwarded", c.Encap[encap.Forward],
 			"icmp_replies", c.Encap[encap.ICMPReply], "punted", c.Punted, "from_kernel", c.FromKernel, "dropped", c.Dropped(),
 			"ct_hits", c.CTHits, "ct_misses", c.CTMisses, "flows", c.Flows, "moved", c.Moved, "tx_full", c.TxFull,
-			"drops_by_reason", dataplane.DropSummary(c))
+			"drops_by_reason", dataplane.DropSummary(c), "quic", dataplane.QUICSummary(c))
 	}
 	if st, err := eng.PortStats(); err == nil {
 		log.Info(msg+" (port)", "ipackets", st.IPackets, "opackets", st.OPackets, "imissed", st.IMissed, "rx_nombuf", st.RxNoMbuf, "ierrors", st.IErrors, "oerrors", st.OErrors)

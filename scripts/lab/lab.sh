@@ -117,6 +117,40 @@ EOC
   address = "10.77.2.$((20 + b))"
 EOC
 	done
+	quic_vip_conf "$order"
+}
+
+# quic_vip_conf: the QUIC VIP (docs/quic.md), UDP 443 on the same address
+# and backends, each backend's server id its number (fulcrum-labsrv
+# -quic-id). Its health is the backends' own HTTP endpoint on 8080, fixed,
+# so the checks that point HEALTH_PORT elsewhere leave it alone.
+quic_vip_conf() { # $1 = the backends' order
+	cat <<EOC
+
+[[vip]]
+name = "quic"
+address = "$VIP"
+port = 443
+protocol = "udp"
+quic = true
+  [vip.health]
+  kind = "http"
+  port = 8080
+  path = "/healthz"
+  interval = "200ms"
+  timeout = "150ms"
+  rise = 2
+  fall = 3
+EOC
+	for b in $1; do
+		[ -e "$LAB/removed-be$b" ] && continue
+		cat <<EOC
+  [[vip.backend]]
+  name = "be$b"
+  address = "10.77.2.$((20 + b))"
+  quic_id = $b
+EOC
+	done
 }
 
 bird_conf() {
@@ -213,7 +247,7 @@ start_backend() {
 	# process itself (ip execs it), not a subshell, or kill would miss it.
 	ip netns exec $n "$BIN/fulcrum-decap" -tun fdecap0 -gre -addr $ip >"$LAB/be$b-decap.log" 2>&1 &
 	echo $! >"$LAB/be$b-decap.pid"
-	ip netns exec $n "$BIN/fulcrum-labsrv" -name be$b -listen $VIP:80 -health $ip:8080 >"$LAB/be$b.log" 2>&1 &
+	ip netns exec $n "$BIN/fulcrum-labsrv" -name be$b -listen $VIP:80 -health $ip:8080 -quic $VIP:443 -quic-id $b >"$LAB/be$b.log" 2>&1 &
 	echo $! >"$LAB/be$b.pid"
 }
 
