@@ -36,18 +36,20 @@ func snapshotOrFail(t *testing.T, r *rig, dst *Counters) {
 	}
 }
 
-// The Go runtime itself sometimes makes one small allocation while
-// goroutines sleep and yield (seen here with no snapshot at all: one of 16
-// or 32 bytes in a 20 ms span), so the allocation tests tolerate that much
-// over all their cycles: not one allocation per cycle, let alone a 5 MB
-// snapshot.
+// The counts are the whole process's (runtime.MemStats): the Go runtime
+// itself sometimes makes a small allocation while goroutines sleep and
+// yield (one of 16 or 32 bytes in a 20 ms span with no snapshot at all),
+// and goroutines other tests left behind (the DPDK build's log reader,
+// quic-go's timers winding down) add a few more. The test looks for what
+// a regression costs, an allocation in every snapshot (a fresh Counters is
+// kilobytes, 5 MB before round 3), so it tolerates one allocation in
+// every 25 snapshots and 64 bytes per snapshot over a long run.
 const (
-	runtimeNoiseAllocs = 2
-	runtimeNoiseBytes  = 256
+	snapshotCycles     = 1000
+	runtimeNoiseAllocs = snapshotCycles / 25
+	runtimeNoiseBytes  = snapshotCycles * 64
 )
 
-// A reader that keeps its Counters allocates nothing from one snapshot to
-// the next, and no GC cycle runs: the once-a-second stats path is quiet.
 func TestSnapshotReusesItsMemory(t *testing.T) {
 	r := newRig(t, testConfig)
 	r.run(frame(t, "198.51.100.10", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "S", 0, true))
@@ -61,7 +63,7 @@ func TestSnapshotReusesItsMemory(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	const cycles = 200
+	const cycles = snapshotCycles
 	for i := 0; i < cycles; i++ {
 		snapshotOrFail(t, r, &dst)
 	}
