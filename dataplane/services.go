@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
@@ -51,6 +52,9 @@ type VIP struct {
 	Members  []uint32      // every backend id of the VIP, in config order
 	Sched    sched.Kind    // how new flows pick a backend (Maglev: Table)
 	SchedOpt sched.Options
+
+	SecondChance time.Duration // the second chance's window; 0: off (secondchance.go)
+	Prev         *PrevTable    // the table before the last changes, while SecondChance allows
 }
 
 // vipKey finds a VIP by destination; port 0 is the every-port VIP. The
@@ -139,6 +143,8 @@ type VIPSpec struct {
 	SchedOpt  sched.Options
 	TableSize uint64 // Maglev table size (prime)
 	Backends  []BackendSpec
+
+	SecondChance time.Duration // window of the previous table (secondchance.go); 0: off
 }
 
 // BackendSpec is one backend of a VIPSpec.
@@ -156,6 +162,12 @@ type BackendSpec struct {
 // 0 gets no table: its new flows are dropped (no-backend) while established
 // flows keep their backends.
 func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIPSpec) (*Services, error) {
+	return NewServicesAt(prev, enc, nh, vips, time.Now())
+}
+
+// NewServicesAt is NewServices at the time now, which dates the changes
+// of the VIPs' tables (the second chance's window).
+func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIPSpec, now time.Time) (*Services, error) {
 	if enc == nil {
 		return nil, errors.New("services: no encapsulator")
 	}
@@ -271,6 +283,9 @@ func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIP
 			for i := range v.Backends {
 				v.Backends[i] = ids[t.Backend(i).Key]
 			}
+		}
+		if v.SecondChance = cv.SecondChance; prev != nil && int(vid) < len(prev.VIPs) && prev.VIPs[vid] != nil && prev.VIPs[vid].Key == vk {
+			v.Prev = prevTable(prev, prev.VIPs[vid], v, cv.SecondChance, now)
 		}
 		setAt(&s.VIPs, int(vid), v)
 		a16 := v.Addr.As16()
