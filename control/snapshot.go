@@ -48,6 +48,9 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) []dataplane.VIPSpec 
 		}
 		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(),
 			Encap: kind, Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize)}
+		if cv.SecondChance != nil && *cv.SecondChance && kind != encap.IPIP { // ipip has no field for it
+			v.SecondChance = cfg.Dataplane.SecondChanceWindow // docs/second-chance.md
+		}
 		for _, cb := range cv.Backends {
 			w := *cb.Weight
 			eff, ok := over[dataplane.BackendRef{VIP: cv.Name, Backend: cb.Name}]

@@ -24,15 +24,6 @@ import (
 // flow's conntrack entry, so the flow's later packets carry it too, for
 // as long as the flow lives (even after the previous table is dropped).
 
-// DefaultSecondChanceWindow is how long a VIP keeps its previous table
-// after a change of its table when the configuration says nothing: long
-// enough for the routers to settle after an instance fails or a backend
-// is added during the same maintenance, short enough that a connection
-// that moves instance much later, long after every instance has forgotten
-// the change, is not sent on a detour (five minutes, like the default
-// conntrack timeout of an established flow's silence).
-const DefaultSecondChanceWindow = 5 * time.Minute
-
 // PrevTable is a VIP's previous Maglev table: the table in force before
 // the first change of the current episode of changes. An episode starts
 // with a change made while no previous table is held, and ends Window

@@ -18,6 +18,10 @@ import (
 
 const chanceVIP = "203.0.113.50"
 
+// chanceWindow is the previous table's window in these tests (the
+// config's default).
+const chanceWindow = 5 * time.Minute
+
 // chanceSpecs is one TCP VIP on port 80 with backends be1..beN at
 // 10.0.9.1..N, tunnelled with kind, the second chance's window w.
 func chanceSpecs(n int, kind encap.Kind, w time.Duration, over map[string]Effective) []VIPSpec {
@@ -123,11 +127,11 @@ func TestSecondChance(t *testing.T) {
 			r := newRig(t, testConfig)
 			nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
 			t0 := time.Unix(1_000_000, 0)
-			s0, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, kind, DefaultSecondChanceWindow, nil), t0)
+			s0, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, kind, chanceWindow, nil), t0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s1, err := NewServicesAt(s0, r.enc, nh, chanceSpecs(4, kind, DefaultSecondChanceWindow, nil), t0.Add(time.Second))
+			s1, err := NewServicesAt(s0, r.enc, nh, chanceSpecs(4, kind, chanceWindow, nil), t0.Add(time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,18 +193,18 @@ func TestSecondChance(t *testing.T) {
 
 			// A change within the window keeps the table from before the
 			// first change (be4 at half weight, then full: a ramp).
-			s2, err := NewServicesAt(s1, r.enc, nh, chanceSpecs(4, kind, DefaultSecondChanceWindow, map[string]Effective{"be4": {Weight: 1}}), t0.Add(2*time.Second))
+			s2, err := NewServicesAt(s1, r.enc, nh, chanceSpecs(4, kind, chanceWindow, map[string]Effective{"be4": {Weight: 1}}), t0.Add(2*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if s2.VIPs[0].Prev != s1.VIPs[0].Prev {
 				t.Errorf("an unchanged table replaced the previous one")
 			}
-			if s1.ChanceExpired(t0.Add(time.Second+DefaultSecondChanceWindow-time.Millisecond)) || !s1.ChanceExpired(t0.Add(time.Second+DefaultSecondChanceWindow)) {
+			if s1.ChanceExpired(t0.Add(time.Second+chanceWindow-time.Millisecond)) || !s1.ChanceExpired(t0.Add(time.Second+chanceWindow)) {
 				t.Errorf("ChanceExpired: want false before the window's end, true at it")
 			}
 			// The window passes: the next snapshot has no previous table.
-			s3, err := NewServicesAt(s2, r.enc, nh, chanceSpecs(4, kind, DefaultSecondChanceWindow, nil), t0.Add(time.Second+DefaultSecondChanceWindow))
+			s3, err := NewServicesAt(s2, r.enc, nh, chanceSpecs(4, kind, chanceWindow, nil), t0.Add(time.Second+chanceWindow))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,8 +237,8 @@ func TestSecondChanceOffAndDown(t *testing.T) {
 		proto  layers.IPProtocol
 	}{
 		{"off", 0, "", moved[0], layers.IPProtocolTCP},
-		{"previous choice down", DefaultSecondChanceWindow, old[moved[1]], moved[1], layers.IPProtocolTCP},
-		{"udp", DefaultSecondChanceWindow, "", moved[2], layers.IPProtocolUDP},
+		{"previous choice down", chanceWindow, old[moved[1]], moved[1], layers.IPProtocolTCP},
+		{"udp", chanceWindow, "", moved[2], layers.IPProtocolUDP},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			specs := func(n int, over map[string]Effective) []VIPSpec {
@@ -281,11 +285,11 @@ func TestSecondChanceFastMatchesGeneral(t *testing.T) {
 	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
 	t0 := time.Unix(1_000_000, 0)
 	for _, kind := range []encap.Kind{encap.GRE, encap.GUE} {
-		s0, err := NewServicesAt(nil, tw.fast.enc, nh, chanceSpecs(3, kind, DefaultSecondChanceWindow, nil), t0)
+		s0, err := NewServicesAt(nil, tw.fast.enc, nh, chanceSpecs(3, kind, chanceWindow, nil), t0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s1, err := NewServicesAt(s0, tw.fast.enc, nh, chanceSpecs(4, kind, DefaultSecondChanceWindow, nil), t0.Add(time.Second))
+		s1, err := NewServicesAt(s0, tw.fast.enc, nh, chanceSpecs(4, kind, chanceWindow, nil), t0.Add(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,11 +329,11 @@ func TestSecondChanceAllocatesNothing(t *testing.T) {
 	r := newRig(t, testConfig)
 	nh := NextHop{MAC4: gwMAC, Has4: true}
 	t0 := time.Unix(1_000_000, 0)
-	s0, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, encap.GUE, DefaultSecondChanceWindow, nil), t0)
+	s0, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, encap.GUE, chanceWindow, nil), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1, err := NewServicesAt(s0, r.enc, nh, chanceSpecs(4, encap.GUE, DefaultSecondChanceWindow, nil), t0.Add(time.Second))
+	s1, err := NewServicesAt(s0, r.enc, nh, chanceSpecs(4, encap.GUE, chanceWindow, nil), t0.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
