@@ -181,7 +181,7 @@ type VIP struct {
 	// HAProxy without shutdown-sessions) leaves them pinned until they end
 	// or the backend is removed from the config; "move" re-selects them.
 	// Either way a down backend gets no new flows.
-	OnDown   string    `toml:"on_down"`
+	OnDown string `toml:"on_down"`
 	// SecondChance overrides dataplane.second_chance for this VIP (always
 	// set after Parse).
 	SecondChance *bool     `toml:"second_chance"`
