@@ -181,11 +181,12 @@ type VIP struct {
 	// HAProxy without shutdown-sessions) leaves them pinned until they end
 	// or the backend is removed from the config; "move" re-selects them.
 	// Either way a down backend gets no new flows.
-	OnDown string `toml:"on_down"`
+	OnDown   string    `toml:"on_down"`
+	Backends []Backend `toml:"backend"`
+
 	// SecondChance overrides dataplane.second_chance for this VIP (always
-	// set after Parse).
-	SecondChance *bool     `toml:"second_chance"`
-	Backends     []Backend `toml:"backend"`
+	// set after Parse; docs/second-chance.md).
+	SecondChance *bool `toml:"second_chance"`
 }
 
 // Key is what identifies the VIP: two VIPs may not share it, and the
