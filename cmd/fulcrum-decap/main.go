@@ -67,7 +67,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/decap"
 )
 
-const usageHead = `usage: fulcrum-decap [-tun NAME] [-gre] [-ipip] [-gue PORT] [-addr LOCAL]... [flags]
+const usageHead = `usage: fulcrum-decap [-tun NAME] [-gre] [-ipip] [-gue PORT] [-addr LOCAL]... [-peers PREFIX]... [flags]
 
 Receives Fulcrum's GRE, IPIP and GUE tunnel packets (IPv4 or IPv6 outer),
 strips the outer headers and writes the inner packets into the TUN device
@@ -95,7 +95,8 @@ type options struct {
 	tun       string
 	kinds     []decap.Kind
 	guePort   uint16
-	addrs     []netip.Addr // empty: every local address
+	addrs     []netip.Addr   // empty: every local address
+	peers     []netip.Prefix // second-chance forwarding allowed to these only (empty: never)
 	zeroCsum6 bool
 	logJSON   bool
 }
@@ -125,6 +126,37 @@ func (l *addrList) Set(v string) error {
 	return nil
 }
 
+// prefixList is -peers: prefixes or bare addresses (one host),
+// repeatable, comma-separated allowed.
+type prefixList []netip.Prefix
+
+func (l *prefixList) String() string {
+	s := make([]string, len(*l))
+	for i, p := range *l {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *prefixList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil || a.Zone() != "" {
+				return fmt.Errorf("%q is not a prefix or an address", f)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		*l = append(*l, p.Masked())
+	}
+	return nil
+}
+
 // parseFlags reads and checks the command line.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -140,6 +172,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	gue := fs.Int("gue", int(decap.DefaultGUEPort), "accept GUE on this UDP port (0: off)")
 	var addrs addrList
 	fs.Var(&addrs, "addr", "local outer address to receive tunnels on, repeatable (default: every local address)")
+	var peers prefixList
+	fs.Var(&peers, "peers", "second chance: forward a packet that no local socket owns to the backend its tunnel names only if it is in these prefixes or addresses, repeatable (default: none, never forward; docs/second-chance.md)")
 	fs.BoolVar(&o.zeroCsum6, "gue-zero-csum6", false, "accept GUE over IPv6 with a zero UDP checksum (RFC 6935), for an LB whose encap.Config.GUEZeroChecksumV6 is set")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
@@ -181,6 +215,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.guePort = decap.DefaultGUEPort // unused: GUE is off
 	}
 	o.addrs = addrs
+	o.peers = peers
 	switch *logFormat {
 	case "text":
 	case "json":
