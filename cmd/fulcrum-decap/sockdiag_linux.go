@@ -86,9 +86,11 @@ func (s *sockDiag) owned(local, remote netip.AddrPort) (bool, error) {
 	la, ra := local.Addr().As16(), remote.Addr().As16()
 	copy(id[4:4+alen], la[16-alen:])
 	copy(id[20:20+alen], ra[16-alen:])
-	ne.PutUint32(id[40:], 0) // idiag_if: any
+	// struct inet_diag_sockid: sport 0, dport 2, src 4, dst 20, if 36,
+	// cookie 40 and 44: 48 bytes.
+	ne.PutUint32(id[36:], 0) // idiag_if: any
+	ne.PutUint32(id[40:], inetDiagNoCookie)
 	ne.PutUint32(id[44:], inetDiagNoCookie)
-	ne.PutUint32(id[48:], inetDiagNoCookie)
 	if err := unix.Sendto(s.fd, r, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return false, fmt.Errorf("sock_diag send: %w", err)
 	}
