@@ -24,13 +24,19 @@ import (
 // flow's conntrack entry, so the flow's later packets carry it too, for
 // as long as the flow lives (even after the previous table is dropped).
 
-// PrevTable is a VIP's previous Maglev table: the table in force before
-// the first change of the current episode of changes. An episode starts
-// with a change made while no previous table is held, and ends Window
-// after it; later changes within the episode keep the table (a slow-start
-// ramp is many changes, and the long-lived flows were placed by the table
-// before the first). The control plane republishes the snapshot without
-// it once the window has passed (Services.ChanceExpired).
+// PrevMinAge is how long a table must have been in force to become the
+// previous table when it is replaced: a step of a slow-start ramp (the
+// control plane rebuilds every second while one runs) lives shorter, and
+// the long-lived flows were placed by the table before the ramp, so that
+// one stays the previous table through the ramp.
+const PrevMinAge = 3 * time.Second
+
+// PrevTable is a VIP's previous Maglev table. When the VIP's table
+// changes, the outgoing table becomes the previous one if it was in force
+// for at least PrevMinAge (or if no previous table is held); otherwise the
+// previous table stays. It is dropped Window after the change that made it
+// previous: the control plane republishes the snapshot without it once
+// the window has passed (Services.ChanceExpired).
 type PrevTable struct {
 	Table    *maglev.Table
 	Backends []uint32  // Table's backend index -> backend id
@@ -58,16 +64,17 @@ func (p *PrevTable) choose(svc *Services, v *VIP, hash uint64) *Backend {
 }
 
 // prevTable is the previous table of VIP cur in a snapshot built at now,
-// given the VIP as the snapshot prev had it (old, nil if it is new).
-func prevTable(prev *Services, old, cur *VIP, window time.Duration, now time.Time) *PrevTable {
-	if window <= 0 || old == nil || cur.Sched.IsPicker() {
+// given the VIP as the snapshot prev had it (old) and whether cur's table
+// differs from old's.
+func prevTable(prev *Services, old, cur *VIP, changed bool, window time.Duration, now time.Time) *PrevTable {
+	if window <= 0 || cur.Sched.IsPicker() {
 		return nil
 	}
 	kept := old.Prev
 	if kept != nil && (now.Sub(kept.Since) >= window || kept.Window != window) {
 		kept = nil
 	}
-	if kept != nil || !tableChanged(old, cur) || old.Table == nil {
+	if !changed || old.Table == nil || kept != nil && now.Sub(old.TableSince) < PrevMinAge {
 		return kept
 	}
 	gens := make([]uint32, len(old.Backends))

@@ -191,20 +191,31 @@ func TestSecondChance(t *testing.T) {
 				t.Errorf("SecondChanceFlows %d, want 2", got)
 			}
 
-			// A change within the window keeps the table from before the
-			// first change (be4 at half weight, then full: a ramp).
-			s2, err := NewServicesAt(s1, r.enc, nh, chanceSpecs(4, kind, chanceWindow, map[string]Effective{"be4": {Weight: 1}}), t0.Add(2*time.Second))
+			// A change replacing a table that was in force for less than
+			// PrevMinAge (a slow-start step: be4 at weight 1, then 2)
+			// keeps the previous table.
+			s2, err := NewServicesAt(s1, r.enc, nh, chanceSpecs(4, kind, chanceWindow, map[string]Effective{"be4": {Weight: 2}}), t0.Add(2*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s2.VIPs[0].Prev != s1.VIPs[0].Prev {
-				t.Errorf("an unchanged table replaced the previous one")
+			if !tableChanged(s1.VIPs[0], s2.VIPs[0]) || s2.VIPs[0].Prev != s1.VIPs[0].Prev {
+				t.Errorf("a short-lived table replaced the previous one")
+			}
+			// One that was in force for PrevMinAge becomes the previous
+			// table (a backend removed, then added back later).
+			s2b, err := NewServicesAt(s2, r.enc, nh, chanceSpecs(3, kind, chanceWindow, nil), t0.Add(2*time.Second+PrevMinAge))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := s2b.VIPs[0].Prev; p == nil || p.Table != s2.VIPs[0].Table || !p.Since.Equal(t0.Add(2*time.Second+PrevMinAge)) {
+				t.Errorf("previous table after a stable one was replaced: %+v, want s2's", p)
 			}
 			if s1.ChanceExpired(t0.Add(time.Second+chanceWindow-time.Millisecond)) || !s1.ChanceExpired(t0.Add(time.Second+chanceWindow)) {
 				t.Errorf("ChanceExpired: want false before the window's end, true at it")
 			}
-			// The window passes: the next snapshot has no previous table.
-			s3, err := NewServicesAt(s2, r.enc, nh, chanceSpecs(4, kind, chanceWindow, nil), t0.Add(time.Second+chanceWindow))
+			// The window passes (s1 republished unchanged): the next
+			// snapshot has no previous table.
+			s3, err := NewServicesAt(s1, r.enc, nh, chanceSpecs(4, kind, chanceWindow, nil), t0.Add(time.Second+chanceWindow))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,6 +55,7 @@ type VIP struct {
 
 	SecondChance time.Duration // the second chance's window; 0: off (secondchance.go)
 	Prev         *PrevTable    // the table before the last changes, while SecondChance allows
+	TableSince   time.Time     // when Table became the VIP's table (its last change)
 }
 
 // vipKey finds a VIP by destination; port 0 is the every-port VIP. The
@@ -284,8 +285,14 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 				v.Backends[i] = ids[t.Backend(i).Key]
 			}
 		}
-		if v.SecondChance = cv.SecondChance; prev != nil && int(vid) < len(prev.VIPs) && prev.VIPs[vid] != nil && prev.VIPs[vid].Key == vk {
-			v.Prev = prevTable(prev, prev.VIPs[vid], v, cv.SecondChance, now)
+		v.SecondChance, v.TableSince = cv.SecondChance, now
+		if prev != nil && int(vid) < len(prev.VIPs) && prev.VIPs[vid] != nil && prev.VIPs[vid].Key == vk {
+			old := prev.VIPs[vid]
+			changed := tableChanged(old, v)
+			if !changed {
+				v.TableSince = old.TableSince
+			}
+			v.Prev = prevTable(prev, old, v, changed, cv.SecondChance, now)
 		}
 		setAt(&s.VIPs, int(vid), v)
 		a16 := v.Addr.As16()
