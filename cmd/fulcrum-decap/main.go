@@ -40,12 +40,25 @@
 // header on, which decap.StripGUE checks. With no -addr the sockets take
 // every local address of both families; with -addr, only those addresses.
 //
+// # Second chance
+//
+// A tunnel header may name a second-chance backend (a GRE key, a GUE
+// private data block: docs/second-chance.md). For such a packet, a TCP
+// segment that is not a SYN, the agent asks the kernel (one exact
+// NETLINK_SOCK_DIAG lookup) whether a local socket other than a listener
+// owns its flow; if none does, it forwards the packet once to the named
+// backend, in the same kind of tunnel without the field (so it is never
+// forwarded again), and only if that address is within -peers and is not
+// one of this host's. Without -peers it never forwards.
+//
 // # Counters
 //
 // SIGUSR1 and exit log one "counters" line: packets in per socket
 // (in.gre4, in.gre6, in.4in4, in.6in4, in.4in6, in.6in6, in.gue4, in.gue6), written to the TUN per kind (out.gre,
 // out.ipip, out.gue), and dropped per reason (drop.gre-flags, drop.tun-write
-// ...; the reasons are decap.Error's names). SIGTERM or SIGINT stops it
+// ...; the reasons are decap.Error's names), and the second chance's
+// (second_chance.in, .forwarded, .local, .skipped, .not-allowed, .self,
+// .lookup-error, .no-sender, .send-error). SIGTERM or SIGINT stops it
 // cleanly: the sockets close, the TUN device disappears.
 //
 // Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure (no
