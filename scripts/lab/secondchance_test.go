@@ -27,13 +27,17 @@ import (
 // are reset by be4.
 func TestSecondChanceSurvivesTwoChangesAtOnce(t *testing.T) {
 	marker := filepath.Join(labDir, "removed-be4")
-	conf := func(env ...string) {
+	write := func(env ...string) {
 		for lb := 1; lb <= 2; lb++ {
 			c := exec.Command(script, "lb-conf", fmt.Sprint(lb))
 			c.Env = append(os.Environ(), env...)
 			os.WriteFile(filepath.Join(labDir, fmt.Sprintf("lb%d.toml", lb)), []byte(must(t, c)), 0o644)
-			ctl(t, lb, "reload")
 		}
+	}
+	conf := func(env ...string) {
+		write(env...)
+		ctl(t, 1, "reload")
+		ctl(t, 2, "reload")
 	}
 	t.Cleanup(func() {
 		// Back as found: be4 in, both LBs running the lab's default
@@ -70,9 +74,17 @@ func TestSecondChanceSurvivesTwoChangesAtOnce(t *testing.T) {
 		})
 		fwd0 := decapCounter(t, 4, "second_chance.forwarded")
 		os.Remove(marker)
+		write(env...)
+		// be4 in, on both LBs at once (lb1's reload may not finish: it
+		// dies) ... and lb1 killed as soon as lb2 runs the new table.
 		start := time.Now()
-		conf(env...)                   // be4 in, on both LBs ...
-		lab(t, "stop-lb", "1", "KILL") // ... and lb1 dies, in the same second
+		r1 := exec.Command(filepath.Join(labDir, "bin", "fulcrumctl"), "--addr", fmt.Sprintf("unix:%s/lb1.sock", labDir), "reload")
+		if err := r1.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ctl(t, 2, "reload")
+		lab(t, "stop-lb", "1", "KILL")
+		r1.Wait()
 		t.Logf("second_chance=%v: be4 added to both LBs and lb1 killed within %v", on, time.Since(start).Round(time.Millisecond))
 		waitHops(t, 1)
 		r := cc.wait(t)
