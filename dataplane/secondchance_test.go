@@ -40,7 +40,7 @@ func chanceSpecs(n int, kind encap.Kind, w time.Duration, over map[string]Effect
 
 // chanceTable is the spec's table built independently: the backend name
 // Maglev gives hash among be1..beN (equal weights).
-func chanceTable(t *testing.T, n int) *maglev.Table {
+func chanceTable(t testing.TB, n int) *maglev.Table {
 	var mb []maglev.Backend
 	for i := 1; i <= n; i++ {
 		mb = append(mb, maglev.Backend{Key: fmt.Sprintf("be%d", i), Weight: 1})
@@ -55,11 +55,11 @@ func chanceTable(t *testing.T, n int) *maglev.Table {
 // chanceFlows finds client ports whose slot moved from one backend to
 // another when be4 joined be1..be3 (moved: old -> new name), and ports
 // whose slot kept its backend.
-func chanceFlows(t *testing.T, key flow.Key, count int) (moved, kept []uint16, old, cur map[uint16]string) {
+func chanceFlows(t testing.TB, key flow.Key, count int) (moved, kept []uint16, old, cur map[uint16]string) {
 	return chanceFlowsProto(t, key, count, 6)
 }
 
-func chanceFlowsProto(t *testing.T, key flow.Key, count int, proto uint8) (moved, kept []uint16, old, cur map[uint16]string) {
+func chanceFlowsProto(t testing.TB, key flow.Key, count int, proto uint8) (moved, kept []uint16, old, cur map[uint16]string) {
 	h := flow.NewHasher(key)
 	t3, t4 := chanceTable(t, 3), chanceTable(t, 4)
 	old, cur = map[uint16]string{}, map[uint16]string{}
@@ -373,5 +373,73 @@ func TestSecondChanceAllocatesNothing(t *testing.T) {
 	}
 	if r.w.c.SecondChance < 200*32 {
 		t.Fatalf("SecondChance %d: the bursts did not carry second chances", r.w.c.SecondChance)
+	}
+}
+
+// BenchmarkProcessSecondChance measures the cost of carrying a second
+// chance: 64-byte ACKs of 4,096 established flows whose slot moved when be4
+// joined, in bursts of 32, with the second chance on (every packet a fused
+// hit naming its previous backend) and off (the same flows, no field).
+// ns/op is per packet.
+func BenchmarkProcessSecondChance(b *testing.B) {
+	const flows, burst = 4096, 32
+	for _, kind := range []encap.Kind{encap.GRE, encap.GUE} {
+		for _, on := range []bool{false, true} {
+			window := time.Duration(0)
+			if on {
+				window = chanceWindow
+			}
+			b.Run(fmt.Sprintf("encap=%s/chance=%v", kind, on), func(b *testing.B) {
+				t := &testing.T{}
+				r := newRig(t, cfgWithCapacity(testConfig, 1<<14))
+				nh := NextHop{MAC4: gwMAC, Has4: true}
+				t0 := time.Unix(1_000_000, 0)
+				s0, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, kind, window, nil), t0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s1, err := NewServicesAt(s0, r.enc, nh, chanceSpecs(4, kind, window, nil), t0.Add(time.Second))
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.shared.Services.Store(s1)
+				moved, _, _, _ := chanceFlows(b, r.key, flows)
+				base := frame(t, "198.51.100.9", chanceVIP, 1, 80, layers.IPProtocolTCP, "A", 0, true)
+				bufs := make([][]byte, burst)
+				for i := range bufs {
+					bufs[i] = make([]byte, headroom+len(base))
+				}
+				pkts := make([]Pkt, burst)
+				fill := func(i, f int) {
+					copy(bufs[i][headroom:], base)
+					bufs[i][headroom+34], bufs[i][headroom+35] = byte(moved[f]>>8), byte(moved[f])
+					pkts[i] = Pkt{Buf: bufs[i], Off: headroom, Len: len(base)}
+				}
+				for range 2 { // every flow seen twice: an entry, then established
+					for f := 0; f < flows; f += burst {
+						for i := range burst {
+							fill(i, f+i)
+						}
+						r.w.Process(pkts, r.now)
+					}
+				}
+				c0 := r.w.c.SecondChance
+				b.ReportAllocs()
+				cpu := startCPU(b)
+				n, f := 0, 0
+				for n < b.N {
+					for i := range burst {
+						fill(i, f)
+						f = (f + 1) % flows
+					}
+					r.w.Process(pkts, r.now)
+					n += burst
+				}
+				cpu.stop(b, n)
+				if carried := r.w.c.SecondChance - c0; on != (carried > 0) {
+					b.Fatalf("second chance on %v, %d packets carried one", on, carried)
+				}
+			})
+		}
 	}
 }
