@@ -65,7 +65,12 @@ func TestSecondChanceSurvivesTwoChangesAtOnce(t *testing.T) {
 			_, in2 := backends(t, 2)["be4"]
 			return !in1 && !in2
 		})
-		cc := startConncheckWith(t, 200, 20*time.Second, 30*time.Second, "")
+		// 40 s of exchanges every 100 ms; an exchange that makes no
+		// progress for 25 s breaks its connection, so one black-holed
+		// at the changes (about 8 s in) is counted broken before the end,
+		// while TCP's backoff over the ~3 s the router takes to withdraw
+		// lb1 (BGP hold) is not.
+		cc := startConncheckWith(t, 200, 40*time.Second, 25*time.Second, "")
 		// The scenario needs the table without be4 to have been in force
 		// for dataplane.PrevMinAge: only then does it become the previous
 		// table when be4 comes back (a shorter-lived one is a ramp step).
