@@ -184,6 +184,11 @@ type Worker struct {
 	Dropped     uint64            `json:"dropped"`
 	Drops       map[string]uint64 `json:"drops"` // by reason; zero counters are left out
 	Conntrack   Conntrack         `json:"conntrack"`
+
+	// Packets forwarded naming a second-chance backend, and flows given
+	// one (docs/second-chance.md).
+	SecondChance      uint64 `json:"second_chance,omitempty"`
+	SecondChanceFlows uint64 `json:"second_chance_flows,omitempty"`
 }
 
 // Conntrack is one worker's flow table.
