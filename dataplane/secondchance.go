@@ -87,7 +87,10 @@ func prevTable(prev *Services, old, cur *VIP, changed bool, window time.Duration
 }
 
 // tableChanged reports whether any slot of the two VIPs' tables names
-// another backend id (ids are stable across snapshots).
+// another backend id (ids are stable across snapshots). Tables built from
+// the same backends, weights and size are the same (Maglev is
+// deterministic), which settles the common case without a pass over the
+// slots.
 func tableChanged(a, b *VIP) bool {
 	if a.Table == nil || b.Table == nil {
 		return a.Table != b.Table
@@ -95,12 +98,29 @@ func tableChanged(a, b *VIP) bool {
 	if a.Table.Size() != b.Table.Size() {
 		return true
 	}
+	if sameBuild(a, b) {
+		return false
+	}
 	for s := range a.Table.Size() {
 		if a.Backends[a.Table.Slot(s)] != b.Backends[b.Table.Slot(s)] {
 			return true
 		}
 	}
 	return false
+}
+
+// sameBuild reports whether the two VIPs' tables were built from the same
+// backends (keys, weights, ids), in the same order.
+func sameBuild(a, b *VIP) bool {
+	if a.Table.Len() != b.Table.Len() || len(a.Backends) != len(b.Backends) {
+		return false
+	}
+	for i := range a.Table.Len() {
+		if a.Table.Backend(i) != b.Table.Backend(i) || a.Backends[i] != b.Backends[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // ChanceExpired reports whether a VIP of s holds a previous table whose

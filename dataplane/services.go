@@ -287,12 +287,15 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 		}
 		v.SecondChance, v.TableSince = cv.SecondChance, now
 		if prev != nil && int(vid) < len(prev.VIPs) && prev.VIPs[vid] != nil && prev.VIPs[vid].Key == vk {
-			old := prev.VIPs[vid]
-			changed := tableChanged(old, v)
-			if !changed {
-				v.TableSince = old.TableSince
+			// Only a VIP with the second chance on pays for the
+			// comparison; one turned on later dates its table from then.
+			if old := prev.VIPs[vid]; cv.SecondChance > 0 {
+				changed := tableChanged(old, v)
+				if !changed {
+					v.TableSince = old.TableSince
+				}
+				v.Prev = prevTable(prev, old, v, changed, cv.SecondChance, now)
 			}
-			v.Prev = prevTable(prev, old, v, changed, cv.SecondChance, now)
 		}
 		setAt(&s.VIPs, int(vid), v)
 		a16 := v.Addr.As16()
