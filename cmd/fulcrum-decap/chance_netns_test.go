@@ -46,8 +46,9 @@ var (
 // chance (GRE key, then GUE private data), is forwarded by A's agent to B,
 // whose socket receives it and answers the client. A packet of a
 // connection A owns stays on A; a SYN naming B stays on A; a forged field
-// naming an address outside -peers is not forwarded (A delivers it, and
-// its stack resets the unknown flow) and no tunnel packet leaves A.
+// naming an address outside -peers, or A itself, is not forwarded (A
+// delivers it, and its stack resets the unknown flow) and no tunnel packet
+// leaves A.
 func TestSecondChanceInNetns(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates network namespaces")
@@ -119,10 +120,17 @@ func TestSecondChanceInNetns(t *testing.T) {
 		t.Fatal("the forged packet was not delivered on A (no RST from A's stack)")
 	}
 
-	ca := counters(t, agentA, func(l string) bool { return counter(l, "second_chance.in") >= 5 })
+	// 4. A field naming A itself (inside -peers): never forwarded to
+	// itself; delivered, and reset by A's stack.
+	la.send(t, gre(true, netip.MustParseAddr("10.96.3.1"))(tcpPacket(t, false, 42021, &layers.TCP{Seq: 5000, Ack: 7000, ACK: true, PSH: true}, []byte("hello"))))
+	if rst := la.expect(t, 5*time.Second, func(_, _ netip.Addr, tcp *layers.TCP) bool { return tcp.DstPort == 42021 && tcp.RST }, vipAddr4, client4); rst == nil {
+		t.Fatal("the packet naming A itself was not delivered on A (no RST from A's stack)")
+	}
+
+	ca := counters(t, agentA, func(l string) bool { return counter(l, "second_chance.in") >= 6 })
 	cb := counters(t, agentB, func(string) bool { return true })
-	for name, want := range map[string]int{"second_chance.in": 5, "second_chance.forwarded": 2, "second_chance.local": 1,
-		"second_chance.skipped": 1, "second_chance.not-allowed": 1, "second_chance.self": 0, "second_chance.lookup-error": 0} {
+	for name, want := range map[string]int{"second_chance.in": 6, "second_chance.forwarded": 2, "second_chance.local": 1,
+		"second_chance.skipped": 1, "second_chance.not-allowed": 1, "second_chance.self": 1, "second_chance.lookup-error": 0} {
 		if got := counter(ca, name); got != want {
 			t.Errorf("A: %s = %d, want %d\n%s", name, got, want, ca)
 		}
