@@ -41,23 +41,25 @@ var reloadPolicy = map[string]string{
 
 	// Applied: in the snapshot (tables, encapsulator, next hop), read live
 	// by the control plane, or re-applied to the exception interface.
-	"dataplane.lb_ipv4":              applied,
-	"dataplane.lb_ipv6":              applied,
-	"dataplane.lb_ipv4_prefix":       applied,
-	"dataplane.lb_ipv6_prefix":       applied,
-	"dataplane.gateway_ipv4":         applied,
-	"dataplane.gateway_ipv6":         applied,
-	"dataplane.next_hop_mac":         applied,
-	"dataplane.mtu":                  applied,
-	"dataplane.encap":                applied,
-	"dataplane.ttl":                  applied,
-	"dataplane.df":                   applied,
-	"dataplane.gue_port":             applied,
+	"dataplane.lb_ipv4":        applied,
+	"dataplane.lb_ipv6":        applied,
+	"dataplane.lb_ipv4_prefix": applied,
+	"dataplane.lb_ipv6_prefix": applied,
+	"dataplane.gateway_ipv4":   applied,
+	"dataplane.gateway_ipv6":   applied,
+	"dataplane.next_hop_mac":   applied,
+	"dataplane.mtu":            applied,
+	"dataplane.encap":          applied,
+	"dataplane.ttl":            applied,
+	"dataplane.df":             applied,
+	"dataplane.gue_port":       applied,
+	"control":                  applied,
+	"health":                   applied,
+	"vip":                      applied,
+
+	// The second chance (docs/second-chance.md): in the snapshot.
 	"dataplane.second_chance":        applied,
 	"dataplane.second_chance_window": applied,
-	"control":                        applied,
-	"health":                         applied,
-	"vip":                            applied,
 }
 
 // applied marks a key a reload applies.
