@@ -90,6 +90,12 @@ type Dataplane struct {
 	NextHopMAC   MAC           `toml:"next_hop_mac"` // static next-hop MAC; overrides neighbour lookup
 	Encap        encap.Kind    `toml:"encap"`        // default encapsulation (the zero Kind, gre)
 	HashKey      string        `toml:"hash_key"`     // 32 hex digits; the same on every instance of a fleet
+	// SecondChance names the previous table's choice in the tunnel of a
+	// mid-connection packet of an unknown flow (docs/second-chance.md);
+	// default false. SecondChanceWindow: how long a VIP keeps its
+	// previous table after a change (default 5m).
+	SecondChance       *bool         `toml:"second_chance"`
+	SecondChanceWindow time.Duration `toml:"second_chance_window"`
 	// The tunnel settings (mtu, ttl, df, gue_port) are package encap's,
 	// which documents and validates them; config sets SrcV4 and SrcV6
 	// from lb_ipv4 and lb_ipv6.
@@ -185,6 +191,10 @@ type VIP struct {
 	// are package packet's QUICConfig, set only with quic = true.
 	QUIC bool `toml:"quic,omitempty"`
 	packet.QUICConfig
+
+	// SecondChance overrides dataplane.second_chance for this VIP (always
+	// set after Parse; docs/second-chance.md).
+	SecondChance *bool `toml:"second_chance"`
 }
 
 // Key is what identifies the VIP: two VIPs may not share it, and the

@@ -70,6 +70,14 @@ const (
 	// until they end): a day is longer than any deploy waits.
 	MaxDrainTimeout = 24 * time.Hour
 
+	// DefaultSecondChanceWindow: how long a VIP keeps its previous table
+	// (docs/second-chance.md): long enough for the routers to settle
+	// after an instance fails during a change, short enough that a flow
+	// that moves instance long after the change takes no detour.
+	// MaxSecondChanceWindow bounds it.
+	DefaultSecondChanceWindow = 5 * time.Minute
+	MaxSecondChanceWindow     = 24 * time.Hour
+
 	DefaultAdminListen   = "127.0.0.1:9180"
 	DefaultAdminMaxConns = 64
 )

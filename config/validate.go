@@ -243,6 +243,15 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	if d.Exception == nil {
 		d.Exception = boolPtr(true)
 	}
+	if d.SecondChance == nil {
+		d.SecondChance = boolPtr(false)
+	}
+	if d.SecondChanceWindow == 0 {
+		d.SecondChanceWindow = DefaultSecondChanceWindow
+	}
+	if d.SecondChanceWindow < 0 || d.SecondChanceWindow > MaxSecondChanceWindow {
+		ck.bad("dataplane.second_chance_window", "%v is outside 0..%v", d.SecondChanceWindow, MaxSecondChanceWindow)
+	}
 	if d.ExceptionIf == "" {
 		d.ExceptionIf = DefaultExceptionName
 	}
@@ -488,6 +497,12 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 	}
 	if v.TableSize < 3 || v.TableSize > maglev.MaxSize || !maglev.IsPrime(uint64(v.TableSize)) {
 		ck.bad(at+".table_size", "%d is not a prime in 3..%d: Maglev's permutation needs a prime table size (e.g. 65537, 655373)", v.TableSize, maglev.MaxSize)
+	}
+	if v.SecondChance != nil && *v.SecondChance && *v.Encap == encap.IPIP {
+		ck.bad(at+".second_chance", "encap ipip has no field to carry a second chance: use gre or gue (docs/second-chance.md)")
+	}
+	if v.SecondChance == nil {
+		v.SecondChance = boolPtr(d.SecondChance != nil && *d.SecondChance)
 	}
 	if v.OnDown == "" {
 		v.OnDown = "keep"

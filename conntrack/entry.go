@@ -92,8 +92,13 @@ type Entry struct {
 	gen      uint32     // incarnation of the backend id (see Gen)
 	lastSeen Time       // last packet, dataplane clock
 	state    State
+	flags    uint8  // entryChance: chance holds a second-chance backend id
+	chance   uint16 // the second-chance backend's id (SetChance); in what was padding
 	flowHash uint64 // the fleet flow hash, kept for the dataplane (SetFlowHash); at offset 56, ending the line
 }
+
+// entryChance marks an entry whose chance field is set.
+const entryChance = 1
 
 // Key is the flow's 5-tuple.
 func (e *Entry) Key() flow.Tuple { return e.key }
@@ -129,6 +134,27 @@ func (e *Entry) FlowHash() uint64 { return e.flowHash }
 
 // SetFlowHash stores h with the entry (see FlowHash). Insert clears it.
 func (e *Entry) SetFlowHash(h uint64) { e.flowHash = h }
+
+// Chance is the second-chance backend id the dataplane stored with
+// SetChance, and whether there is one (docs/second-chance.md). Like
+// Backend it names an id, not an incarnation: the dataplane checks that
+// the id still belongs to a live backend of the flow's VIP.
+func (e *Entry) Chance() (backend uint32, ok bool) {
+	return uint32(e.chance), e.flags&entryChance != 0
+}
+
+// SetChance stores a second-chance backend id with the entry; ids above
+// 65535 (MaxBackends - 1) cannot be stored and clear it. Insert clears it.
+func (e *Entry) SetChance(backend uint32) {
+	if backend >= MaxBackends {
+		e.ClearChance()
+		return
+	}
+	e.chance, e.flags = uint16(backend), e.flags|entryChance
+}
+
+// ClearChance removes the second chance (a SYN starts the flow afresh).
+func (e *Entry) ClearChance() { e.chance, e.flags = 0, e.flags&^entryChance }
 
 // repin points the flow at another backend id of incarnation gen. Only the
 // table calls it: Table.Repin keeps the per-backend flow counts right.

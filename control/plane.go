@@ -183,7 +183,9 @@ func (p *Plane) Run(done <-chan struct{}) {
 		case <-p.kick:
 		case <-step.C:
 			p.mu.Lock()
-			need := p.ramping || p.drainTimeoutPending()
+			// A previous table whose window passed leaves the snapshot
+			// (docs/second-chance.md); NewServices dates changes by time.Now.
+			need := p.ramping || p.drainTimeoutPending() || p.shared.Services.Load().ChanceExpired(time.Now())
 			p.mu.Unlock()
 			if !need {
 				continue

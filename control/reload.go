@@ -56,6 +56,10 @@ var reloadPolicy = map[string]string{
 	"control":                  applied,
 	"health":                   applied,
 	"vip":                      applied,
+
+	// The second chance (docs/second-chance.md): in the snapshot.
+	"dataplane.second_chance":        applied,
+	"dataplane.second_chance_window": applied,
 }
 
 // applied marks a key a reload applies.

@@ -327,6 +327,19 @@ func reloadCases() []reloadCase {
 			}
 		}},
 
+		{key: "dataplane.second_chance", edit: set("dataplane", "second_chance", "true"), want: func(t *testing.T, f *reloadFixture) {
+			if w := chanceOf(f, "web"); w != 5*time.Minute {
+				t.Errorf("web's second-chance window %v, want 5m", w)
+			}
+		}},
+		{key: "dataplane.second_chance_window", edit: func(s string) string {
+			return set("dataplane", "second_chance", "true")(set("dataplane", "second_chance_window", `"90s"`)(s))
+		}, want: func(t *testing.T, f *reloadFixture) {
+			if w := chanceOf(f, "web"); w != 90*time.Second {
+				t.Errorf("web's second-chance window %v, want 90s", w)
+			}
+		}},
+
 		refused("conntrack.capacity", "8192"),
 		refused("conntrack.tcp_established", `"100s"`),
 		refused("conntrack.tcp_syn", `"5s"`),
@@ -490,6 +503,12 @@ name = "web"`)},
 				t.Errorf("web/be1 health %q, want unknown (not checked yet)", h)
 			}
 		}},
+		{key: "vip.second_chance", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nsecond_chance = true"),
+			want: func(t *testing.T, f *reloadFixture) {
+				if w, c := chanceOf(f, "web"), chanceOf(f, "chk"); w != 5*time.Minute || c != 0 {
+					t.Errorf("second-chance windows web %v, chk %v; want 5m, 0", w, c)
+				}
+			}},
 		{key: "vip.on_down", edit: replace("address = \"203.0.113.10\"\nport = 80", "address = \"203.0.113.10\"\nport = 80\non_down = \"move\""),
 			want: func(t *testing.T, f *reloadFixture) {
 				// move: a backend going down takes its tracked flows along.
@@ -698,4 +717,15 @@ func TestReloadIsOneSwap(t *testing.T) {
 	if cur < 20 {
 		t.Errorf("%d packets under the new state before the deadline, want 20", cur)
 	}
+}
+
+// chanceOf is the second-chance window of the VIP name in the snapshot in
+// force.
+func chanceOf(f *reloadFixture, name string) time.Duration {
+	for _, v := range f.shared.Services.Load().VIPs {
+		if v != nil && v.Name == name {
+			return v.SecondChance
+		}
+	}
+	return -1
 }

@@ -52,6 +52,9 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) []dataplane.VIPSpec 
 			q := cv.QUICConfig
 			v.QUIC = &q
 		}
+		if cv.SecondChance != nil && *cv.SecondChance && kind != encap.IPIP { // ipip has no field for it
+			v.SecondChance = cfg.Dataplane.SecondChanceWindow // docs/second-chance.md
+		}
 		for _, cb := range cv.Backends {
 			w := *cb.Weight
 			eff, ok := over[dataplane.BackendRef{VIP: cv.Name, Backend: cb.Name}]

@@ -98,6 +98,8 @@ type Counters struct {
 	EchoReplies        uint64 // pings to a VIP answered by the LB
 	CTHits, CTMisses   uint64 // every VIP packet but fragments and QUIC Routed is exactly one of them
 	Moved              uint64 // conntrack hits whose backend was removed: re-selected
+	SecondChance       uint64 // packets forwarded naming a second-chance backend (docs/second-chance.md)
+	SecondChanceFlows  uint64 // flows (mid-connection, unknown here) given a second chance
 	Bursts, IdlePolls  uint64
 
 	Parse [packet.NumReasons]uint64
@@ -328,6 +330,8 @@ func (sum *Counters) Add(c *Counters) {
 	sum.CTHits += c.CTHits
 	sum.CTMisses += c.CTMisses
 	sum.Moved += c.Moved
+	sum.SecondChance += c.SecondChance
+	sum.SecondChanceFlows += c.SecondChanceFlows
 	sum.Bursts += c.Bursts
 	sum.IdlePolls += c.IdlePolls
 	for i, n := range c.Parse {

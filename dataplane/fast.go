@@ -231,12 +231,15 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 	ps := &w.parsed[i]
 	syn := ps.TCPFlags&packet.TCPSyn != 0 // a pure SYN: fastBurst left the others to the general path
 	var be *Backend
+	var cht *encap.Backend // the flow's second chance (secondchance.go), as selectBackend finds it
 	if syn {
 		be = w.fromTable(svc, v, e.FlowHash())
 	} else if be = w.pinned(svc, v, e); be != nil && be.Down {
 		be = nil
+	} else if _, ok := e.Chance(); ok && be != nil {
+		cht = chanceTarget(v.Encap, entryChance(svc, v, e, be))
 	}
-	if be == nil || !enc.Fits(v.Encap, &be.Target, int(ps.IPLen)) {
+	if be == nil || !enc.FitsChance(v.Encap, &be.Target, cht, int(ps.IPLen)) {
 		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}
@@ -251,7 +254,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}
-	if p.Off+int(ps.L3Off) < int(ps.L3Off)+encap.Overhead(v.Encap, be.Target.OuterV6()) {
+	if p.Off+int(ps.L3Off) < int(ps.L3Off)+encap.Overhead(v.Encap, be.Target.OuterV6())+encap.ChanceLen(v.Encap, cht) {
 		seen[b>>6] |= 1 << (b & 63) // no headroom: the general path counts the drop
 		return false, 0
 	}
@@ -268,15 +271,19 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		if w.pinned(svc, v, e) != be {
 			w.ct.Repin(e, be.ID, be.Gen)
 		}
+		e.ClearChance()
 	case was == conntrack.StateNew && e.State() == conntrack.StateEstablished:
 		// The handshake completed (as in selectBackend).
 		bc := backendCounters(c, be)
 		bc.Established++
 		bc.HandshakeMs += uint64(now - lastSeen)
 	}
-	start, length, res := enc.Encap(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, *dst, w.portMAC)
+	start, length, res := enc.EncapChance(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, cht, *dst, w.portMAC)
 	if res != encap.Forward {
 		return true, res
+	}
+	if cht != nil {
+		c.SecondChance++
 	}
 	vc := &c.VIPs[v.ID]
 	vc.Packets++

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
@@ -53,6 +54,10 @@ type VIP struct {
 	Sched    sched.Kind    // how new flows pick a backend (Maglev: Table)
 	SchedOpt sched.Options
 	QUIC     *quicRoutes // nil: QUIC routing off (quic.go)
+
+	SecondChance time.Duration // the second chance's window; 0: off (secondchance.go)
+	Prev         *PrevTable    // the table before the last changes, while SecondChance allows
+	TableSince   time.Time     // when Table became the VIP's table (its last change)
 }
 
 // vipKey finds a VIP by destination; port 0 is the every-port VIP. The
@@ -142,6 +147,8 @@ type VIPSpec struct {
 	TableSize uint64 // Maglev table size (prime)
 	Backends  []BackendSpec
 	QUIC      *packet.QUICConfig // non-nil: route QUIC short headers by server id (quic.go)
+
+	SecondChance time.Duration // window of the previous table (secondchance.go); 0: off
 }
 
 // BackendSpec is one backend of a VIPSpec.
@@ -163,6 +170,12 @@ type BackendSpec struct {
 // 0 gets no table: its new flows are dropped (no-backend) while established
 // flows keep their backends.
 func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIPSpec) (*Services, error) {
+	return NewServicesAt(prev, enc, nh, vips, time.Now())
+}
+
+// NewServicesAt is NewServices at the time now, which dates the changes
+// of the VIPs' tables (the second chance's window).
+func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIPSpec, now time.Time) (*Services, error) {
 	if enc == nil {
 		return nil, errors.New("services: no encapsulator")
 	}
@@ -285,6 +298,18 @@ func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIP
 				return nil, err
 			}
 			v.QUIC = r
+		}
+		v.SecondChance, v.TableSince = cv.SecondChance, now
+		if prev != nil && int(vid) < len(prev.VIPs) && prev.VIPs[vid] != nil && prev.VIPs[vid].Key == vk {
+			// Only a VIP with the second chance on pays for the
+			// comparison; one turned on later dates its table from then.
+			if old := prev.VIPs[vid]; cv.SecondChance > 0 {
+				changed := tableChanged(old, v)
+				if !changed {
+					v.TableSince = old.TableSince
+				}
+				v.Prev = prevTable(prev, old, v, changed, cv.SecondChance, now)
+			}
 		}
 		setAt(&s.VIPs, int(vid), v)
 		a16 := v.Addr.As16()

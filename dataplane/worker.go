@@ -71,6 +71,7 @@ type Worker struct {
 	ctHashes [MaxBurst]uint64
 	ctKeys   [MaxBurst]*flow.Tuple
 	ctOut    [MaxBurst]*conntrack.Entry
+	chance   [MaxBurst]*Backend // selectBackend's second chance for packet i (secondchance.go)
 	Verdicts [MaxBurst]Verdict
 
 	routed [MaxBurst]*Backend // QUIC short headers routed by connection ID (quic.go); nil: the usual way
@@ -228,6 +229,7 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			}
 			j++
 		}
+		w.chance[i] = nil
 		be := w.routed[i]
 		if be == nil {
 			be = w.selectBackend(svc, v, i, e, now)
@@ -250,7 +252,8 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			}
 			dst = nh.MAC4
 		}
-		start, length, res := svc.Enc.Encap(p.Buf, p.Off, p.Len, ps, w.hashes[i], v.Encap, &be.Target, dst, w.portMAC)
+		cht := chanceTarget(v.Encap, w.chance[i])
+		start, length, res := svc.Enc.EncapChance(p.Buf, p.Off, p.Len, ps, w.hashes[i], v.Encap, &be.Target, cht, dst, w.portMAC)
 		if res == encap.ICMPReply {
 			// RFC 1812 4.3.2.7: no ICMP error toward an address of our
 			// own; such a source is spoofed, and the reply would come
@@ -271,6 +274,9 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			continue
 		}
 		if res == encap.Forward {
+			if cht != nil {
+				c.SecondChance++
+			}
 			vc := &c.VIPs[v.ID]
 			vc.Packets++
 			vc.Bytes += uint64(p.Len)
@@ -412,6 +418,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				if old := w.pinned(svc, v, e); old != be {
 					w.ct.Repin(e, be.ID, be.Gen)
 				}
+				e.ClearChance() // a new connection: no second chance
 				return be
 			}
 			if was == conntrack.StateNew && e.State() == conntrack.StateEstablished {
@@ -425,6 +432,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 			}
 		}
 		if be := w.pinned(svc, v, e); be != nil && !be.Down {
+			if !icmp {
+				w.chance[i] = entryChance(svc, v, e, be)
+			}
 			return be
 		}
 		// The pinned backend was removed or is down: re-select and count
@@ -433,6 +443,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		if be != nil {
 			w.ct.Repin(e, be.ID, be.Gen)
 			c.Moved++
+			if !icmp {
+				w.chance[i] = entryChance(svc, v, e, be)
+			}
 		}
 		return be
 	}
@@ -447,10 +460,14 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		return be
 	}
 	w.countNew(c, v, be, syn)
-	if e := w.ct.Insert(w.lhashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now); e != nil {
+	e = w.ct.Insert(w.lhashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
+	if e != nil {
 		e.SetFlowHash(w.hashes[i]) // the fused path's hits read it instead of hashing again
 		h := w.lhashes[i] >> 56
 		w.burstNew[h>>6] |= 1 << (h & 63)
+	}
+	if v.Prev != nil && ps.Proto == packet.ProtoTCP && ps.TCPFlags&packet.TCPSyn == 0 {
+		w.firstChance(svc, v, i, be, e) // a flow this instance never saw, mid-connection
 	}
 	return be
 }

@@ -1,8 +1,10 @@
 package decap
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/header"
@@ -113,6 +115,11 @@ var std, _ = New(Config{})
 // port 6080, no zero UDP checksum over IPv6.
 func Strip(pkt []byte) (inner []byte, kind Kind, err error) { return std.Strip(pkt) }
 
+// StripChance is Decapsulator.StripChance with the zero Config.
+func StripChance(pkt []byte) (inner []byte, kind Kind, chance netip.Addr, err error) {
+	return std.StripChance(pkt)
+}
+
 // StripPayload is Decapsulator.StripPayload with the zero Config.
 func StripPayload(proto uint8, b []byte) (inner []byte, kind Kind, err error) {
 	return std.StripPayload(proto, b)
@@ -127,19 +134,36 @@ func StripGUE(b []byte) (inner []byte, kind Kind, err error) { return std.StripG
 // and kind is meaningful only if the tunnel header was reached (a GRE*,
 // GUE*, UDP*, Inner* or kind-disabled error).
 func (d *Decapsulator) Strip(pkt []byte) (inner []byte, kind Kind, err error) {
+	return d.strip(pkt, nil)
+}
+
+// StripChance is Strip that also returns the second chance the tunnel
+// header names (docs/second-chance.md): the backend the LB's previous
+// table chose for the flow, or the zero Addr when the header names none.
+func (d *Decapsulator) StripChance(pkt []byte) (inner []byte, kind Kind, chance netip.Addr, err error) {
+	inner, kind, err = d.strip(pkt, &chance)
+	if err != nil {
+		chance = netip.Addr{}
+	}
+	return inner, kind, chance, err
+}
+
+// strip is Strip; a second chance in the header is stored in *ch unless
+// ch is nil (it is checked either way).
+func (d *Decapsulator) strip(pkt []byte, ch *netip.Addr) (inner []byte, kind Kind, err error) {
 	if len(pkt) == 0 {
 		return nil, 0, ErrTruncated
 	}
 	switch pkt[0] >> 4 {
 	case 4:
-		return d.strip4(pkt)
+		return d.strip4(pkt, ch)
 	case 6:
-		return d.strip6(pkt)
+		return d.strip6(pkt, ch)
 	}
 	return nil, 0, ErrIPVersion
 }
 
-func (d *Decapsulator) strip4(pkt []byte) ([]byte, Kind, error) {
+func (d *Decapsulator) strip4(pkt []byte, ch *netip.Addr) ([]byte, Kind, error) {
 	ip := header.IPv4(pkt)
 	if len(ip) < ipv4Len {
 		return nil, 0, ErrTruncated
@@ -161,12 +185,12 @@ func (d *Decapsulator) strip4(pkt []byte) ([]byte, Kind, error) {
 	proto, payload := ip.Protocol(), pkt[ihl:total]
 	if proto == protoUDP {
 		// RFC 768 pseudo-header: source, destination, protocol, length.
-		return d.udp(payload, ip.AddressSum(), false)
+		return d.udp(payload, ip.AddressSum(), false, ch)
 	}
-	return d.StripPayload(proto, payload)
+	return d.stripPayload(proto, payload, ch)
 }
 
-func (d *Decapsulator) strip6(pkt []byte) ([]byte, Kind, error) {
+func (d *Decapsulator) strip6(pkt []byte, ch *netip.Addr) ([]byte, Kind, error) {
 	ip := header.IPv6(pkt)
 	if len(ip) < ipv6Len {
 		return nil, 0, ErrTruncated
@@ -195,9 +219,9 @@ func (d *Decapsulator) strip6(pkt []byte) ([]byte, Kind, error) {
 	if nh == protoUDP {
 		// RFC 8200 §8.1 pseudo-header: source, destination, length,
 		// next header.
-		return d.udp(payload, ip.AddressSum(), true)
+		return d.udp(payload, ip.AddressSum(), true, ch)
 	}
-	return d.StripPayload(nh, payload)
+	return d.stripPayload(nh, payload, ch)
 }
 
 // StripPayload is Strip for a caller that has consumed the outer IP header
@@ -207,9 +231,23 @@ func (d *Decapsulator) strip6(pkt []byte) ([]byte, Kind, error) {
 // UDP is refused with ErrProtocol: its checksum needs the outer addresses,
 // so GUE goes through Strip or, from a UDP socket, StripGUE.
 func (d *Decapsulator) StripPayload(proto uint8, b []byte) (inner []byte, kind Kind, err error) {
+	return d.stripPayload(proto, b, nil)
+}
+
+// StripPayloadChance is StripPayload that also returns the second chance
+// (see StripChance).
+func (d *Decapsulator) StripPayloadChance(proto uint8, b []byte) (inner []byte, kind Kind, chance netip.Addr, err error) {
+	inner, kind, err = d.stripPayload(proto, b, &chance)
+	if err != nil {
+		chance = netip.Addr{}
+	}
+	return inner, kind, chance, err
+}
+
+func (d *Decapsulator) stripPayload(proto uint8, b []byte, ch *netip.Addr) (inner []byte, kind Kind, err error) {
 	switch proto {
 	case protoGRE:
-		return d.gre(b)
+		return d.gre(b, ch)
 	case protoIPIP, protoIPv6:
 		if !d.accept[IPIP] {
 			return nil, IPIP, ErrKindDisabled
@@ -220,7 +258,7 @@ func (d *Decapsulator) StripPayload(proto uint8, b []byte) (inner []byte, kind K
 	return nil, 0, ErrProtocol
 }
 
-func (d *Decapsulator) gre(b []byte) ([]byte, Kind, error) {
+func (d *Decapsulator) gre(b []byte, ch *netip.Addr) ([]byte, Kind, error) {
 	if !d.accept[GRE] {
 		return nil, GRE, ErrKindDisabled
 	}
@@ -232,7 +270,7 @@ func (d *Decapsulator) gre(b []byte) ([]byte, Kind, error) {
 	if flags&header.GREVersionMask != 0 {
 		return nil, GRE, ErrGREVersion
 	}
-	if flags&header.GREFlagsMustBeZero != 0 {
+	if flags&header.GREFlagsMustBeZero&^encap.GREFlagKey != 0 {
 		return nil, GRE, ErrGREFlags
 	}
 	var v6 bool
@@ -255,13 +293,28 @@ func (d *Decapsulator) gre(b []byte) ([]byte, Kind, error) {
 			return nil, GRE, ErrGREChecksum
 		}
 	}
+	if flags&encap.GREFlagKey != 0 {
+		// RFC 2890: the key follows the checksum words, if any. Fulcrum's
+		// key is a second chance: an IPv4 unicast address.
+		if len(b) < hl+4 {
+			return nil, GRE, ErrTruncated
+		}
+		a := netip.AddrFrom4([4]byte(b[hl : hl+4]))
+		if !chanceAddr(a) {
+			return nil, GRE, ErrSecondChance
+		}
+		if ch != nil {
+			*ch = a
+		}
+		hl += 4
+	}
 	inner, err := innerIP(b[hl:], v6)
 	return inner, GRE, err
 }
 
 // udp checks a UDP datagram b (from its header) whose pseudo-header
 // addresses sum to addrSum, and strips GUE from it.
-func (d *Decapsulator) udp(b []byte, addrSum uint64, v6 bool) ([]byte, Kind, error) {
+func (d *Decapsulator) udp(b []byte, addrSum uint64, v6 bool, ch *netip.Addr) ([]byte, Kind, error) {
 	u := header.UDP(b)
 	if len(u) < udpLen {
 		return nil, 0, ErrTruncated
@@ -284,13 +337,27 @@ func (d *Decapsulator) udp(b []byte, addrSum uint64, v6 bool) ([]byte, Kind, err
 	} else if inetsum.Fold(inetsum.Add(header.PseudoHeaderSum(addrSum, protoUDP, ulen), b)) != 0xffff {
 		return nil, GUE, ErrUDPChecksum
 	}
-	return d.StripGUE(b[udpLen:])
+	return d.stripGUE(b[udpLen:], ch)
 }
 
 // StripGUE is Strip for the payload of a UDP datagram to the GUE port, as
 // a UDP socket reads it (the kernel has checked the UDP header and
 // checksum): b starts at the GUE header.
 func (d *Decapsulator) StripGUE(b []byte) (inner []byte, kind Kind, err error) {
+	return d.stripGUE(b, nil)
+}
+
+// StripGUEChance is StripGUE that also returns the second chance (see
+// StripChance).
+func (d *Decapsulator) StripGUEChance(b []byte) (inner []byte, kind Kind, chance netip.Addr, err error) {
+	inner, kind, err = d.stripGUE(b, &chance)
+	if err != nil {
+		chance = netip.Addr{}
+	}
+	return inner, kind, chance, err
+}
+
+func (d *Decapsulator) stripGUE(b []byte, ch *netip.Addr) (inner []byte, kind Kind, err error) {
 	if !d.accept[GUE] {
 		return nil, GUE, ErrKindDisabled
 	}
@@ -336,6 +403,24 @@ func (d *Decapsulator) StripGUE(b []byte) (inner []byte, kind Kind, err error) {
 	if len(b) < hl {
 		return nil, GUE, ErrTruncated
 	}
+	if hl >= gueLen+4 && binary.BigEndian.Uint16(b[gueLen:]) == encap.GUEChanceType {
+		// Fulcrum's private data block (no flags, so it starts right
+		// after the base header): type, family, reserved, address.
+		var a netip.Addr
+		blk := b[gueLen:hl]
+		switch {
+		case blk[2] == 4 && len(blk) >= 8:
+			a = netip.AddrFrom4([4]byte(blk[4:8]))
+		case blk[2] == 6 && len(blk) >= 20:
+			a = netip.AddrFrom16([16]byte(blk[4:20]))
+		}
+		if !chanceAddr(a) {
+			return nil, GUE, ErrSecondChance
+		}
+		if ch != nil {
+			*ch = a
+		}
+	}
 	inner, err = innerIP(b[hl:], v6)
 	return inner, GUE, err
 }
@@ -378,4 +463,12 @@ func innerIP(b []byte, v6 bool) ([]byte, error) {
 		return nil, ErrInnerTruncated
 	}
 	return b[:n:n], nil
+}
+
+// chanceAddr reports whether a can be a second-chance backend: a unicast
+// address that is not the host's own loopback (a forged field naming
+// 127.0.0.1 or 0.0.0.0 is refused here; the agent checks its allow-list).
+func chanceAddr(a netip.Addr) bool {
+	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() &&
+		!a.Is4In6() && !(a.Is4() && (a.As4()[0] >= 240 || a.As4()[0] == 0))
 }

@@ -121,7 +121,7 @@ func badCases(t testing.TB) []stripCase {
 
 		{name: "gre truncated", pkt: serialize(t, outerIP(false, layers.IPProtocolGRE).(gopacket.SerializableLayer), gopacket.Payload{0, 0}), kind: GRE, err: ErrTruncated},
 		{name: "gre version 1 (pptp)", pkt: greWith(t, false, &layers.GRE{Version: 1, KeyPresent: true, Protocol: 0x880b}, in4), kind: GRE, err: ErrGREVersion},
-		{name: "gre key (rfc 2890)", pkt: greWith(t, false, &layers.GRE{KeyPresent: true, Key: 7, Protocol: layers.EthernetTypeIPv4}, in4), kind: GRE, err: ErrGREFlags},
+		{name: "gre key (rfc 2890) naming no unicast address", pkt: greWith(t, false, &layers.GRE{KeyPresent: true, Key: 7, Protocol: layers.EthernetTypeIPv4}, in4), kind: GRE, err: ErrSecondChance},
 		{name: "gre sequence number (rfc 2890)", pkt: greWith(t, true, &layers.GRE{SeqPresent: true, Seq: 7, Protocol: layers.EthernetTypeIPv6}, in6), kind: GRE, err: ErrGREFlags},
 		{name: "gre routing (rfc 1701)", pkt: patch(g4, func(b []byte) { b[20] |= 0x40 }), kind: GRE, err: ErrGREFlags},
 		{name: "gre bit 5 (rfc 1701 recursion control's top bit)", pkt: greWith(t, false, &layers.GRE{RecursionControl: 4, Protocol: layers.EthernetTypeIPv4}, in4), kind: GRE, err: ErrGREFlags},

@@ -12,7 +12,9 @@
 //	StripPayload(proto, b)     from the tunnel header: a raw IPv6 socket (the kernel keeps the IPv6 header)
 //	StripGUE(b)                from the GUE header: the payload a UDP socket bound to the GUE port reads
 //
-// Each returns the inner packet as a sub-slice of its input (nothing is
+// Each has a twin ending in Chance (StripChance, ...) that also returns the
+// second chance the header names, if any. Each returns the inner packet as
+// a sub-slice of its input (nothing is
 // copied), trimmed to the length its own header states, so link-layer
 // padding and trailing bytes never reach the kernel.
 //
@@ -26,17 +28,20 @@
 //     header is refused.
 //   - GRE (RFC 2784): version 0, protocol type 0x0800 or 0x86DD. Choice:
 //     the optional checksum that RFC 2784 defines is accepted and verified
-//     over the GRE header and payload; the key and sequence number of RFC
-//     2890 (and RFC 1701's routing bits) are refused with ErrGREFlags, as
-//     RFC 2784 §2.3 asks of a receiver that does not implement RFC 1701:
-//     Fulcrum never sends them, and a keyless kernel GRE tunnel would not
-//     accept a keyed packet either. Reserved bits 6-12 are ignored (§2.3).
+//     over the GRE header and payload; RFC 2890's key is accepted and read
+//     as a second chance (an IPv4 unicast address, else ErrSecondChance;
+//     see docs/second-chance.md); the sequence number of RFC 2890 (and RFC
+//     1701's routing bits) are refused with ErrGREFlags, as RFC 2784 §2.3
+//     asks of a receiver that does not implement RFC 1701: Fulcrum never
+//     sends them. Reserved bits 6-12 are ignored (§2.3).
 //   - IPIP: protocol 4 (IPv4 inside, RFC 2003 / RFC 2473) or 41 (IPv6
 //     inside, RFC 4213 / RFC 2473), over either outer family.
 //   - GUE (draft-ietf-intarea-gue): UDP to the configured port (6080 by
 //     default). Variant 0 with the control bit clear, Hlen optional words
 //     skipped, no flags set (this decapsulator implements no optional
-//     field, and Linux's fou also drops flags it does not know),
+//     field, and Linux's fou also drops flags it does not know); a private
+//     data block of Fulcrum's type (0x5343) is read as a second chance
+//     (docs/second-chance.md), any other is skipped,
 //     proto/ctype 4 or 41. Variant 1 (direct IP encapsulation, the inner
 //     header right after UDP) is accepted too, as Linux's fou accepts it.
 //     Control messages are refused (ErrGUEControl). The UDP length must fit

@@ -70,6 +70,10 @@ const (
 	// ErrInnerHeader: an inner IPv4 IHL below 5 or a total length shorter
 	// than its header.
 	ErrInnerHeader
+	// ErrSecondChance: a GRE key or a GUE private data block of Fulcrum's
+	// type that does not name a unicast IPv4 or IPv6 address (see
+	// docs/second-chance.md).
+	ErrSecondChance
 
 	// NumErrors is the number of Error values including the zero one, for
 	// counter arrays indexed by Error.
@@ -100,6 +104,7 @@ var errorNames = [NumErrors]string{
 	ErrInnerTruncated:  "inner-truncated",
 	ErrInnerVersion:    "inner-version",
 	ErrInnerHeader:     "inner-header",
+	ErrSecondChance:    "second-chance",
 }
 
 // String is the error's counter name, e.g. "gre-flags".

@@ -1,6 +1,7 @@
 package decap
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 )
@@ -51,6 +52,15 @@ func FuzzStrip(f *testing.F) {
 			}
 			inner, kind, err := d.Strip(b)
 			check("Strip", b, inner, kind, err)
+			// StripChance agrees with Strip, and a chance it returns is a
+			// unicast address (never from a refused packet).
+			inner2, kind2, ch, err2 := d.StripChance(b)
+			if err2 != err || kind2 != kind || !bytes.Equal(inner2, inner) {
+				t.Fatalf("StripChance %v %v %x, Strip %v %v %x", err2, kind2, inner2, err, kind, inner)
+			}
+			if ch.IsValid() && (err != nil || !chanceAddr(ch)) {
+				t.Fatalf("chance %v with err %v", ch, err)
+			}
 			inner, kind, err = d.StripGUE(b)
 			check("StripGUE", b, inner, kind, err)
 			if len(b) > 0 {

@@ -41,11 +41,12 @@ const (
 	DefaultGUESrcPortMax = 65535
 
 	// MaxHeaderLen is the most headroom Encap needs in front of the inner
-	// IP header: Ethernet (14) + IPv6 (40) + UDP (8) + GUE (4). The ICMP
+	// IP header: Ethernet (14) + IPv6 (40) + UDP (8) + GUE (4) + a GUE
+	// second chance naming an IPv6 backend (20, see EncapChance). The ICMP
 	// replies need less (14+40+8). The original Ethernet header counts
 	// toward it, so the mbuf headroom must be at least
-	// MaxHeaderLen - 14 = 52 bytes (DPDK's default is 128).
-	MaxHeaderLen = ethLen + ipv6Len + udpLen + gueLen
+	// MaxHeaderLen - 14 = 72 bytes (DPDK's default is 128).
+	MaxHeaderLen = ethLen + ipv6Len + udpLen + gueLen + gueChanceLen6
 )
 
 // ErrConfig is wrapped by every error New, Backend, ParseKind and ParseDF

@@ -14,6 +14,10 @@
 //	ipip  IPv4 proto 4 or 41        20    IPv6 nh 4 or 41        40
 //	gue   IPv4 UDP + GUE            32    IPv6 UDP + GUE         52
 //
+// EncapChance adds a second chance to GRE (an RFC 2890 key holding an IPv4
+// address, 4 bytes) or GUE (a private data block, 8 or 20 bytes); see
+// chance.go and docs/second-chance.md. Otherwise:
+//
 // GRE is RFC 2784 with no optional field; its protocol type is the inner
 // EtherType. GUE is variant 0 of draft-ietf-intarea-gue with no optional
 // field: UDP to Config.GUEPort (IANA's 6080 by default), then

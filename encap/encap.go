@@ -116,6 +116,16 @@ func (r Result) Drop() bool { return r != Forward && r != ICMPReply }
 // the client (see the package doc). On a drop reason, start and length are
 // zero and buf is unchanged.
 func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint64, kind Kind, be *Backend, dstMAC, srcMAC [6]byte) (start, length int, res Result) {
+	return e.EncapChance(buf, off, n, p, hash, kind, be, nil, dstMAC, srcMAC)
+}
+
+// EncapChance is Encap with a second chance: when ch is not nil and kind
+// can carry it (CanCarry), the tunnel header names ch as the flow's
+// second-chance backend (docs/second-chance.md): a GRE key holding its
+// IPv4 address, or a GUE private data block holding its address. The
+// field counts toward the MTU like the rest of the overhead. A ch that
+// kind cannot carry is left out, as with nil.
+func (e *Encapsulator) EncapChance(buf []byte, off, n int, p *packet.Parsed, hash uint64, kind Kind, be, ch *Backend, dstMAC, srcMAC [6]byte) (start, length int, res Result) {
 	if p == nil || off < 0 || n < 0 || off > len(buf) || n > len(buf)-off {
 		return 0, 0, DropBadPacket
 	}
@@ -159,7 +169,8 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 		return 0, 0, DropBadBackend
 	}
 
-	ovh := Overhead(kind, outerV6)
+	cl := chanceLen(kind, ch)
+	ovh := Overhead(kind, outerV6) + cl
 	if ovh+ipLen > e.mtu {
 		return e.tooBig(buf, off, ip, ipLen, innerV6, p, ovh, srcMAC)
 	}
@@ -240,22 +251,31 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 		g := header.GRE(tun)
 		g.SetFlags(0) // C, K, S = 0, version 0
 		g.SetProtocolType(innerEtherType)
+		if cl != 0 {
+			writeGREKey(tun, ch)
+		}
 	case GUE:
-		tun = tun[:udpLen+gueLen]
+		tun = tun[:udpLen+gueLen+cl]
 		// The source port carries the flow's entropy so the backend's
 		// RSS spreads flows over its queues: a multiply-shift maps the
 		// hash onto the configured range without a division.
 		sport := e.portMin + uint16((uint64(uint32(hash))*e.portSpan)>>32)
-		ulen := udpLen + gueLen + ipLen
+		ulen := udpLen + gueLen + cl + ipLen
 		u := header.UDP(tun)
 		u.SetSourcePort(sport)
 		u.SetDestinationPort(e.guePort)
 		u.SetLength(uint16(ulen))
 		u.SetChecksum(0) // zero over IPv4: no checksum (RFC 768)
 		header.GUE(tun[udpLen:]).Encode(innerProto)
+		var gueSum uint64 // the GUE header's words: proto (and Hlen, the private block)
+		if cl != 0 {
+			gueSum = writeGUEChance(tun[udpLen:], ch, cl)
+		} else {
+			gueSum = uint64(innerProto)
+		}
 		if outerV6 && !e.zeroCsum {
 			s := header.PseudoHeaderSum(e.src6Sum+be.sum, protoUDP, ulen) +
-				uint64(sport) + uint64(e.guePort) + uint64(ulen) + uint64(innerProto) +
+				uint64(sport) + uint64(e.guePort) + uint64(ulen) + gueSum +
 				innerSum(buf[ip:ip+ipLen], innerV6)
 			c := ^fold(s)
 			if c == 0 {
@@ -272,9 +292,15 @@ func (e *Encapsulator) Encap(buf []byte, off, n int, p *packet.Parsed, hash uint
 // for a bad kind or backend (headroom and parse checks aside). The
 // dataplane's fused path checks it before it commits to a packet.
 func (e *Encapsulator) Fits(kind Kind, be *Backend, ipLen int) bool {
+	return e.FitsChance(kind, be, nil, ipLen)
+}
+
+// FitsChance is Fits for EncapChance with the second chance ch (nil: none).
+func (e *Encapsulator) FitsChance(kind Kind, be, ch *Backend, ipLen int) bool {
 	if kind >= numKinds || be == nil {
 		return false
 	}
+	ipLen += chanceLen(kind, ch)
 	switch be.fam {
 	case 4:
 		return e.hasV4 && ipv4Len+kinds[kind].tunnelLen+ipLen <= e.mtu

@@ -331,8 +331,8 @@ func TestOverhead(t *testing.T) {
 			t.Errorf("Overhead(%v, %v) = %d, want %d", tc.k, tc.v6, got, tc.want)
 		}
 	}
-	if MaxHeaderLen != 66 {
-		t.Errorf("MaxHeaderLen = %d, want 66", MaxHeaderLen)
+	if MaxHeaderLen != 86 {
+		t.Errorf("MaxHeaderLen = %d, want 86", MaxHeaderLen)
 	}
 }
 

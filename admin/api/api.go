@@ -185,6 +185,11 @@ type Worker struct {
 	Drops       map[string]uint64 `json:"drops"` // by reason; zero counters are left out
 	Conntrack   Conntrack         `json:"conntrack"`
 	QUIC        map[string]uint64 `json:"quic,omitempty"` // packets to QUIC VIPs by path (long-header, routed, no-id, unknown-id, down-id); zero counters are left out
+
+	// Packets forwarded naming a second-chance backend, and flows given
+	// one (docs/second-chance.md).
+	SecondChance      uint64 `json:"second_chance,omitempty"`
+	SecondChanceFlows uint64 `json:"second_chance_flows,omitempty"`
 }
 
 // Conntrack is one worker's flow table.

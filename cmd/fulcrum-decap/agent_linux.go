@@ -32,7 +32,7 @@ type source struct {
 	name  string // counter name: gre4, gre6, 4in4, 6in4, 4in6, 6in6, gue4, gue6
 	conn  interface{ Read([]byte) (int, error) }
 	close func() error
-	strip func([]byte) ([]byte, decap.Kind, error)
+	strip func([]byte) ([]byte, decap.Kind, netip.Addr, error) // the inner packet and the second chance named
 	in    atomic.Uint64
 }
 
@@ -52,6 +52,22 @@ type agent struct {
 	tunWrite atomic.Uint64 // writes the TUN device refused
 	tunRx    atomic.Uint64 // packets the kernel routed into the TUN device, discarded
 	warned   atomic.Bool   // the first TUN write error was logged
+
+	// The second chance (chance_linux.go).
+	peers      []netip.Prefix      // -peers: the only addresses it forwards to
+	self       map[netip.Addr]bool // this host's addresses: never forwarded to
+	senders    map[string]any      // the first socket of each name (gre4, gue6 ...), to forward from
+	guePort    uint16
+	sc         [scNum]atomic.Uint64
+	diagWarned atomic.Bool
+	sendWarned atomic.Bool
+}
+
+// warnOnce logs msg with err the first time flag is set.
+func (a *agent) warnOnce(flag *atomic.Bool, msg string, err error) {
+	if !flag.Swap(true) {
+		a.log.Warn(msg, "err", err)
+	}
 }
 
 // start creates the TUN device and the sockets and starts a reader per
@@ -61,10 +77,26 @@ func start(o options, d *decap.Decapsulator, log *slog.Logger) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &agent{log: log, tun: tun, failed: make(chan error, 1)}
+	a := &agent{log: log, tun: tun, failed: make(chan error, 1), peers: o.peers, guePort: d.GUEPort(),
+		self: map[netip.Addr]bool{}, senders: map[string]any{}}
 	if err := a.openSources(o, d); err != nil {
 		a.closeAll()
 		return nil, err
+	}
+	for _, s := range a.sources {
+		if _, ok := a.senders[s.name]; !ok {
+			a.senders[s.name] = s.conn
+		}
+	}
+	for _, ad := range o.addrs {
+		a.self[ad] = true
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, ia := range addrs {
+			if p, err := netip.ParsePrefix(ia.String()); err == nil {
+				a.self[p.Addr().Unmap()] = true
+			}
+		}
 	}
 	if err := tun.up(); err != nil {
 		a.closeAll()
@@ -89,7 +121,11 @@ func start(o options, d *decap.Decapsulator, log *slog.Logger) (*agent, error) {
 	for i, k := range o.kinds {
 		kinds[i] = k.String()
 	}
-	log.Info("ready", "tun", tun.name, "kinds", strings.Join(kinds, ","), "gue_port", d.GUEPort(), "sockets", strings.Join(names, ","))
+	peers := make([]string, len(o.peers))
+	for i, p := range o.peers {
+		peers[i] = p.String()
+	}
+	log.Info("ready", "tun", tun.name, "kinds", strings.Join(kinds, ","), "gue_port", d.GUEPort(), "sockets", strings.Join(names, ","), "peers", strings.Join(peers, ","))
 	return a, nil
 }
 
@@ -146,9 +182,9 @@ func (a *agent) openFamily(fam string, addr netip.Addr, o options, d *decap.Deca
 			return fmt.Errorf("raw socket ip%s protocol %d on %s: %w", fam, proto, addr, err)
 		}
 		_ = c.SetReadBuffer(socketRcvBuf)
-		strip := d.Strip
+		strip := d.StripChance
 		if fam == "6" {
-			strip = func(b []byte) ([]byte, decap.Kind, error) { return d.StripPayload(proto, b) }
+			strip = func(b []byte) ([]byte, decap.Kind, netip.Addr, error) { return d.StripPayloadChance(proto, b) }
 		}
 		a.sources = append(a.sources, &source{name: name, conn: c, close: c.Close, strip: strip})
 		return nil
@@ -175,7 +211,7 @@ func (a *agent) openFamily(fam string, addr netip.Addr, o options, d *decap.Deca
 					break
 				}
 			}
-			a.sources = append(a.sources, &source{name: "gue" + fam, conn: c, close: c.Close, strip: d.StripGUE})
+			a.sources = append(a.sources, &source{name: "gue" + fam, conn: c, close: c.Close, strip: d.StripGUEChance})
 		}
 		if err != nil {
 			return err
@@ -190,6 +226,12 @@ func (a *agent) openFamily(fam string, addr netip.Addr, o options, d *decap.Deca
 func (a *agent) receive(s *source) {
 	defer a.rx.Done()
 	buf := make([]byte, maxPacket)
+	var st scState
+	defer func() {
+		if st.diag != nil {
+			st.diag.close()
+		}
+	}()
 	for {
 		n, err := s.conn.Read(buf)
 		if err != nil {
@@ -203,13 +245,16 @@ func (a *agent) receive(s *source) {
 			return
 		}
 		s.in.Add(1)
-		inner, kind, err := s.strip(buf[:n])
+		inner, kind, chance, err := s.strip(buf[:n])
 		if err != nil {
 			var e decap.Error
 			if errors.As(err, &e) && e < decap.NumErrors {
 				a.drop[e].Add(1)
 			}
 			continue
+		}
+		if chance.IsValid() && a.secondChance(&st, kind, inner, chance) {
+			continue // forwarded to the second-chance backend
 		}
 		if _, err := a.tun.Write(inner); err != nil {
 			a.tunWrite.Add(1)
@@ -287,5 +332,8 @@ func (a *agent) logCounters(msg string) {
 		dropped += v
 	}
 	attrs = append(attrs, "dropped", dropped, "tun.rx", a.tunRx.Load())
+	for i := range a.sc {
+		attrs = append(attrs, "second_chance."+scNames[i], a.sc[i].Load())
+	}
 	a.log.Info(msg, attrs...)
 }

@@ -40,12 +40,25 @@
 // header on, which decap.StripGUE checks. With no -addr the sockets take
 // every local address of both families; with -addr, only those addresses.
 //
+// # Second chance
+//
+// A tunnel header may name a second-chance backend (a GRE key, a GUE
+// private data block: docs/second-chance.md). For such a packet, a TCP
+// segment that is not a SYN, the agent asks the kernel (one exact
+// NETLINK_SOCK_DIAG lookup) whether a local socket other than a listener
+// owns its flow; if none does, it forwards the packet once to the named
+// backend, in the same kind of tunnel without the field (so it is never
+// forwarded again), and only if that address is within -peers and is not
+// one of this host's. Without -peers it never forwards.
+//
 // # Counters
 //
 // SIGUSR1 and exit log one "counters" line: packets in per socket
 // (in.gre4, in.gre6, in.4in4, in.6in4, in.4in6, in.6in6, in.gue4, in.gue6), written to the TUN per kind (out.gre,
 // out.ipip, out.gue), and dropped per reason (drop.gre-flags, drop.tun-write
-// ...; the reasons are decap.Error's names). SIGTERM or SIGINT stops it
+// ...; the reasons are decap.Error's names), and the second chance's
+// (second_chance.in, .forwarded, .local, .skipped, .not-allowed, .self,
+// .lookup-error, .no-sender, .send-error). SIGTERM or SIGINT stops it
 // cleanly: the sockets close, the TUN device disappears.
 //
 // Exit status: 0 after SIGTERM/SIGINT, 1 on a runtime failure (no
@@ -67,7 +80,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/decap"
 )
 
-const usageHead = `usage: fulcrum-decap [-tun NAME] [-gre] [-ipip] [-gue PORT] [-addr LOCAL]... [flags]
+const usageHead = `usage: fulcrum-decap [-tun NAME] [-gre] [-ipip] [-gue PORT] [-addr LOCAL]... [-peers PREFIX]... [flags]
 
 Receives Fulcrum's GRE, IPIP and GUE tunnel packets (IPv4 or IPv6 outer),
 strips the outer headers and writes the inner packets into the TUN device
@@ -95,7 +108,8 @@ type options struct {
 	tun       string
 	kinds     []decap.Kind
 	guePort   uint16
-	addrs     []netip.Addr // empty: every local address
+	addrs     []netip.Addr   // empty: every local address
+	peers     []netip.Prefix // second-chance forwarding allowed to these only (empty: never)
 	zeroCsum6 bool
 	logJSON   bool
 }
@@ -125,6 +139,37 @@ func (l *addrList) Set(v string) error {
 	return nil
 }
 
+// prefixList is -peers: prefixes or bare addresses (one host),
+// repeatable, comma-separated allowed.
+type prefixList []netip.Prefix
+
+func (l *prefixList) String() string {
+	s := make([]string, len(*l))
+	for i, p := range *l {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *prefixList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil || a.Zone() != "" {
+				return fmt.Errorf("%q is not a prefix or an address", f)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		*l = append(*l, p.Masked())
+	}
+	return nil
+}
+
 // parseFlags reads and checks the command line.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -140,6 +185,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	gue := fs.Int("gue", int(decap.DefaultGUEPort), "accept GUE on this UDP port (0: off)")
 	var addrs addrList
 	fs.Var(&addrs, "addr", "local outer address to receive tunnels on, repeatable (default: every local address)")
+	var peers prefixList
+	fs.Var(&peers, "peers", "second chance: forward a packet that no local socket owns to the backend its tunnel names only if it is in these prefixes or addresses, repeatable (default: none, never forward; docs/second-chance.md)")
 	fs.BoolVar(&o.zeroCsum6, "gue-zero-csum6", false, "accept GUE over IPv6 with a zero UDP checksum (RFC 6935), for an LB whose encap.Config.GUEZeroChecksumV6 is set")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
@@ -181,6 +228,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.guePort = decap.DefaultGUEPort // unused: GUE is off
 	}
 	o.addrs = addrs
+	o.peers = peers
 	switch *logFormat {
 	case "text":
 	case "json":

@@ -71,3 +71,22 @@ func TestBadFlags(t *testing.T) {
 		t.Errorf("-h: exit %d, %q", code, stderr.String())
 	}
 }
+
+// TestPeersFlag: -peers takes prefixes and bare addresses (one host),
+// repeatable and comma-separated, masked; anything else is a usage error.
+func TestPeersFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-peers", "10.77.2.16/28, 2001:db8::7", "-peers", "10.0.0.9/24"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.77.2.16/28"), netip.MustParsePrefix("2001:db8::7/128"), netip.MustParsePrefix("10.0.0.0/24")}
+	if !reflect.DeepEqual(o.peers, want) {
+		t.Fatalf("peers %v, want %v", o.peers, want)
+	}
+	if o, _ := parseFlags(nil, &bytes.Buffer{}); len(o.peers) != 0 {
+		t.Fatalf("default peers %v, want none", o.peers)
+	}
+	if _, err := parseFlags([]string{"-peers", "nonsense"}, &bytes.Buffer{}); err == nil {
+		t.Fatal("-peers nonsense accepted")
+	}
+}

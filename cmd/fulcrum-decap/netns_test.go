@@ -99,11 +99,12 @@ func TestDSRInNetns(t *testing.T) {
 		}
 	}
 
-	// A malformed tunnel packet is counted, not forwarded: a GRE key.
+	// A malformed tunnel packet is counted, not forwarded: a GRE sequence
+	// number (a key is a second chance, chance_netns_test.go).
 	lb.send(t, serialize(t,
 		&layers.Ethernet{SrcMAC: lbMAC, DstMAC: beMAC, EthernetType: layers.EthernetTypeIPv4},
 		outer(false, layers.IPProtocolGRE),
-		&layers.GRE{KeyPresent: true, Key: 1, Protocol: layers.EthernetTypeIPv4},
+		&layers.GRE{SeqPresent: true, Seq: 1, Protocol: layers.EthernetTypeIPv4},
 		gopacket.Payload(synPacket(t, false, 40999))))
 
 	// SIGUSR1 logs the counters: ask until every packet sent has been

@@ -6,9 +6,9 @@
 #   scripts/lab/lab.sh down    stop everything and remove the namespaces
 #   scripts/lab/lab.sh status  what runs where
 #
-# lb-conf honours SLOW_START, BGP_DRAIN and HEALTH_PORT (the backends'
-# health endpoint, 8080; the lab's checks point it elsewhere to fail every
-# check at once).
+# lb-conf honours SLOW_START, BGP_DRAIN, SECOND_CHANCE (true or false) and
+# HEALTH_PORT (the backends' health endpoint, 8080; the lab's checks point
+# it elsewhere to fail every check at once).
 #
 # Topology (all addresses exist only inside the lab's namespaces):
 #
@@ -65,6 +65,7 @@ gateway_ipv4 = "10.77.2.1"
 mtu = 1500
 encap = "gre"
 hash_key = "4c6f616442616c616e636572466c6565"
+second_chance = ${SECOND_CHANCE:-true}
 
 [conntrack]
 capacity = 262144
@@ -245,7 +246,9 @@ start_backend() {
 	local b=$1 n=fl-be$1 ip=10.77.2.$((20 + $1))
 	# Started with ip netns exec directly, not through ns(): $! must be the
 	# process itself (ip execs it), not a subshell, or kill would miss it.
-	ip netns exec $n "$BIN/fulcrum-decap" -tun fdecap0 -gre -addr $ip >"$LAB/be$b-decap.log" 2>&1 &
+	# -peers: the backends' addresses (.16-.31), the only second-chance
+	# destinations the agent forwards to (docs/second-chance.md).
+	ip netns exec $n "$BIN/fulcrum-decap" -tun fdecap0 -gre -addr $ip -peers 10.77.2.16/28 >"$LAB/be$b-decap.log" 2>&1 &
 	echo $! >"$LAB/be$b-decap.pid"
 	ip netns exec $n "$BIN/fulcrum-labsrv" -name be$b -listen $VIP:80 -health $ip:8080 -quic $VIP:443 -quic-id $b >"$LAB/be$b.log" 2>&1 &
 	echo $! >"$LAB/be$b.pid"

@@ -1,0 +1,179 @@
+package dataplane
+
+import (
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/maglev"
+)
+
+// The second chance (docs/second-chance.md).
+//
+// Maglev keeps a flow on its backend across a change of the backend set
+// only where conntrack remembers it. When the routers move a flow to an
+// instance that never saw it at the moment the set changes, that instance
+// asks the new table, and for the flows whose slot changed it names a
+// backend without a socket for them. So a VIP's snapshot keeps the table
+// from before the change for a while (PrevTable). A mid-connection TCP
+// packet of a flow this instance does not know, whose previous choice
+// differs from the current one and is still a live backend of the VIP,
+// goes to the current choice as usual and names the previous one in the
+// tunnel header; the backend's agent (cmd/fulcrum-decap) forwards the
+// packet there if no local socket owns it. The decision is stored in the
+// flow's conntrack entry, so the flow's later packets carry it too, for
+// as long as the flow lives (even after the previous table is dropped).
+
+// PrevMinAge is how long a table must have been in force to become the
+// previous table when it is replaced: a step of a slow-start ramp (the
+// control plane rebuilds every second while one runs) lives shorter, and
+// the long-lived flows were placed by the table before the ramp, so that
+// one stays the previous table through the ramp.
+const PrevMinAge = 3 * time.Second
+
+// PrevTable is a VIP's previous Maglev table. When the VIP's table
+// changes, the outgoing table becomes the previous one if it was in force
+// for at least PrevMinAge (or if no previous table is held); otherwise the
+// previous table stays. It is dropped Window after the change that made it
+// previous: the control plane republishes the snapshot without it once
+// the window has passed (Services.ChanceExpired).
+type PrevTable struct {
+	Table    *maglev.Table
+	Backends []uint32  // Table's backend index -> backend id
+	Gens     []uint32  // the ids' incarnations when the table was current
+	Since    time.Time // the change that made it previous
+	Window   time.Duration
+}
+
+// choose is the backend the previous table names for hash, if it is still
+// a live backend of v (the same incarnation, not down; a drained backend,
+// weight 0, still serves its flows and counts).
+func (p *PrevTable) choose(svc *Services, v *VIP, hash uint64) *Backend {
+	idx := p.Table.Lookup(hash)
+	if idx < 0 || idx >= len(p.Backends) {
+		return nil
+	}
+	id := p.Backends[idx]
+	if int(id) >= len(svc.Backends) {
+		return nil
+	}
+	if be := svc.Backends[id]; be != nil && be.Gen == p.Gens[idx] && be.VIP == v.ID && !be.Down {
+		return be
+	}
+	return nil
+}
+
+// prevTable is the previous table of VIP cur in a snapshot built at now,
+// given the VIP as the snapshot prev had it (old) and whether cur's table
+// differs from old's.
+func prevTable(prev *Services, old, cur *VIP, changed bool, window time.Duration, now time.Time) *PrevTable {
+	if window <= 0 || cur.Sched.IsPicker() {
+		return nil
+	}
+	kept := old.Prev
+	if kept != nil && (now.Sub(kept.Since) >= window || kept.Window != window) {
+		kept = nil
+	}
+	if !changed || old.Table == nil || kept != nil && now.Sub(old.TableSince) < PrevMinAge {
+		return kept
+	}
+	gens := make([]uint32, len(old.Backends))
+	for i, id := range old.Backends {
+		if int(id) < len(prev.Backends) && prev.Backends[id] != nil {
+			gens[i] = prev.Backends[id].Gen
+		}
+	}
+	return &PrevTable{Table: old.Table, Backends: old.Backends, Gens: gens, Since: now, Window: window}
+}
+
+// tableChanged reports whether any slot of the two VIPs' tables names
+// another backend id (ids are stable across snapshots). Tables built from
+// the same backends, weights and size are the same (Maglev is
+// deterministic), which settles the common case without a pass over the
+// slots.
+func tableChanged(a, b *VIP) bool {
+	if a.Table == nil || b.Table == nil {
+		return a.Table != b.Table
+	}
+	if a.Table.Size() != b.Table.Size() {
+		return true
+	}
+	if sameBuild(a, b) {
+		return false
+	}
+	for s := range a.Table.Size() {
+		if a.Backends[a.Table.Slot(s)] != b.Backends[b.Table.Slot(s)] {
+			return true
+		}
+	}
+	return false
+}
+
+// sameBuild reports whether the two VIPs' tables were built from the same
+// backends (keys, weights, ids), in the same order.
+func sameBuild(a, b *VIP) bool {
+	if a.Table.Len() != b.Table.Len() || len(a.Backends) != len(b.Backends) {
+		return false
+	}
+	for i := range a.Table.Len() {
+		if a.Table.Backend(i) != b.Table.Backend(i) || a.Backends[i] != b.Backends[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// ChanceExpired reports whether a VIP of s holds a previous table whose
+// window has passed at now: the control plane then builds a snapshot
+// without it.
+func (s *Services) ChanceExpired(now time.Time) bool {
+	if s == nil {
+		return false
+	}
+	for _, v := range s.VIPs {
+		if v != nil && v.Prev != nil && now.Sub(v.Prev.Since) >= v.Prev.Window {
+			return true
+		}
+	}
+	return false
+}
+
+// firstChance decides the second chance of a new flow's first packet, a
+// mid-connection TCP packet (not a SYN) that conntrack did not know: the
+// previous table's choice when it differs from be, stored in the new
+// entry e (nil if the insert failed) so that the flow's later packets
+// carry it too.
+func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *conntrack.Entry) {
+	pb := v.Prev.choose(svc, v, w.hashes[i])
+	if pb == nil || pb == be {
+		return
+	}
+	w.chance[i] = pb
+	w.c.SecondChanceFlows++
+	if e != nil {
+		e.SetChance(pb.ID)
+	}
+}
+
+// entryChance is the second chance stored in the entry of a flow pinned
+// to be, if it is still a live backend of v other than be and the VIP
+// still has the second chance on.
+func entryChance(svc *Services, v *VIP, e *conntrack.Entry, be *Backend) *Backend {
+	id, ok := e.Chance()
+	if !ok || v.SecondChance <= 0 || int(id) >= len(svc.Backends) {
+		return nil
+	}
+	if ch := svc.Backends[id]; ch != nil && ch != be && ch.VIP == v.ID && !ch.Down {
+		return ch
+	}
+	return nil
+}
+
+// chanceTarget is ch's tunnel destination if a tunnel of kind can carry it
+// (IPIP cannot; GRE only an IPv4 backend), nil otherwise.
+func chanceTarget(kind encap.Kind, ch *Backend) *encap.Backend {
+	if ch == nil || !encap.CanCarry(kind, &ch.Target) {
+		return nil
+	}
+	return &ch.Target
+}
