@@ -51,6 +51,9 @@ type VIP struct {
 	Members  []uint32      // every backend id of the VIP, in config order
 	Sched    sched.Kind    // how new flows pick a backend (Maglev: Table)
 	SchedOpt sched.Options
+	// HealthTunnel: the VIP's backends are checked through the tunnel
+	// (healthpath.go).
+	HealthTunnel bool
 }
 
 // vipKey finds a VIP by destination; port 0 is the every-port VIP. The
@@ -90,6 +93,7 @@ type Services struct {
 	ids     map[backendIdent]uint32 // -> id, for the next build
 	gens    []uint32                // last generation of every id ever used
 	vipIDs  map[flow.VIPKey]uint16  // -> id, for the next build
+	health  healthSlots             // checks through the tunnel (healthpath.go)
 }
 
 // NumBackendIDs is one past the highest backend id in use.
@@ -139,6 +143,9 @@ type VIPSpec struct {
 	SchedOpt  sched.Options
 	TableSize uint64 // Maglev table size (prime)
 	Backends  []BackendSpec
+	// HealthTunnel: the backends are checked through the tunnel, each
+	// from its own source port (Services.HealthPort).
+	HealthTunnel bool
 }
 
 // BackendSpec is one backend of a VIPSpec.
@@ -231,7 +238,7 @@ func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIP
 			}
 		}
 		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Addr, Port: cv.Port, Proto: cv.Proto, Encap: cv.Encap,
-			Sched: cv.Sched, SchedOpt: cv.SchedOpt}
+			Sched: cv.Sched, SchedOpt: cv.SchedOpt, HealthTunnel: cv.HealthTunnel}
 		s.vipIDs[vk] = vid
 		var mb []maglev.Backend
 		ids := map[string]uint32{}
@@ -289,6 +296,9 @@ func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIP
 		addrs[vipKey{a: k.a, b: k.b}] = v
 	}
 	s.addrIdx = newVIPIndex(addrs)
+	if err := s.health.assign(prev, s); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
