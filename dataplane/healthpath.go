@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/packet"
 )
 
@@ -119,15 +120,11 @@ func (h *healthSlots) set(ident backendIdent, slot uint16, id uint32) {
 	h.n++
 }
 
-// HealthPort is the source port of the checks through the tunnel of
-// backend id (ok false when its VIP's checks are direct).
-func (s *Services) HealthPort(id uint32) (port uint16, ok bool) {
-	if int(id) >= len(s.Backends) || s.Backends[id] == nil {
-		return 0, false
-	}
-	b := s.Backends[id]
-	v := s.VIPs[b.VIP]
-	sl, ok := s.health.byIdent[backendIdent{v.Key, b.Name}]
+// HealthPort is the source port of the checks through the tunnel of the
+// backend named backend of the VIP whose key is vip (ok false when the
+// VIP's checks are direct, or there is no such backend).
+func (s *Services) HealthPort(vip flow.VIPKey, backend string) (port uint16, ok bool) {
+	sl, ok := s.health.byIdent[backendIdent{vip, backend}]
 	if !ok {
 		return 0, false
 	}

@@ -27,9 +27,9 @@ const lb4 = "192.0.2.10" // lb_ipv4 of every fixture
 func (r *rig) healthPort(vip, name string) uint16 {
 	r.t.Helper()
 	s := r.shared.Services.Load()
-	for id, b := range s.Backends {
+	for _, b := range s.Backends {
 		if b != nil && b.Name == name && s.VIPs[b.VIP].Name == vip {
-			p, ok := s.HealthPort(uint32(id))
+			p, ok := s.HealthPort(s.VIPs[b.VIP].Key, name)
 			if !ok {
 				r.t.Fatalf("%s/%s has no health port", vip, name)
 			}
@@ -213,9 +213,9 @@ func TestHealthSlotsAcrossReloads(t *testing.T) {
 	r := newRig(t, tunnelConfig)
 	p1, p2, p3 := r.healthPort("web", "be1"), r.healthPort("web", "be2"), r.healthPort("web", "be3")
 	s := r.shared.Services.Load()
-	for id, b := range s.Backends {
+	for _, b := range s.Backends {
 		if b != nil && s.VIPs[b.VIP].Name == "direct" {
-			if _, ok := s.HealthPort(uint32(id)); ok {
+			if _, ok := s.HealthPort(s.VIPs[b.VIP].Key, b.Name); ok {
 				t.Errorf("directly checked backend %s has a check port", b.Name)
 			}
 		}
