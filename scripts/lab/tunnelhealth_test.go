@@ -78,9 +78,9 @@ func TestTunnelHealthCatchesBrokenDecap(t *testing.T) {
 	}
 
 	// Break be2's decapsulation; its own health endpoint still answers.
+	broke := time.Now()
 	lab(t, "stop-decap", "2")
 	decapStopped = true
-	broke := time.Now()
 	code := must(t, ns("fl-lb1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "2", "http://10.77.2.22:8080/healthz"))
 	if code != "200" {
 		t.Fatalf("be2's direct /healthz answers %q with its decap stopped, want 200 (the test needs a backend that passes direct checks)", code)
