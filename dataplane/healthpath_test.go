@@ -276,3 +276,33 @@ func TestProcessFromKernelAllocatesNothing(t *testing.T) {
 		t.Fatal("no check was steered")
 	}
 }
+
+// BenchmarkProcessFromKernel is the exception tap's cost per packet while
+// a VIP has checks through the tunnel: a burst of 32, three in four a
+// check (parsed, recognised, encapsulated), one in four passed through.
+func BenchmarkProcessFromKernel(b *testing.B) {
+	t := &testing.T{}
+	r := newRig(t, tunnelConfig)
+	var frames [][]byte
+	for i := 0; i < 32; i++ {
+		sport := r.healthPort("web", []string{"be1", "be2", "be3"}[i%3])
+		if i%4 == 3 {
+			sport = 179
+		}
+		frames = append(frames, frame(t, lb4, configtest.Web, sport, 8080, layers.IPProtocolTCP, "PA", 80, true))
+	}
+	pkts := make([]Pkt, len(frames))
+	bufs := make([][]byte, len(frames))
+	for i, f := range frames {
+		bufs[i] = make([]byte, headroom+len(f))
+	}
+	b.ResetTimer()
+	for range b.N {
+		for i, f := range frames {
+			copy(bufs[i][headroom:], f)
+			pkts[i] = Pkt{Buf: bufs[i], Off: headroom, Len: len(f)}
+		}
+		r.w.ProcessFromKernel(pkts)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(frames)), "ns/pkt")
+}
