@@ -306,3 +306,38 @@ func BenchmarkProcessFromKernel(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(frames)), "ns/pkt")
 }
+
+// TestHealthCheckFromKernelIPv6: the same for an IPv6 VIP, from lb_ipv6,
+// to an IPv6 backend and (a mixed family, as client traffic allows) an
+// IPv4 one.
+func TestHealthCheckFromKernelIPv6(t *testing.T) {
+	cfg := configtest.New().
+		Dataplane(`lb_ipv6 = "2001:db8:100::10"`, `next_hop_mac = "02:00:00:00:00:fe"`, "mtu = 1500").
+		VIP("web6", "2001:db8:ffff::7", 443, `encap = "ipip"`).
+		Backend("six1", "2001:db8:1::1").
+		Backend("six2", "10.0.1.9").
+		Sub("[vip.health]", `kind = "tcp"`, `through = "tunnel"`).
+		String()
+	r := newRig(t, cfg)
+	const lb6 = "2001:db8:100::10"
+	for _, name := range []string{"six1", "six2"} {
+		p := r.healthPort("web6", name)
+		f := frame(t, lb6, "2001:db8:ffff::7", p, 443, layers.IPProtocolTCP, "S", 0, false)
+		out, v := r.fromKernel(f)
+		if v[0] != Tx {
+			t.Fatalf("%s: verdict %v, drops %v", name, v[0], r.w.c.Drops)
+		}
+		dst, inner, _ := decodeTunnel(t, out[0])
+		if dst != backendAddr(r, "web6", name) || !bytes.Equal(inner, ipPacket(f)) {
+			t.Errorf("%s: to %v (inner unchanged %v), want %v", name, dst, bytes.Equal(inner, ipPacket(f)), backendAddr(r, "web6", name))
+		}
+		// The same packet from another address of the LB's subnet is not a check.
+		other := frame(t, "2001:db8:100::11", "2001:db8:ffff::7", p, 443, layers.IPProtocolTCP, "S", 0, false)
+		if out, v := r.fromKernel(other); v[0] != Tx || !bytes.Equal(out[0], other) {
+			t.Errorf("%s: a packet from another address was changed", name)
+		}
+	}
+	if r.w.c.HealthTunnelTx != 2 || r.w.ct.Len() != 0 {
+		t.Errorf("HealthTunnelTx %d, conntrack %d; want 2, 0", r.w.c.HealthTunnelTx, r.w.ct.Len())
+	}
+}
