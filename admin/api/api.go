@@ -167,26 +167,27 @@ type BGPPeer struct {
 
 // Worker is one dataplane worker's (lcore's) counters.
 type Worker struct {
-	Worker      int    `json:"worker"`
-	RxPackets   uint64 `json:"rx_packets"`
-	RxBytes     uint64 `json:"rx_bytes"`
-	TxPackets   uint64 `json:"tx_packets"`
-	TxBytes     uint64 `json:"tx_bytes"`
-	Forwarded   uint64 `json:"forwarded"`    // encapsulated toward a backend
-	ICMPReplies uint64 `json:"icmp_replies"` // too-big answered to the client
-	EchoReplies uint64 `json:"echo_replies"` // pings to a VIP answered by the LB
-	Punted      uint64 `json:"punted"`       // handed to the kernel
-	FromKernel  uint64 `json:"from_kernel"`
+	Worker      int               `json:"worker"`
+	RxPackets   uint64            `json:"rx_packets"`
+	RxBytes     uint64            `json:"rx_bytes"`
+	TxPackets   uint64            `json:"tx_packets"`
+	TxBytes     uint64            `json:"tx_bytes"`
+	Forwarded   uint64            `json:"forwarded"`    // encapsulated toward a backend
+	ICMPReplies uint64            `json:"icmp_replies"` // too-big answered to the client
+	EchoReplies uint64            `json:"echo_replies"` // pings to a VIP answered by the LB
+	Punted      uint64            `json:"punted"`       // handed to the kernel
+	FromKernel  uint64            `json:"from_kernel"`
+	Fragments   uint64            `json:"fragments"`
+	ICMPErrors  uint64            `json:"icmp_errors"` // routed to the backend of the quoted flow
+	Moved       uint64            `json:"moved"`       // pinned flows re-selected (backend gone)
+	TxFull      uint64            `json:"tx_full"`
+	Dropped     uint64            `json:"dropped"`
+	Drops       map[string]uint64 `json:"drops"` // by reason; zero counters are left out
+	Conntrack   Conntrack         `json:"conntrack"`
+
 	// HealthTunnelTx: of FromKernel, health checks encapsulated to a
 	// backend (checks through the tunnel).
-	HealthTunnelTx uint64            `json:"health_tunnel_tx"`
-	Fragments      uint64            `json:"fragments"`
-	ICMPErrors     uint64            `json:"icmp_errors"` // routed to the backend of the quoted flow
-	Moved          uint64            `json:"moved"`       // pinned flows re-selected (backend gone)
-	TxFull         uint64            `json:"tx_full"`
-	Dropped        uint64            `json:"dropped"`
-	Drops          map[string]uint64 `json:"drops"` // by reason; zero counters are left out
-	Conntrack      Conntrack         `json:"conntrack"`
+	HealthTunnelTx uint64 `json:"health_tunnel_tx"`
 }
 
 // Conntrack is one worker's flow table.
