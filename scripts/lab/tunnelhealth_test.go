@@ -77,6 +77,17 @@ func TestTunnelHealthCatchesBrokenDecap(t *testing.T) {
 		})
 	}
 
+	// Checks through the tunnel pass steadily: no backend leaves for 2 s.
+	steady := time.Now().Add(2 * time.Second)
+	for time.Now().Before(steady) {
+		for lb := 1; lb <= 2; lb++ {
+			if !allUp(lb) {
+				t.Fatalf("lb%d: a healthy backend left under checks through the tunnel: %+v", lb, backends(t, lb))
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
 	// Break be2's decapsulation; its own health endpoint still answers.
 	broke := time.Now()
 	lab(t, "stop-decap", "2")
@@ -92,7 +103,7 @@ func TestTunnelHealthCatchesBrokenDecap(t *testing.T) {
 			b := backends(t, lb)["be2"]
 			return b.Health == "down" && b.TableSlots == 0
 		})
-		t.Logf("lb%d: be2 out of the table %v after its decap stopped", lb, time.Since(broke).Round(10*time.Millisecond))
+		t.Logf("lb%d: be2 out of the table %v after stop-decap began (%s)", lb, time.Since(broke).Round(10*time.Millisecond), backends(t, lb)["be2"].Reason)
 		for _, n := range []string{"be1", "be3", "be4"} {
 			if !upOn(lb, n) {
 				t.Errorf("lb%d: %s not up while only be2's decap is broken: %+v", lb, n, backends(t, lb)[n])
