@@ -92,6 +92,7 @@ func TestTunnelHealthCatchesBrokenDecap(t *testing.T) {
 	broke := time.Now()
 	lab(t, "stop-decap", "2")
 	decapStopped = true
+	stopped := time.Since(broke)
 	code := must(t, ns("fl-lb1", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "2", "http://10.77.2.22:8080/healthz"))
 	if code != "200" {
 		t.Fatalf("be2's direct /healthz answers %q with its decap stopped, want 200 (the test needs a backend that passes direct checks)", code)
@@ -103,7 +104,7 @@ func TestTunnelHealthCatchesBrokenDecap(t *testing.T) {
 			b := backends(t, lb)["be2"]
 			return b.Health == "down" && b.TableSlots == 0
 		})
-		t.Logf("lb%d: be2 out of the table %v after stop-decap began (%s)", lb, time.Since(broke).Round(10*time.Millisecond), backends(t, lb)["be2"].Reason)
+		t.Logf("lb%d: be2 out of the table %v after stop-decap began (which took %v; reason: %s)", lb, time.Since(broke).Round(10*time.Millisecond), stopped.Round(10*time.Millisecond), backends(t, lb)["be2"].Reason)
 		for _, n := range []string{"be1", "be3", "be4"} {
 			if !upOn(lb, n) {
 				t.Errorf("lb%d: %s not up while only be2's decap is broken: %+v", lb, n, backends(t, lb)[n])
