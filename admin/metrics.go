@@ -60,6 +60,7 @@ type collector struct {
 
 	// Per worker (lcore).
 	wRxBytes, wTxBytes, wTxFull, wMoved, wPunted, wFromKernel *prometheus.Desc
+	wHealthTunnel                                             *prometheus.Desc
 	wFragments, wICMPRouted, wForwarded, wICMPReplies         *prometheus.Desc
 	wICMPLimited, wPolls, wBusy                               *prometheus.Desc
 	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups      *prometheus.Desc
@@ -130,6 +131,7 @@ func newCollector(s *Server) *collector {
 		wMoved:          d("worker_moved_flows_total", "Tracked flows re-selected because their backend was removed or went down, or flushed by an operator.", "worker"),
 		wPunted:         d("worker_punted_packets_total", "Packets a worker handed to the kernel (exception path).", "worker"),
 		wFromKernel:     d("worker_from_kernel_packets_total", "Packets from the kernel a worker sent on the wire.", "worker"),
+		wHealthTunnel:   d("worker_health_tunnel_packets_total", "Of the packets from the kernel, health checks encapsulated to their backend (checks through the tunnel).", "worker"),
 		wFragments:      d("worker_fragments_total", "VIP packets that were IP fragments.", "worker"),
 		wICMPRouted:     d("worker_icmp_errors_routed_total", "ICMP errors sent to the backend owning the quoted flow.", "worker"),
 		wForwarded:      d("worker_forwarded_packets_total", "Packets encapsulated toward a backend.", "worker"),
@@ -169,7 +171,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced,
 		c.converging, c.convergingNewFlows,
 		c.adminConns, c.adminRefused,
-		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wPunted, c.wFromKernel,
+		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wPunted, c.wFromKernel, c.wHealthTunnel,
 		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPolls, c.wBusy,
 		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
 		c.staleWorkers, c.wQUIC,
@@ -229,6 +231,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wMoved, w.Moved, id)
 		counter(c.wPunted, w.Punted, id)
 		counter(c.wFromKernel, w.FromKernel, id)
+		counter(c.wHealthTunnel, w.HealthTunnelTx, id)
 		counter(c.wFragments, w.Fragments, id)
 		counter(c.wICMPRouted, w.ICMPErrors, id)
 		for p, n := range w.QUIC {

@@ -525,6 +525,7 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 	}
 	ck.finishHealth(at+".health", &v.Health, &c.Health, v.Port)
 	ck.finishQUIC(v, at)
+	ck.checkHealthTunnel(c, at, v) // healthtunnel.go
 	if len(v.Backends) == 0 {
 		ck.bad(at, "has no [[vip.backend]]")
 		return
@@ -609,6 +610,7 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 		inherit(&h.PassiveWindow, def.PassiveWindow)
 		inherit(&h.PassiveMin, def.PassiveMin)
 		inherit(&h.PassiveThreshold, def.PassiveThreshold)
+		inherit(&h.Through, def.Through)
 	}
 	hd := health.DefaultConfig()
 	inherit(&h.Kind, HealthNone)
@@ -622,6 +624,7 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 	inherit(&h.BackoffBase, hd.BackoffBase)
 	inherit(&h.BackoffMax, hd.BackoffMax)
 	inherit(&h.FlapWindow, health.DefaultFlapWindow)
+	inherit(&h.Through, hd.Through)
 	inherit(&h.Passive, "on")
 	inherit(&h.PassiveWindow, DefaultPassiveWindow)
 	inherit(&h.PassiveMin, DefaultPassiveMin)

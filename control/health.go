@@ -13,8 +13,10 @@ import (
 
 // healthTargets lists a check target per checked backend, under its
 // checkKey. The check goes to the backend's address on the check port, or
-// the VIP's port.
-func healthTargets(cfg *config.Config) (map[string]health.Target, error) {
+// the VIP's port; a check through the tunnel goes to the VIP instead,
+// from the LB's address of the VIP's family and the backend's check port
+// in svc, the snapshot built from cfg.
+func healthTargets(cfg *config.Config, svc *dataplane.Services) (map[string]health.Target, error) {
 	out := map[string]health.Target{}
 	for _, v := range cfg.VIPs {
 		if !healthEnabled(cfg, &v) {
@@ -27,6 +29,9 @@ func healthTargets(cfg *config.Config) (map[string]health.Target, error) {
 		}
 		for _, b := range v.Backends {
 			t := health.Target{Addr: netip.AddrPortFrom(b.Address.Addr, uint16(port)), Config: hc}
+			if hc.Tunnelled() {
+				t.Tunnel = tunnelPath(cfg, svc, &v, b.Name)
+			}
 			if err := t.Validate(); err != nil {
 				return nil, fmt.Errorf("vip %q backend %q health check: %w", v.Name, b.Name, err)
 			}
@@ -34,6 +39,40 @@ func healthTargets(cfg *config.Config) (map[string]health.Target, error) {
 		}
 	}
 	return out, nil
+}
+
+// tunnelPath is where a check through the tunnel of backend name of v goes
+// (the VIP) and comes from (the LB's address, the backend's check port);
+// what it cannot find stays zero, which Target.Validate refuses.
+func tunnelPath(cfg *config.Config, svc *dataplane.Services, v *config.VIP, name string) health.Tunnel {
+	t := health.Tunnel{VIP: v.Address.Addr}
+	src := cfg.Dataplane.LBIPv4.Addr
+	if v.Address.Is6() {
+		src = cfg.Dataplane.LBIPv6.Addr
+	}
+	if svc == nil {
+		return t
+	}
+	if port, ok := svc.HealthPort(v.Key(), name); ok {
+		t.Source = netip.AddrPortFrom(src, port)
+	}
+	return t
+}
+
+// TunnelCheckedVIPs are the addresses of the VIPs whose backends cfg
+// checks through the tunnel: the kernel routes them into the exception
+// path (package exception), so that the checks' connections reach the
+// dataplane.
+func TunnelCheckedVIPs(cfg *config.Config) []netip.Addr {
+	var out []netip.Addr
+	seen := map[netip.Addr]bool{}
+	for _, v := range cfg.VIPs {
+		if healthEnabled(cfg, &v) && v.Health.Tunnelled() && !seen[v.Address.Addr] {
+			seen[v.Address.Addr] = true
+			out = append(out, v.Address.Addr)
+		}
+	}
+	return out
 }
 
 // checkKey is the key of a backend's checker in package health, whose
@@ -52,12 +91,12 @@ func checkRef(key string) dataplane.BackendRef {
 
 // StartHealth runs the active health checks of every VIP that has them and
 // feeds their verdicts into the tables until ctx ends. opts may supply the
-// probers (a tunnel prober later; tests dial their own servers); the zero
-// value checks the backends directly.
+// probers (tests dial their own servers); the zero value checks as each
+// VIP's health.through says.
 func (p *Plane) StartHealth(ctx context.Context, opts health.ManagerOptions) error {
 	m := health.NewManager(opts)
 	p.mu.Lock()
-	targets, err := healthTargets(p.cfg)
+	targets, err := healthTargets(p.cfg, p.shared.Services.Load())
 	if err == nil {
 		err = m.Set(targets)
 	}
@@ -95,7 +134,7 @@ func (p *Plane) syncHealthLocked() error {
 	if p.checks == nil {
 		return nil
 	}
-	targets, err := healthTargets(p.cfg)
+	targets, err := healthTargets(p.cfg, p.shared.Services.Load())
 	if err != nil {
 		return err
 	}

@@ -207,7 +207,7 @@ func TestHealthConfigFlapWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	targets, err := healthTargets(cfg)
+	targets, err := healthTargets(cfg, nil)
 	if err != nil || len(targets) == 0 {
 		t.Fatalf("%d targets: %v", len(targets), err)
 	}

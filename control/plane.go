@@ -237,10 +237,11 @@ func (p *Plane) Apply(cfg *config.Config) error {
 	}
 	// Dry run: every table and health check must build before anything
 	// changes.
-	if _, err := BuildServices(cfg, p.shared.Services.Load(), nil, p.nextHopLocked(cfg)); err != nil {
+	dry, err := BuildServices(cfg, p.shared.Services.Load(), nil, p.nextHopLocked(cfg))
+	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
-	if _, err := healthTargets(cfg); err != nil {
+	if _, err := healthTargets(cfg, dry); err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	old := p.cfg

@@ -207,7 +207,7 @@ func replace(old, new string) func(string) string {
 
 func healthChanged(field string, want any) func(*testing.T, *reloadFixture) {
 	return func(t *testing.T, f *reloadFixture) {
-		ts, err := healthTargets(f.plane.Config())
+		ts, err := healthTargets(f.plane.Config(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,7 +391,7 @@ func reloadCases() []reloadCase {
 			}
 		}},
 		{key: "health.port", edit: set("health", "port", "8080"), want: func(t *testing.T, f *reloadFixture) {
-			ts, _ := healthTargets(f.plane.Config())
+			ts, _ := healthTargets(f.plane.Config(), nil)
 			if a := ts[checkKey(dataplane.BackendRef{VIP: "chk", Backend: "c1"})].Addr; a.Port() != 8080 {
 				t.Errorf("chk/c1 checked at %v, want port 8080", a)
 			}

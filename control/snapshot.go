@@ -47,7 +47,8 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) []dataplane.VIPSpec 
 			kind = *cv.Encap
 		}
 		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(),
-			Encap: kind, Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize)}
+			Encap: kind, Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize),
+			HealthTunnel: healthEnabled(cfg, &cv) && cv.Health.Tunnelled()}
 		if cv.QUIC {
 			q := cv.QUICConfig
 			v.QUIC = &q

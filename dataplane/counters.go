@@ -28,6 +28,8 @@ const (
 	DropICMPRateLimited                   // an ICMP too-big reply over the lcore's error budget
 	DropEchoRateLimited                   // an echo request to a VIP over the lcore's echo budget
 	DropICMPToSelf                        // an ICMP error would go to a VIP or the LB's own address (a spoofed source)
+	DropHealthNoSlot                      // a health check from the kernel whose source port names no backend of its VIP (healthpath.go)
+	DropHealthNotSent                     // a health check from the kernel that could not be encapsulated (too big)
 	NumDropReasons
 )
 
@@ -43,6 +45,8 @@ var dropNames = [NumDropReasons]string{
 	DropICMPRateLimited: "icmp-rate-limited",
 	DropEchoRateLimited: "echo-rate-limited",
 	DropICMPToSelf:      "icmp-error-to-self",
+	DropHealthNoSlot:    "health-check-unknown-slot",
+	DropHealthNotSent:   "health-check-not-encapsulated",
 }
 
 // encapDropNames are the encapsulation drops as drop reasons: encap names
@@ -93,6 +97,7 @@ type Counters struct {
 	TxFull             uint64 // decided to send (forward, reply, punt), but the port's tx queue refused it
 	Punted             uint64 // handed to the kernel
 	FromKernel         uint64 // sent on the wire from the exception port
+	HealthTunnelTx     uint64 // of which health checks encapsulated to a backend (healthpath.go)
 	Fragments          uint64 // VIP packets that were IP fragments
 	ICMPErrors         uint64 // ICMP errors routed to the backend owning the quoted flow
 	EchoReplies        uint64 // pings to a VIP answered by the LB
@@ -324,6 +329,7 @@ func (sum *Counters) Add(c *Counters) {
 	sum.TxFull += c.TxFull
 	sum.Punted += c.Punted
 	sum.FromKernel += c.FromKernel
+	sum.HealthTunnelTx += c.HealthTunnelTx
 	sum.Fragments += c.Fragments
 	sum.ICMPErrors += c.ICMPErrors
 	sum.EchoReplies += c.EchoReplies

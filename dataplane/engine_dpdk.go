@@ -272,6 +272,7 @@ func (e *Engine) loop(i int) error {
 		tapRx, _ = dpdk.NewBurst(burst)
 		defer tapRx.Free()
 	}
+	tapPkts := make([]Pkt, burst)
 	pkts := make([]Pkt, burst)
 	mbIdx := make([]int, burst)
 	c := w.Local()
@@ -285,8 +286,12 @@ func (e *Engine) loop(i int) error {
 			// The kernel's side of the exception path: ARP/ND replies,
 			// BGP, ICMP from the host go out on the wire.
 			if m := dpdk.RxBurst(e.tap, q, tapRx); m > 0 {
-				for _, mb := range tapRx.Mbufs() {
-					txWire.Add(mb)
+				if w.SteersFromKernel() {
+					steerFromKernel(w, tapRx, tapPkts, txWire, drops) // healthpath_dpdk.go
+				} else {
+					for _, mb := range tapRx.Mbufs() {
+						txWire.Add(mb)
+					}
 				}
 				tapRx.Reset()
 				c.FromKernel += uint64(m)

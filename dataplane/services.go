@@ -58,6 +58,9 @@ type VIP struct {
 	SecondChance time.Duration // the second chance's window; 0: off (secondchance.go)
 	Prev         *PrevTable    // the table before the last changes, while SecondChance allows
 	TableSince   time.Time     // when Table became the VIP's table (its last change)
+	// HealthTunnel: the VIP's backends are checked through the tunnel
+	// (healthpath.go).
+	HealthTunnel bool
 }
 
 // vipKey finds a VIP by destination; port 0 is the every-port VIP. The
@@ -97,6 +100,7 @@ type Services struct {
 	ids     map[backendIdent]uint32 // -> id, for the next build
 	gens    []uint32                // last generation of every id ever used
 	vipIDs  map[flow.VIPKey]uint16  // -> id, for the next build
+	health  healthSlots             // checks through the tunnel (healthpath.go)
 }
 
 // NumBackendIDs is one past the highest backend id in use.
@@ -149,6 +153,9 @@ type VIPSpec struct {
 	QUIC      *packet.QUICConfig // non-nil: route QUIC short headers by server id (quic.go)
 
 	SecondChance time.Duration // window of the previous table (secondchance.go); 0: off
+	// HealthTunnel: the backends are checked through the tunnel, each
+	// from its own source port (Services.HealthPort).
+	HealthTunnel bool
 }
 
 // BackendSpec is one backend of a VIPSpec.
@@ -251,7 +258,7 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 			}
 		}
 		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Addr, Port: cv.Port, Proto: cv.Proto, Encap: cv.Encap,
-			Sched: cv.Sched, SchedOpt: cv.SchedOpt}
+			Sched: cv.Sched, SchedOpt: cv.SchedOpt, HealthTunnel: cv.HealthTunnel}
 		s.vipIDs[vk] = vid
 		var mb []maglev.Backend
 		ids := map[string]uint32{}
@@ -328,6 +335,9 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 		addrs[vipKey{a: k.a, b: k.b}] = v
 	}
 	s.addrIdx = newVIPIndex(addrs)
+	if err := s.health.assign(prev, s); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

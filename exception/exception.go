@@ -32,6 +32,10 @@ type Iface struct {
 	MAC   [6]byte        // the wire port's MAC, so the kernel's replies name it
 	MTU   int            // the wire's L3 MTU
 	Addrs []netip.Prefix // the LB's addresses with their prefix lengths
+	// Routes are addresses (VIPs checked through the tunnel) the kernel
+	// must send into the tap, so that the health checks' connections
+	// reach the dataplane (routes.go).
+	Routes []netip.Addr
 }
 
 // handle opens a netlink handle in network namespace ns ("": the current
@@ -130,6 +134,9 @@ func Configure(ifc Iface, ns string) error {
 				return fail("remove "+a.IPNet.String(), err)
 			}
 		}
+	}
+	if err := syncRoutes(h, link, ifc); err != nil {
+		return fail("routes", err)
 	}
 	return nil
 }

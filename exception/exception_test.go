@@ -237,3 +237,70 @@ func TestResolverFollowsGateways(t *testing.T) {
 		t.Errorf("after the gateway changed: %+v, want %v at %v", p, b, net.HardwareAddr(mb[:]))
 	}
 }
+
+// TestConfigureRoutes: the VIPs checked through the tunnel are routed into
+// the tap with a permanent neighbour (the kernel never asks ARP for them);
+// a reload that drops one removes its route and neighbour and leaves the
+// operator's own routes alone.
+func TestConfigureRoutes(t *testing.T) {
+	const ifc = "fltest5"
+	ns, h := testNetns(t, ifc)
+	mac := [6]byte{2, 0xf1, 0, 0, 0, 5}
+	v4, v6, v4b := netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8:ffff::7"), netip.MustParseAddr("203.0.113.8")
+	base := Iface{Name: ifc, MAC: mac, MTU: 1500, Addrs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/24"), netip.MustParsePrefix("2001:db8:100::10/64")}}
+	cfg := base
+	cfg.Routes = []netip.Addr{v4, v6, v4b}
+	if err := Configure(cfg, ns); err != nil {
+		t.Fatal(err)
+	}
+	link, err := h.LinkByName(ifc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An operator's route on the same link, which Configure must keep.
+	own := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(netip.MustParseAddr("198.51.100.9")), Scope: netlink.SCOPE_LINK}
+	if err := h.RouteAdd(own); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, want []netip.Addr, gone []netip.Addr) {
+		t.Helper()
+		for _, a := range want {
+			rs, err := h.RouteGet(a.AsSlice())
+			if err != nil || len(rs) == 0 || rs[0].LinkIndex != link.Attrs().Index {
+				t.Errorf("%s: route to %v: %+v %v, want via %s", step, a, rs, err, ifc)
+			}
+			if m, ok := Lookup(ns, ifc, a); !ok || m != mac {
+				t.Errorf("%s: neighbour %v = %v %v, want %v", step, a, net.HardwareAddr(m[:]), ok, net.HardwareAddr(mac[:]))
+			}
+		}
+		for _, a := range gone {
+			if _, ok := Lookup(ns, ifc, a); ok {
+				t.Errorf("%s: neighbour %v still there", step, a)
+			}
+			rs, _ := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: link.Attrs().Index, Protocol: RouteProtocol}, netlink.RT_FILTER_OIF|netlink.RT_FILTER_PROTOCOL)
+			for _, r := range rs {
+				if r.Dst != nil && r.Dst.IP.Equal(a.AsSlice()) {
+					t.Errorf("%s: route to %v still there", step, a)
+				}
+			}
+		}
+	}
+	check("first", []netip.Addr{v4, v6, v4b}, nil)
+	cfg.Routes = []netip.Addr{v4}
+	if err := Configure(cfg, ns); err != nil {
+		t.Fatal(err)
+	}
+	check("reload", []netip.Addr{v4}, []netip.Addr{v6, v4b})
+	if err := Configure(cfg, ns); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	check("again", []netip.Addr{v4}, []netip.Addr{v6, v4b})
+	if err := Configure(base, ns); err != nil {
+		t.Fatal(err)
+	}
+	check("none", nil, []netip.Addr{v4})
+	rs, err := h.RouteGet(netip.MustParseAddr("198.51.100.9").AsSlice())
+	if err != nil || len(rs) == 0 || rs[0].LinkIndex != link.Attrs().Index {
+		t.Errorf("the operator's route is gone: %+v %v", rs, err)
+	}
+}

@@ -17,15 +17,34 @@ import (
 type Target struct {
 	Addr   netip.AddrPort
 	Config Config
+	// Tunnel is where a check through the tunnel (Config.Through is
+	// ThroughTunnel) goes and comes from; zero for direct checks.
+	Tunnel Tunnel
 }
 
-// ProbeAddr is the address checks go to: Addr, with Config.Port instead of
-// the service port when it is set.
+// Tunnel is the path of a check through the tunnel. The check connects
+// from Source to VIP (on the check port) over the kernel's route into the
+// exception path; the dataplane recognises the connection by Source (the
+// LB's address, and a port that names the backend) and encapsulates it to
+// that backend alone, and the backend answers from the VIP straight to
+// Source (DSR), which the dataplane hands back to the kernel as any packet
+// for the LB's own address.
+type Tunnel struct {
+	VIP    netip.Addr
+	Source netip.AddrPort
+}
+
+// ProbeAddr is the address checks go to: Addr (or the VIP, through the
+// tunnel), with Config.Port instead of the service port when it is set.
 func (t Target) ProbeAddr() netip.AddrPort {
-	if t.Config.Port != 0 {
-		return netip.AddrPortFrom(t.Addr.Addr(), uint16(t.Config.Port))
+	a := t.Addr.Addr()
+	if t.Config.Tunnelled() {
+		a = t.Tunnel.VIP
 	}
-	return t.Addr
+	if t.Config.Port != 0 {
+		return netip.AddrPortFrom(a, uint16(t.Config.Port))
+	}
+	return netip.AddrPortFrom(a, t.Addr.Port())
 }
 
 // Validate checks the address and the config.
@@ -38,6 +57,16 @@ func (t Target) Validate() error {
 	}
 	if t.ProbeAddr().Port() == 0 {
 		return fmt.Errorf("address %v: no port to check (the service port is 0 and port is not set): %w", t.Addr, ErrConfig)
+	}
+	tu := t.Tunnel
+	switch {
+	case !t.Config.Tunnelled() && tu != Tunnel{}:
+		return fmt.Errorf("address %v: a tunnel path (%v from %v) for a direct check: %w", t.Addr, tu.VIP, tu.Source, ErrConfig)
+	case !t.Config.Tunnelled():
+	case !tu.VIP.IsValid() || !tu.Source.Addr().IsValid() || tu.Source.Port() == 0:
+		return fmt.Errorf("address %v: a check through the tunnel needs the VIP and a source address and port: %w", t.Addr, ErrConfig)
+	case tu.VIP.Is4() != tu.Source.Addr().Is4():
+		return fmt.Errorf("address %v: VIP %v and source %v are of different families: %w", t.Addr, tu.VIP, tu.Source, ErrConfig)
 	}
 	return nil
 }
@@ -65,7 +94,7 @@ func NewChecker(key string, target Target, prober Prober, notify func(Event)) (*
 		return nil, fmt.Errorf("health check of %q: %w", key, err)
 	}
 	if prober == nil {
-		p, err := NewProber(target.Config)
+		p, err := NewTargetProber(target)
 		if err != nil {
 			return nil, fmt.Errorf("health check of %q: %w", key, err)
 		}

@@ -22,6 +22,19 @@ const (
 	DefaultJitter       = 0.1              // ±10% per delay: enough to spread a fleet's checks
 	DefaultBackoffBase  = 10 * time.Second // first flapping ejection
 	DefaultBackoffMax   = 5 * time.Minute  // Envoy's max_ejection_time default (300 s)
+	DefaultThrough      = ThroughDirect    // until the lab has proven the tunnel mode everywhere
+)
+
+// Paths a check can take (Config.Through).
+const (
+	// ThroughDirect connects to the backend's own address: it proves the
+	// service listens.
+	ThroughDirect = "direct"
+	// ThroughTunnel connects to the VIP from the LB's address, and the
+	// dataplane encapsulates the connection to one chosen backend exactly
+	// as client traffic (Maglev, GLB): it proves the backend decapsulates
+	// the tunnel and answers for the VIP. See Tunnel.
+	ThroughTunnel = "tunnel"
 )
 
 // Limits. Values outside them are typos, not plans.
@@ -95,6 +108,11 @@ type Config struct {
 	BackoffBase time.Duration `toml:"flap_backoff"`
 	// BackoffMax caps the ejection time.
 	BackoffMax time.Duration `toml:"flap_backoff_max"`
+	// Through is the path of the check: ThroughDirect (to the backend's
+	// address; "" means the same) or ThroughTunnel (to the VIP, through
+	// the dataplane's tunnel to the backend; Target.Tunnel says from
+	// where).
+	Through string `toml:"through"`
 }
 
 // DefaultConfig returns a TCP check with every default filled in.
@@ -110,6 +128,7 @@ func DefaultConfig() Config {
 		Jitter:       DefaultJitter,
 		BackoffBase:  DefaultBackoffBase,
 		BackoffMax:   DefaultBackoffMax,
+		Through:      DefaultThrough,
 	}
 }
 
@@ -179,6 +198,9 @@ func (c Config) Validate() error {
 	if c.BackoffMax < c.BackoffBase || c.BackoffMax > MaxBackoff {
 		return fieldErr("flap_backoff_max", "%v is outside backoff_base (%v)..%v", c.BackoffMax, c.BackoffBase, MaxBackoff)
 	}
+	if c.Through != "" && c.Through != ThroughDirect && c.Through != ThroughTunnel {
+		return fieldErr("through", "%q is not %s or %s", c.Through, ThroughDirect, ThroughTunnel)
+	}
 	return nil
 }
 
@@ -191,6 +213,9 @@ const (
 	MinFlapWindow     = 2
 	MaxFlapWindow     = 1000
 )
+
+// Tunnelled reports whether checks go through the tunnel.
+func (c Config) Tunnelled() bool { return c.Through == ThroughTunnel }
 
 // EffectiveFlapWindow is FlapWindow, or DefaultFlapWindow when it is 0, in
 // checks.

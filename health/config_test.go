@@ -81,7 +81,7 @@ func TestValidate(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	c := DefaultConfig()
 	want := Config{Kind: "tcp", Path: "/", ExpectStatus: "200-399", Interval: 2 * time.Second, Timeout: time.Second,
-		Rise: 2, Fall: 3, Jitter: 0.1, BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute}
+		Rise: 2, Fall: 3, Jitter: 0.1, BackoffBase: 10 * time.Second, BackoffMax: 5 * time.Minute, Through: "direct"}
 	if c != want {
 		t.Fatalf("DefaultConfig = %+v, want %+v", c, want)
 	}

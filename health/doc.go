@@ -11,10 +11,14 @@
 // GET path (optionally with a Host header, over TLS for https) and compares
 // the status code with the expected ranges (2xx and 3xx by default, as
 // HAProxy's httpchk). A check that does not finish within Config.Timeout
-// fails with ErrTimeout. The Prober interface is the seam for checks sent
-// through the tunnel (encapsulated like real traffic, as Maglev and GLB do),
-// which this package does not implement yet: a tunnel prober can be passed to
-// NewChecker or through ManagerOptions.NewProber.
+// fails with ErrTimeout.
+//
+// A check goes to the backend's own address (Config.Through "direct"), or,
+// with "tunnel", to the VIP from the LB's address and a source port that
+// names the backend (Target.Tunnel): the dataplane encapsulates it like
+// real traffic, as Maglev and GLB check, so it proves the backend
+// decapsulates and answers for the VIP. Such a check's socket closes with
+// a RST, so its fixed source port is free again at once (tunnel.go).
 //
 // Checks of one backend start Config.Interval apart (start to start), each
 // delay randomised by ±Config.Jitter so that the checks of many backends, all

@@ -15,8 +15,9 @@ type kindInfo struct {
 	// request: the check sends a request, so Path, Host and ExpectStatus
 	// apply and Validate checks them.
 	request bool
-	// newProber builds the prober of a Config that Validate accepted.
-	newProber func(Config) Prober
+	// newProber builds the prober of a Config that Validate accepted,
+	// connecting with dial.
+	newProber func(Config, dialFunc) Prober
 }
 
 // kinds is the registry of checks, in the order error messages list them:
@@ -24,9 +25,9 @@ type kindInfo struct {
 // rather than naming any. Adding a kind is a constant above, a row here and
 // the prober's own file (see docs/architecture.md).
 var kinds = []kindInfo{
-	{name: KindTCP, newProber: func(Config) Prober { return &TCPProber{} }},
-	{name: KindHTTP, request: true, newProber: func(c Config) Prober { return newHTTPProber(c) }},
-	{name: KindHTTPS, request: true, newProber: func(c Config) Prober { return newHTTPProber(c) }},
+	{name: KindTCP, newProber: func(_ Config, d dialFunc) Prober { return &TCPProber{dial: d} }},
+	{name: KindHTTP, request: true, newProber: func(c Config, d dialFunc) Prober { return newHTTPProber(c, d) }},
+	{name: KindHTTPS, request: true, newProber: func(c Config, d dialFunc) Prober { return newHTTPProber(c, d) }},
 }
 
 // Kinds lists the names of every kind of check, for help and error texts.

@@ -21,8 +21,8 @@ type ManagerOptions struct {
 	// EventBuffer is the capacity of the Events channel; 0 means
 	// DefaultEventBuffer.
 	EventBuffer int
-	// NewProber builds the prober of a target; nil means NewProber of
-	// the target's config. This is where a tunnel prober plugs in.
+	// NewProber builds the prober of a target; nil means NewTargetProber
+	// (tests plug their own in here).
 	NewProber func(key string, t Target) (Prober, error)
 }
 
@@ -56,7 +56,7 @@ func NewManager(opts ManagerOptions) *Manager {
 		checkers:  map[string]*running{},
 	}
 	if m.newProber == nil {
-		m.newProber = func(_ string, t Target) (Prober, error) { return NewProber(t.Config) }
+		m.newProber = func(_ string, t Target) (Prober, error) { return NewTargetProber(t) }
 	}
 	go m.events.run()
 	return m

@@ -58,7 +58,7 @@ func TestManagerSetKeepsState(t *testing.T) {
 	m := NewManager(ManagerOptions{})
 	defer m.Close()
 	cfg := fastConfig(KindTCP)
-	a, b, c := Target{listener(t), cfg}, Target{listener(t), cfg}, Target{listener(t), cfg}
+	a, b, c := Target{Addr: listener(t), Config: cfg}, Target{Addr: listener(t), Config: cfg}, Target{Addr: listener(t), Config: cfg}
 	if err := m.Set(map[string]Target{"a": a, "b": b}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestManagerSetKeepsState(t *testing.T) {
 	// that inherits the state (no trip through Unknown).
 	cfg2 := cfg
 	cfg2.Interval, cfg2.Rise = 60*time.Millisecond, 5
-	a2 := Target{a.Addr, cfg2}
+	a2 := Target{Addr: a.Addr, Config: cfg2}
 	before, _ = m.Status("a")
 	if err := m.Set(map[string]Target{"a": a2, "c": c}); err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestManagerSetKeepsState(t *testing.T) {
 	poll(t, "a checked by its new checker", func() bool { s, _ := m.Status("a"); return s.Checks > before.Checks })
 
 	// c moves to another address: a new backend under the same key.
-	c2 := Target{listener(t), cfg}
+	c2 := Target{Addr: listener(t), Config: cfg}
 	if err := m.Set(map[string]Target{"a": a2, "c": c2}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,13 +128,13 @@ func keys(m map[string]Status) []string {
 func TestManagerSetRejectsBadTarget(t *testing.T) {
 	m := NewManager(ManagerOptions{})
 	defer m.Close()
-	good := Target{listener(t), fastConfig(KindTCP)}
+	good := Target{Addr: listener(t), Config: fastConfig(KindTCP)}
 	if err := m.Set(map[string]Target{"good": good}); err != nil {
 		t.Fatal(err)
 	}
 	bad := good
 	bad.Config.Rise = 0
-	noPort := Target{netip.AddrPortFrom(good.Addr.Addr(), 0), fastConfig(KindTCP)}
+	noPort := Target{Addr: netip.AddrPortFrom(good.Addr.Addr(), 0), Config: fastConfig(KindTCP)}
 	for _, set := range []map[string]Target{{"good": good, "bad": bad}, {"noport": noPort}, {"zero": {}}} {
 		if err := m.Set(set); !errors.Is(err, ErrConfig) {
 			t.Fatalf("Set(%v) = %v, want ErrConfig", set, err)
@@ -149,7 +149,7 @@ func TestManagerNoGoroutineLeak(t *testing.T) {
 	base := runtime.NumGoroutine()
 	m := NewManager(ManagerOptions{})
 	cfg := fastConfig(KindTCP)
-	targets := map[string]Target{"a": {listener(t), cfg}, "b": {listener(t), cfg}, "c": {listener(t), cfg}}
+	targets := map[string]Target{"a": {Addr: listener(t), Config: cfg}, "b": {Addr: listener(t), Config: cfg}, "c": {Addr: listener(t), Config: cfg}}
 	if err := m.Set(targets); err != nil {
 		t.Fatal(err)
 	}

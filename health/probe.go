@@ -75,19 +75,34 @@ func NewProber(cfg Config) (Prober, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return lookupKind(cfg.Kind).newProber(cfg), nil // Validate found the kind
+	return lookupKind(cfg.Kind).newProber(cfg, (&net.Dialer{}).DialContext), nil // Validate found the kind
+}
+
+// NewTargetProber builds the prober of t: NewProber's, and for a check
+// through the tunnel one whose connections leave from t.Tunnel.Source
+// (tunnel.go).
+func NewTargetProber(t Target) (Prober, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return lookupKind(t.Config.Kind).newProber(t.Config, t.dial()), nil
 }
 
 // TCPProber checks that the backend accepts a TCP connection; the round
 // trip is the connect time (one SYN, SYN-ACK exchange).
 type TCPProber struct {
 	Dialer net.Dialer
+	dial   dialFunc // instead of Dialer, when set (NewTargetProber)
 }
 
 // Probe connects to target and closes the connection.
 func (p *TCPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Duration, error) {
+	dial := p.dial
+	if dial == nil {
+		dial = p.Dialer.DialContext
+	}
 	start := time.Now()
-	c, err := p.Dialer.DialContext(ctx, "tcp", target.String())
+	c, err := dial(ctx, "tcp", target.String())
 	if err != nil {
 		return 0, connectError(err)
 	}
@@ -112,6 +127,7 @@ type HTTPProber struct {
 	scheme, path, host string
 	codes              StatusCodes
 	client             *http.Client
+	conns              connCloser
 }
 
 // NewHTTPProber builds an http or https prober from cfg.
@@ -122,15 +138,17 @@ func NewHTTPProber(cfg Config) (*HTTPProber, error) {
 	if cfg.Kind != KindHTTP && cfg.Kind != KindHTTPS {
 		return nil, fieldErr("kind", "%q is not an http check", cfg.Kind)
 	}
-	return newHTTPProber(cfg), nil
+	return newHTTPProber(cfg, (&net.Dialer{}).DialContext), nil
 }
 
-// newHTTPProber is NewHTTPProber for a cfg that Validate accepted.
-func newHTTPProber(cfg Config) *HTTPProber {
+// newHTTPProber is NewHTTPProber for a cfg that Validate accepted,
+// connecting with dial.
+func newHTTPProber(cfg Config, dial dialFunc) *HTTPProber {
 	codes, _ := ParseStatusCodes(cfg.ExpectStatus) // Validate parsed it
+	p := &HTTPProber{scheme: cfg.Kind, path: cfg.Path, host: cfg.Host, codes: codes}
 	tr := &http.Transport{
 		Proxy:                  nil, // never through HTTP_PROXY: the backend itself is the question
-		DialContext:            (&net.Dialer{}).DialContext,
+		DialContext:            p.conns.dialer(dial),
 		DisableKeepAlives:      true,
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: maxBody,
@@ -140,16 +158,11 @@ func newHTTPProber(cfg Config) *HTTPProber {
 			MinVersion:         tls.VersionTLS12,
 		},
 	}
-	return &HTTPProber{
-		scheme: cfg.Kind,
-		path:   cfg.Path,
-		host:   cfg.Host,
-		codes:  codes,
-		client: &http.Client{
-			Transport:     tr,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
+	p.client = &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	return p
 }
 
 // Probe sends one request to target.
@@ -162,6 +175,7 @@ func (p *HTTPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Dur
 		req.Host = p.host
 	}
 	req.Header.Set("User-Agent", UserAgent)
+	defer p.conns.closeAll() // the transport closes in the background; the next check may need the port
 	start := time.Now()
 	resp, err := p.client.Do(req)
 	if err != nil {

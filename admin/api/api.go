@@ -190,6 +190,10 @@ type Worker struct {
 	// one (docs/second-chance.md).
 	SecondChance      uint64 `json:"second_chance,omitempty"`
 	SecondChanceFlows uint64 `json:"second_chance_flows,omitempty"`
+
+	// HealthTunnelTx: of FromKernel, health checks encapsulated to a
+	// backend (checks through the tunnel).
+	HealthTunnelTx uint64 `json:"health_tunnel_tx"`
 }
 
 // Conntrack is one worker's flow table.

@@ -307,10 +307,11 @@ func peerInfo(s *bgp.Speaker) []control.PeerInfo {
 }
 
 // exceptionIface is how cfg wants the kernel's end of the tap: the wire
-// port's MAC, the wire's MTU and the LB's addresses.
+// port's MAC, the wire's MTU, the LB's addresses and the routes of the
+// VIPs checked through the tunnel.
 func exceptionIface(cfg *config.Config, mac [6]byte) exception.Iface {
 	d := &cfg.Dataplane
-	ifc := exception.Iface{Name: d.ExceptionIf, MAC: mac, MTU: d.MTU}
+	ifc := exception.Iface{Name: d.ExceptionIf, MAC: mac, MTU: d.MTU, Routes: control.TunnelCheckedVIPs(cfg)}
 	if d.LBIPv4.IsValid() {
 		ifc.Addrs = append(ifc.Addrs, netip.PrefixFrom(d.LBIPv4.Addr, d.LBPrefix4))
 	}

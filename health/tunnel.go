@@ -1,0 +1,108 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// dialFunc opens a check's connection (net.Dialer.DialContext's shape).
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// dial is how t's checks connect. A direct check lets the kernel pick its
+// source. A check through the tunnel binds t.Tunnel.Source: the LB's
+// address, which the backend answers (DSR) and the dataplane hands to the
+// kernel, and a port that tells the dataplane which backend the check is
+// for.
+//
+// The source port is the same for every check of a backend, every
+// Interval (200 ms in the lab). A connection that the LB closed first
+// would leave the 4-tuple in TIME_WAIT for a minute and the next connect
+// would fail, so the socket lingers 0 s: its close sends a RST and leaves
+// no state behind, on the LB or (RFC 1337 is not enforced by default) on
+// the backend. SO_REUSEADDR lets the bind succeed while the previous
+// check's socket is still being torn down, and a connect that finds the
+// 4-tuple still taken (EADDRNOTAVAIL: a close the HTTP transport made
+// from its own goroutine has not reached the kernel yet) is tried again
+// after a millisecond, then two, four... within the check's time.
+func (t Target) dial() dialFunc {
+	d := t.dialer()
+	if !t.Config.Tunnelled() {
+		return d.DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		wait := time.Millisecond
+		for {
+			c, err := d.DialContext(ctx, network, addr)
+			if err == nil || !errors.Is(err, syscall.EADDRNOTAVAIL) {
+				return c, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 50*time.Millisecond)
+		}
+	}
+}
+
+// dialer is the net.Dialer of t's checks (see dial).
+func (t Target) dialer() *net.Dialer {
+	if !t.Config.Tunnelled() {
+		return &net.Dialer{}
+	}
+	return &net.Dialer{
+		LocalAddr: net.TCPAddrFromAddrPort(t.Tunnel.Source),
+		Control:   tunnelSocket,
+	}
+}
+
+// tunnelSocket sets a tunnel check's socket options before its bind.
+func tunnelSocket(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); serr != nil {
+			return
+		}
+		serr = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// connCloser remembers the connections an HTTP check's transport dialled,
+// so that the check closes them itself before it returns: without
+// keep-alive the transport closes a connection from a goroutine of its
+// own, later, and a tunnel check's next connection needs the same source
+// port free.
+type connCloser struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (cc *connCloser) dialer(dial dialFunc) dialFunc {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err == nil {
+			cc.mu.Lock()
+			cc.conns = append(cc.conns, c)
+			cc.mu.Unlock()
+		}
+		return c, err
+	}
+}
+
+func (cc *connCloser) closeAll() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for _, c := range cc.conns {
+		c.Close()
+	}
+	cc.conns = cc.conns[:0]
+}
