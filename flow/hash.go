@@ -64,13 +64,19 @@ func (t *Tuple) Message(dst []byte) []byte {
 	return append(dst, t.Proto, fam, 0, 0)
 }
 
-// Hash is the flow hash of t. It allocates nothing.
-func (h Hasher) Hash(t *Tuple) uint64 {
+// Hash is the flow hash of t over its 5-tuple (HashFields for a VIP's own
+// setting). It allocates nothing.
+func (h Hasher) Hash(t *Tuple) uint64 { return h.sum(t, 0) }
+
+// sum is SipHash-1-3 over t's Message with pad (the mode and prefix bytes
+// of MessageFields, already in place: bits 48..63) in the last two bytes.
+func (h Hasher) sum(t *Tuple, pad uint64) uint64 {
 	// The last message word: sport and dport in wire (big-endian) order,
-	// proto, family, two zero bytes, read little-endian as SipHash does.
+	// proto, family, then the two pad bytes (zero under the 5-tuple), read
+	// little-endian as SipHash does.
 	tail := uint64(bits.ReverseBytes16(t.SrcPort)) |
 		uint64(bits.ReverseBytes16(t.DstPort))<<16 |
-		uint64(t.Proto)<<32
+		uint64(t.Proto)<<32 | pad
 	v0 := h.k0 ^ 0x736f6d6570736575
 	v1 := h.k1 ^ 0x646f72616e646f6d
 	v2 := h.k0 ^ 0x6c7967656e657261
