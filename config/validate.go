@@ -485,6 +485,7 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 		}
 		ck.bad(p, "%v", err)
 	}
+	ck.finishHash(at, v)
 	ck.finishHealth(at+".health", &v.Health, &c.Health, v.Port)
 	if len(v.Backends) == 0 {
 		ck.bad(at, "has no [[vip.backend]]")

@@ -47,7 +47,7 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) []dataplane.VIPSpec 
 			kind = *cv.Encap
 		}
 		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(),
-			Encap: kind, Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize)}
+			Encap: kind, Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize), Hash: cv.HashFields()}
 		for _, cb := range cv.Backends {
 			w := *cb.Weight
 			eff, ok := over[dataplane.BackendRef{VIP: cv.Name, Backend: cb.Name}]

@@ -51,6 +51,7 @@ type VIP struct {
 	Members  []uint32      // every backend id of the VIP, in config order
 	Sched    sched.Kind    // how new flows pick a backend (Maglev: Table)
 	SchedOpt sched.Options
+	Hash     flow.Fields // what the fleet hash covers (hashfields.go)
 }
 
 // vipKey finds a VIP by destination; port 0 is the every-port VIP. The
@@ -138,6 +139,7 @@ type VIPSpec struct {
 	Sched     sched.Kind
 	SchedOpt  sched.Options
 	TableSize uint64 // Maglev table size (prime)
+	Hash      flow.Fields
 	Backends  []BackendSpec
 }
 
@@ -230,8 +232,11 @@ func NewServices(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []VIP
 				return nil, err
 			}
 		}
+		if err := cv.Hash.Validate(); err != nil {
+			return nil, fmt.Errorf("vip %s: hash: %w", cv.Name, err)
+		}
 		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Addr, Port: cv.Port, Proto: cv.Proto, Encap: cv.Encap,
-			Sched: cv.Sched, SchedOpt: cv.SchedOpt}
+			Sched: cv.Sched, SchedOpt: cv.SchedOpt, Hash: cv.Hash}
 		s.vipIDs[vk] = vid
 		var mb []maglev.Backend
 		ids := map[string]uint32{}

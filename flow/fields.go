@@ -229,17 +229,5 @@ func (t *Tuple) MessageFields(dst []byte, f Fields) []byte {
 }
 
 // HashFields is the flow hash of t under a VIP's hash setting f: SipHash-1-3
-// over MessageFields. Under the 5-tuple it is Hash (the branch is the only
-// cost); otherwise it masks a copy of the tuple first. It allocates nothing.
-func (h Hasher) HashFields(t *Tuple, f Fields) uint64 {
-	if f.Mode == FiveTuple {
-		return h.sum(t, 0)
-	}
-	return h.hashMasked(t, f)
-}
-
-func (h Hasher) hashMasked(t *Tuple, f Fields) uint64 {
-	m := f.Masked(t)
-	mode, plen := f.pad(t.V6)
-	return h.sum(&m, uint64(mode)<<48|uint64(plen)<<56)
-}
+// over MessageFields. Under the 5-tuple it is Hash. It allocates nothing.
+func (h Hasher) HashFields(t *Tuple, f Fields) uint64 { return h.sum(t, f) }

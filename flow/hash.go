@@ -66,11 +66,19 @@ func (t *Tuple) Message(dst []byte) []byte {
 
 // Hash is the flow hash of t over its 5-tuple (HashFields for a VIP's own
 // setting). It allocates nothing.
-func (h Hasher) Hash(t *Tuple) uint64 { return h.sum(t, 0) }
+func (h Hasher) Hash(t *Tuple) uint64 { return h.sum(t, Fields{}) }
 
-// sum is SipHash-1-3 over t's Message with pad (the mode and prefix bytes
-// of MessageFields, already in place: bits 48..63) in the last two bytes.
-func (h Hasher) sum(t *Tuple, pad uint64) uint64 {
+// sum is SipHash-1-3 over t's MessageFields under f. Under the 5-tuple it
+// is one branch more than hashing Message; otherwise it masks a copy of t
+// and puts the mode and prefix bytes in the padding.
+func (h Hasher) sum(t *Tuple, f Fields) uint64 {
+	var pad uint64
+	if f.Mode != FiveTuple {
+		m := f.Masked(t)
+		t = &m
+		mode, plen := f.pad(t.V6)
+		pad = uint64(mode)<<48 | uint64(plen)<<56
+	}
 	// The last message word: sport and dport in wire (big-endian) order,
 	// proto, family, then the two pad bytes (zero under the 5-tuple), read
 	// little-endian as SipHash does.
