@@ -88,7 +88,7 @@ func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, ove
 	var specs []VIPSpec
 	for _, cv := range cfg.VIPs {
 		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(), Encap: *cv.Encap,
-			Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize)}
+			Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize), Hash: cv.HashFields()}
 		for _, cb := range cv.Backends {
 			eff, ok := over[BackendRef{cv.Name, cb.Name}]
 			if !ok {
