@@ -176,6 +176,7 @@ type VIP struct {
 	Hash        flow.Mode `toml:"hash"`
 	HashPrefix  *int      `toml:"hash_prefix"`
 	HashPrefix6 *int      `toml:"hash_prefix6"`
+
 	Health Health `toml:"health"`
 	// OnDown is what happens to a backend's tracked flows when it goes
 	// down or is ejected: "keep" (default; IPVS expire_nodest_conn=0,
