@@ -229,5 +229,6 @@ func (t *Tuple) MessageFields(dst []byte, f Fields) []byte {
 }
 
 // HashFields is the flow hash of t under a VIP's hash setting f: SipHash-1-3
-// over MessageFields. Under the 5-tuple it is Hash. It allocates nothing.
+// over MessageFields (computed without building it, and without Masked).
+// Under the 5-tuple it is Hash. It allocates nothing.
 func (h Hasher) HashFields(t *Tuple, f Fields) uint64 { return h.sum(t, f) }
