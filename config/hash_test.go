@@ -24,7 +24,7 @@ func TestHashRejectedAtKeyAndLine(t *testing.T) {
 		msg  string
 	}{
 		{"unknown mode", withVIPKeys(`hash = "4-tuple"`), "vip[0].hash", 14, `"4-tuple" (want 5-tuple, 3-tuple, src-ip or src-ip-prefix)`},
-		{"prefix without src-ip-prefix", withVIPKeys(`hash = "3-tuple"`, `hash_prefix = 24`), "vip[0].hash_prefix", 15, `applies only to hash "src-ip-prefix", not "3-tuple"`},
+		{"prefix without src-ip-prefix", withVIPKeys(`hash = "3-tuple"`, `hash_prefix = 24`), "vip[0].hash_prefix", 15, `only hash "src-ip-prefix" uses a prefix, not "3-tuple"`},
 		{"prefix with the default mode", withVIPKeys(`hash_prefix6 = 48`), "vip[0].hash_prefix6", 14, `not "5-tuple"`},
 		{"ipv4 prefix 0", withVIPKeys(`hash = "src-ip-prefix"`, `hash_prefix = 0`), "vip[0].hash_prefix", 15, "0 is not a prefix length in 1..32"},
 		{"ipv4 prefix 33", withVIPKeys(`hash = "src-ip-prefix"`, `hash_prefix = 33`), "vip[0].hash_prefix", 15, "33 is not a prefix length in 1..32"},

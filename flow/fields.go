@@ -58,8 +58,8 @@ const (
 // Errors of Fields.Validate, for callers that name the offending setting.
 var (
 	ErrMode    = errors.New("unknown hash mode")
-	ErrPrefix4 = errors.New("IPv4 hash prefix out of range")
-	ErrPrefix6 = errors.New("IPv6 hash prefix out of range")
+	ErrPrefix4 = errors.New("IPv4 hash prefix")
+	ErrPrefix6 = errors.New("IPv6 hash prefix")
 )
 
 // String is the mode's configuration name.
@@ -119,7 +119,7 @@ func NewFields(m Mode, prefix4, prefix6 *int) (Fields, error) {
 		switch {
 		case p.v == nil:
 		case m != SrcIPPrefix:
-			return Fields{}, fmt.Errorf("%w: a prefix (%d) applies only to hash %q, not %q", p.err, *p.v, SrcIPPrefix.String(), m.String())
+			return Fields{}, fmt.Errorf("%w %d: only hash %q uses a prefix, not %q", p.err, *p.v, SrcIPPrefix.String(), m.String())
 		case *p.v < 1 || *p.v > p.max:
 			return Fields{}, fmt.Errorf("%w: %d is not a prefix length in 1..%d", p.err, *p.v, p.max)
 		default:
@@ -137,9 +137,9 @@ func (f Fields) Validate() error {
 	case f.Mode >= numModes:
 		return fmt.Errorf("%w %v", ErrMode, f.Mode)
 	case f.Mode != SrcIPPrefix && f.Prefix4 != 0:
-		return fmt.Errorf("%w: a prefix (%d) applies only to hash %q, not %q", ErrPrefix4, f.Prefix4, SrcIPPrefix.String(), f.Mode.String())
+		return fmt.Errorf("%w %d: only hash %q uses a prefix, not %q", ErrPrefix4, f.Prefix4, SrcIPPrefix.String(), f.Mode.String())
 	case f.Mode != SrcIPPrefix && f.Prefix6 != 0:
-		return fmt.Errorf("%w: a prefix (%d) applies only to hash %q, not %q", ErrPrefix6, f.Prefix6, SrcIPPrefix.String(), f.Mode.String())
+		return fmt.Errorf("%w %d: only hash %q uses a prefix, not %q", ErrPrefix6, f.Prefix6, SrcIPPrefix.String(), f.Mode.String())
 	case f.Mode == SrcIPPrefix && (f.Prefix4 < 1 || f.Prefix4 > MaxPrefix4):
 		return fmt.Errorf("%w: %d is not a prefix length in 1..%d", ErrPrefix4, f.Prefix4, MaxPrefix4)
 	case f.Mode == SrcIPPrefix && (f.Prefix6 < 1 || f.Prefix6 > MaxPrefix6):
