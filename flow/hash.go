@@ -32,8 +32,9 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 // for exactly this job, a keyed hash over short attacker-chosen inputs that
 // resists hash flooding; the 1-3 round variant (the one Rust's standard hash
 // map uses) costs about half of 2-4 and keeps that property in practice.
-// The hash is computed once per packet and serves both the conntrack bucket
-// and the Maglev slot.
+// The dataplane computes it once per packet, under the VIP's hash fields
+// (HashFields), for the Maglev slot and the tunnel's entropy fields;
+// conntrack's buckets use the instance-local LocalHasher.
 type Hasher struct{ k0, k1 uint64 }
 
 // NewHasher returns the hasher for a cluster key. SipHash reads the key as
