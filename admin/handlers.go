@@ -353,7 +353,7 @@ func vipNotFound(name string) error { return fmt.Errorf("vip %q: %w", name, cont
 
 func vipJSON(v *control.VIPStatus) api.VIP {
 	out := api.VIP{
-		Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol, Encap: v.Encap,
+		Name: v.Name, Address: v.Address, Port: v.Port, Protocol: v.Protocol, Encap: v.Encap, HashFields: v.Hash,
 		TableSize: v.TableSize, Panic: v.Panic, Serving: v.Serving, Packets: v.Packets, Bytes: v.Bytes,
 		BackendCount: len(v.Backends), Backends: make([]api.Backend, 0, len(v.Backends)),
 	}
@@ -477,7 +477,7 @@ func (s *Server) getLookup(r *http.Request) (any, error) {
 	out := api.Lookup{
 		Src: src.String(), Dst: dst.String(), Sport: sport, Dport: dport, Proto: protoName,
 		VIP: res.VIP, Backend: res.Backend, Address: res.Address, Reason: res.Reason, Worker: -1,
-		State: res.State, IdleMs: res.IdleMs, Slot: res.Slot, Hash: res.Hash, Scheduler: res.Scheduler,
+		State: res.State, IdleMs: res.IdleMs, Slot: res.Slot, Hash: res.Hash, HashFields: res.HashFields, Scheduler: res.Scheduler,
 	}
 	if strings.HasPrefix(res.Reason, "conntrack") {
 		out.Worker = res.Worker

@@ -176,6 +176,14 @@ type VIP struct {
 	Scheduler sched.Kind `toml:"scheduler"`
 	// The scheduler's options (draws, ewma_penalty) are package sched's.
 	sched.Options
+	// Hash is which fields of a flow the Maglev slot is hashed from
+	// (package flow's Mode: "5-tuple", the default, "3-tuple", "src-ip",
+	// "src-ip-prefix"); HashPrefix and HashPrefix6 are src-ip-prefix's
+	// source prefix lengths (default 24 and 48). See README "Hash fields".
+	Hash        flow.Mode `toml:"hash"`
+	HashPrefix  *int      `toml:"hash_prefix"`
+	HashPrefix6 *int      `toml:"hash_prefix6"`
+
 	Health Health `toml:"health"`
 	// OnDown is what happens to a backend's tracked flows when it goes
 	// down or is ejected: "keep" (default; IPVS expire_nodest_conn=0,

@@ -10,8 +10,9 @@ import "time"
 // encap.DF), flow tables (conntrack.Config.WithDefaults and Validate, and
 // conntrack.MaxBurst, conntrack.DefaultBurst and the snapshot's limits
 // conntrack.MaxVIPs and conntrack.MaxBackends), Maglev tables
-// (maglev.DefaultSize, maglev.MaxSize), schedulers (sched.Kind,
-// sched.Options, sched.New), active health checks (health.DefaultConfig,
+// (maglev.DefaultSize, maglev.MaxSize), hash fields (flow.Mode,
+// flow.NewFields), schedulers (sched.Kind, sched.Options, sched.New),
+// active health checks (health.DefaultConfig,
 // health.Config.Validate) and BGP (bgp.Config.Validate).
 //
 // Durations are positive and bounded; a zero means "the default" unless

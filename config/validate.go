@@ -523,6 +523,7 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 		}
 		ck.bad(p, "%v", err)
 	}
+	ck.finishHash(at, v)
 	ck.finishHealth(at+".health", &v.Health, &c.Health, v.Port)
 	ck.finishQUIC(v, at)
 	ck.checkHealthTunnel(c, at, v) // healthtunnel.go

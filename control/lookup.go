@@ -28,7 +28,11 @@ type LookupResult struct {
 	State  string
 	IdleMs uint32
 	Slot   int // -1 unless a Maglev table slot decides
-	Hash   string
+	// Hash is the fleet hash of the flow under the VIP's hash setting,
+	// HashFields (dataplane VIP.Hash: "5-tuple", "3-tuple", ...); the
+	// 5-tuple's when the destination is no VIP.
+	Hash       string
+	HashFields string
 	// Scheduler is the VIP's scheduler ("maglev", "p2c", "least-conn",
 	// ...). Candidates are the backends a non-Maglev scheduler picks a new
 	// flow from, with the weights and loads it compares.
@@ -67,13 +71,18 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 	if err != nil {
 		return LookupResult{}, err
 	}
-	h := flow.NewHasher(key).Hash(&t)
+	hasher := flow.NewHasher(key)
+	h := hasher.Hash(&t)
 	svc := p.shared.Services.Load()
 	v := svc.LookupVIP(dst, dport, proto)
 	res := LookupResult{Reason: "not-a-vip", Slot: -1, Hash: fmt.Sprintf("%016x", h)}
 	if v == nil {
 		return res, nil
 	}
+	// The slot follows the VIP's hash setting, as the workers' does
+	// (dataplane Worker.fleetHash).
+	h = hasher.HashFields(&t, v.Hash)
+	res.Hash, res.HashFields = fmt.Sprintf("%016x", h), v.Hash.String()
 	res.VIP, res.Scheduler = v.Name, v.Sched.String()
 	for i, w := range p.workers {
 		op := dataplane.LookupOp(t)

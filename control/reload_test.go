@@ -498,6 +498,21 @@ name = "web"`)},
 				t.Errorf("web penalty %v, want 2s", v.SchedOpt)
 			}
 		}},
+		{key: "vip.hash", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nhash = \"3-tuple\""), want: func(t *testing.T, f *reloadFixture) {
+			if v := f.vip("web"); v == nil || v.Hash.String() != "3-tuple" {
+				t.Errorf("web hash %v, want 3-tuple", v.Hash)
+			}
+		}},
+		{key: "vip.hash_prefix", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nhash = \"src-ip-prefix\"\nhash_prefix = 20"), want: func(t *testing.T, f *reloadFixture) {
+			if v := f.vip("web"); v == nil || v.Hash.String() != "src-ip-prefix /20 /48" {
+				t.Errorf("web hash %v, want src-ip-prefix /20 /48", v.Hash)
+			}
+		}},
+		{key: "vip.hash_prefix6", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nhash = \"src-ip-prefix\"\nhash_prefix6 = 56"), want: func(t *testing.T, f *reloadFixture) {
+			if v := f.vip("web"); v == nil || v.Hash.String() != "src-ip-prefix /24 /56" {
+				t.Errorf("web hash %v, want src-ip-prefix /24 /56", v.Hash)
+			}
+		}},
 		{key: "vip.health", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\n  [vip.health]\n  kind = \"tcp\""), want: func(t *testing.T, f *reloadFixture) {
 			if h := f.webBackend("be1").Health; h != "unknown" {
 				t.Errorf("web/be1 health %q, want unknown (not checked yet)", h)

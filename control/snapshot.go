@@ -48,7 +48,7 @@ func VIPSpecs(cfg *config.Config, over dataplane.Overrides) []dataplane.VIPSpec 
 		}
 		v := dataplane.VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(),
 			Encap: kind, Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize),
-			HealthTunnel: healthEnabled(cfg, &cv) && cv.Health.Tunnelled()}
+			HealthTunnel: healthEnabled(cfg, &cv) && cv.Health.Tunnelled(), Hash: cv.HashFields()}
 		if cv.QUIC {
 			q := cv.QUICConfig
 			v.QUIC = &q

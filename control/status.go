@@ -43,6 +43,7 @@ type VIPStatus struct {
 	Port      uint16
 	Protocol  string
 	Encap     string
+	Hash      string // the hash setting: "5-tuple", "3-tuple", ...
 	TableSize int
 	Panic     bool
 	Serving   bool // some backend takes new flows
@@ -154,7 +155,7 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 		if v == nil {
 			continue
 		}
-		vs := VIPStatus{Name: v.Name, Address: v.Addr.String(), Port: v.Port, Protocol: protoName(v.Proto), Encap: v.Encap.String(), Panic: p.panicked[v.Name], Serving: v.Table != nil}
+		vs := VIPStatus{Name: v.Name, Address: v.Addr.String(), Port: v.Port, Protocol: protoName(v.Proto), Encap: v.Encap.String(), Hash: v.Hash.String(), Panic: p.panicked[v.Name], Serving: v.Table != nil}
 		slots := map[uint32]int{}
 		if v.Table != nil {
 			vs.TableSize = v.Table.Size()

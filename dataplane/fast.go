@@ -233,7 +233,15 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 	var be *Backend
 	var cht *encap.Backend // the flow's second chance (secondchance.go), as selectBackend finds it
 	if syn {
-		be = w.fromTable(svc, v, e.FlowHash())
+		// A SYN takes the table's current choice under the VIP's current
+		// hash setting; an entry hashed under an older one is the general
+		// path's (hashfields.go).
+		h := w.fleetHash(v, &ps.Tuple)
+		if h != e.FlowHash() {
+			seen[b>>6] |= 1 << (b & 63)
+			return false, 0
+		}
+		be = w.fromTable(svc, v, h)
 	} else if be = w.pinned(svc, v, e); be != nil && be.Down {
 		be = nil
 	} else if _, ok := e.Chance(); ok && be != nil {

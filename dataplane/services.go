@@ -53,6 +53,7 @@ type VIP struct {
 	Members  []uint32      // every backend id of the VIP, in config order
 	Sched    sched.Kind    // how new flows pick a backend (Maglev: Table)
 	SchedOpt sched.Options
+	Hash     flow.Fields // what the fleet hash covers (hashfields.go)
 	QUIC     *quicRoutes // nil: QUIC routing off (quic.go)
 
 	SecondChance time.Duration // the second chance's window; 0: off (secondchance.go)
@@ -149,6 +150,7 @@ type VIPSpec struct {
 	Sched     sched.Kind
 	SchedOpt  sched.Options
 	TableSize uint64 // Maglev table size (prime)
+	Hash      flow.Fields
 	Backends  []BackendSpec
 	QUIC      *packet.QUICConfig // non-nil: route QUIC short headers by server id (quic.go)
 
@@ -257,8 +259,11 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 				return nil, err
 			}
 		}
+		if err := cv.Hash.Validate(); err != nil {
+			return nil, fmt.Errorf("vip %s: hash: %w", cv.Name, err)
+		}
 		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Addr, Port: cv.Port, Proto: cv.Proto, Encap: cv.Encap,
-			Sched: cv.Sched, SchedOpt: cv.SchedOpt, HealthTunnel: cv.HealthTunnel}
+			Sched: cv.Sched, SchedOpt: cv.SchedOpt, HealthTunnel: cv.HealthTunnel, Hash: cv.Hash}
 		s.vipIDs[vk] = vid
 		var mb []maglev.Backend
 		ids := map[string]uint32{}

@@ -56,7 +56,7 @@ type Worker struct {
 	ID      int
 	shared  *Shared
 	ct      *conntrack.Table
-	hasher  flow.Hasher      // the fleet hash: Maglev, and the tunnel's entropy fields
+	hasher  flow.Hasher      // the fleet hash (under each VIP's fields): Maglev, and the tunnel's entropy fields
 	local   flow.LocalHasher // conntrack's buckets and signatures
 	portMAC [6]byte
 
@@ -184,7 +184,7 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 		w.routed[i] = nil
 		if v := w.classify(&pkts[i], i, svc, now); v != nil {
 			w.vips[i] = v
-			w.hashes[i] = w.hasher.Hash(w.keys[i])
+			w.hashes[i] = w.fleetHash(v, w.keys[i])
 			if w.parsed[i].Fragment {
 				continue // stateless: fragments carry no flow state (fragment policy)
 			}
@@ -253,7 +253,7 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			dst = nh.MAC4
 		}
 		cht := chanceTarget(v.Encap, w.chance[i])
-		start, length, res := svc.Enc.EncapChance(p.Buf, p.Off, p.Len, ps, w.hashes[i], v.Encap, &be.Target, cht, dst, w.portMAC)
+		start, length, res := svc.Enc.EncapChance(p.Buf, p.Off, p.Len, ps, entropyHash(e, w.hashes[i]), v.Encap, &be.Target, cht, dst, w.portMAC)
 		if res == encap.ICMPReply {
 			// RFC 1812 4.3.2.7: no ICMP error toward an address of our
 			// own; such a source is spoofed, and the reply would come
@@ -409,6 +409,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				be := w.choose(svc, v, i)
 				if be == nil {
 					return nil
+				}
+				if e.FlowHash() != w.hashes[i] {
+					e.SetFlowHash(w.hashes[i]) // the VIP's hash setting changed (hashfields.go)
 				}
 				if was == conntrack.StateNew {
 					backendCounters(c, be).SYNRetrans++ // no SYN-ACK reached the client

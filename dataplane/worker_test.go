@@ -88,7 +88,7 @@ func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, ove
 	var specs []VIPSpec
 	for _, cv := range cfg.VIPs {
 		v := VIPSpec{Key: cv.Key(), Name: cv.Name, Addr: cv.Address.Addr, Port: uint16(cv.Port), Proto: cv.Proto(), Encap: *cv.Encap,
-			Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize), HealthTunnel: cv.Health.Kind != config.HealthNone && cv.Health.Tunnelled()}
+			Sched: cv.Scheduler, SchedOpt: cv.Options, TableSize: uint64(cv.TableSize), HealthTunnel: cv.Health.Kind != config.HealthNone && cv.Health.Tunnelled(), Hash: cv.HashFields()}
 		if cv.QUIC {
 			q := cv.QUICConfig
 			v.QUIC = &q

@@ -32,8 +32,9 @@ func (k Key) String() string { return hex.EncodeToString(k[:]) }
 // for exactly this job, a keyed hash over short attacker-chosen inputs that
 // resists hash flooding; the 1-3 round variant (the one Rust's standard hash
 // map uses) costs about half of 2-4 and keeps that property in practice.
-// The hash is computed once per packet and serves both the conntrack bucket
-// and the Maglev slot.
+// The dataplane computes it once per packet, under the VIP's hash fields
+// (HashFields), for the Maglev slot and the tunnel's entropy fields;
+// conntrack's buckets use the instance-local LocalHasher.
 type Hasher struct{ k0, k1 uint64 }
 
 // NewHasher returns the hasher for a cluster key. SipHash reads the key as
@@ -64,13 +65,29 @@ func (t *Tuple) Message(dst []byte) []byte {
 	return append(dst, t.Proto, fam, 0, 0)
 }
 
-// Hash is the flow hash of t. It allocates nothing.
-func (h Hasher) Hash(t *Tuple) uint64 {
+// Hash is the flow hash of t over its 5-tuple (HashFields for a VIP's own
+// setting). It allocates nothing.
+func (h Hasher) Hash(t *Tuple) uint64 { return h.sum(t, Fields{}) }
+
+// sum is SipHash-1-3 over t's MessageFields under f, computed from t's
+// words in registers: the fields f ignores are masked out of the words
+// (not out of a copy of t), and the mode and prefix bytes go where the
+// 5-tuple has padding. Under the 5-tuple it is two predictable branches
+// more than hashing Message.
+func (h Hasher) sum(t *Tuple, f Fields) uint64 {
 	// The last message word: sport and dport in wire (big-endian) order,
-	// proto, family, two zero bytes, read little-endian as SipHash does.
+	// proto, family, mode, prefix, read little-endian as SipHash does.
 	tail := uint64(bits.ReverseBytes16(t.SrcPort)) |
 		uint64(bits.ReverseBytes16(t.DstPort))<<16 |
 		uint64(t.Proto)<<32
+	if f.Mode != FiveTuple {
+		if f.Mode == ThreeTuple {
+			tail &= 0xff << 32 // the protocol only
+		} else {
+			tail = 0 // src-ip, src-ip-prefix: not the protocol either
+		}
+		tail |= uint64(f.Mode) << 48
+	}
 	v0 := h.k0 ^ 0x736f6d6570736575
 	v1 := h.k1 ^ 0x646f72616e646f6d
 	v2 := h.k0 ^ 0x6c7967656e657261
@@ -79,10 +96,20 @@ func (h Hasher) Hash(t *Tuple) uint64 {
 	if t.V6 {
 		tail |= 6 << 40
 		n = 40
-		for _, m := range [...]uint64{
-			binary.LittleEndian.Uint64(t.Src[0:8]), binary.LittleEndian.Uint64(t.Src[8:16]),
-			binary.LittleEndian.Uint64(t.Dst[0:8]), binary.LittleEndian.Uint64(t.Dst[8:16]),
-		} {
+		s0, s1 := binary.LittleEndian.Uint64(t.Src[0:8]), binary.LittleEndian.Uint64(t.Src[8:16])
+		d0, d1 := binary.LittleEndian.Uint64(t.Dst[0:8]), binary.LittleEndian.Uint64(t.Dst[8:16])
+		if f.Mode >= SrcIP {
+			d0, d1 = 0, 0
+			if f.Mode == SrcIPPrefix {
+				// The prefix mask in network (big-endian) bit order,
+				// byte-swapped onto the little-endian words.
+				p := uint(f.Prefix6)
+				s0 &= bits.ReverseBytes64(^uint64(0) << (64 - min(p, 64)))
+				s1 &= bits.ReverseBytes64(^uint64(0) << (128 - max(p, 64))) // p <= 64: a shift of 64, all zero
+				tail |= uint64(p) << 56
+			}
+		}
+		for _, m := range [...]uint64{s0, s1, d0, d1} {
 			v3 ^= m
 			v0, v1, v2, v3 = sipRound(v0, v1, v2, v3)
 			v0 ^= m
@@ -90,7 +117,16 @@ func (h Hasher) Hash(t *Tuple) uint64 {
 	} else {
 		tail |= 4 << 40
 		n = 16
-		m := uint64(binary.LittleEndian.Uint32(t.Src[12:16])) | uint64(binary.LittleEndian.Uint32(t.Dst[12:16]))<<32
+		s, d := binary.LittleEndian.Uint32(t.Src[12:16]), binary.LittleEndian.Uint32(t.Dst[12:16])
+		if f.Mode >= SrcIP {
+			d = 0
+			if f.Mode == SrcIPPrefix {
+				p := uint(f.Prefix4)
+				s &= bits.ReverseBytes32(^uint32(0) << (32 - p))
+				tail |= uint64(p) << 56
+			}
+		}
+		m := uint64(s) | uint64(d)<<32
 		v3 ^= m
 		v0, v1, v2, v3 = sipRound(v0, v1, v2, v3)
 		v0 ^= m

@@ -217,7 +217,8 @@ type VIP struct {
 	Port         uint16 `json:"port"`
 	Protocol     string `json:"protocol"`
 	Encap        string `json:"encap"`
-	TableSize    int    `json:"table_size"` // 0: no table (no backend takes new flows)
+	HashFields   string `json:"hash_fields"` // what the Maglev slot is hashed from: "5-tuple", "3-tuple", "src-ip", "src-ip-prefix /24 /48"
+	TableSize    int    `json:"table_size"`  // 0: no table (no backend takes new flows)
 	Panic        bool   `json:"panic_mode"`
 	Serving      bool   `json:"serving"`
 	BackendCount int    `json:"backend_count"`
@@ -305,6 +306,9 @@ type Lookup struct {
 	IdleMs uint32 `json:"idle_ms,omitempty"`
 	Slot   int    `json:"slot"` // -1 when no table slot applies
 	Hash   string `json:"hash"`
+	// HashFields is the VIP's hash setting Hash was computed under
+	// ("5-tuple", "3-tuple", ...; empty when Dst is no VIP).
+	HashFields string `json:"hash_fields,omitempty"`
 	// Scheduler is the VIP's scheduler ("maglev", "p2c", "least-conn",
 	// ...). Candidates are the backends a non-Maglev scheduler picks a new
 	// flow from, with the weights and loads it compares.

@@ -240,7 +240,7 @@ func frameBackend(svc *dataplane.Services, h *flow.Hasher, fr []byte) (got, want
 		if v == nil || v.Addr != dst || (v.Port != 0 && v.Port != dport) || v.Proto != proto || v.Table == nil {
 			continue
 		}
-		idx := v.Table.Lookup(h.Hash(&tp))
+		idx := v.Table.Lookup(h.HashFields(&tp, v.Hash)) // under the VIP's hash setting, as the workers hash
 		if idx < 0 || idx >= len(v.Backends) {
 			return got, want, false
 		}

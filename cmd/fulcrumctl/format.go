@@ -196,6 +196,9 @@ func state(b *api.Backend) string {
 
 func printBackends(w io.Writer, v *api.VIP) {
 	fmt.Fprintf(w, "vip %s  %s  encap %s  table %d slots  flows %d  packets %d", v.Name, endpoint(v.Address, v.Port, v.Protocol), v.Encap, v.TableSize, v.ActiveFlows, v.Packets)
+	if v.HashFields != "" && v.HashFields != "5-tuple" {
+		fmt.Fprintf(w, "  hash %s", v.HashFields)
+	}
 	if v.Panic {
 		fmt.Fprint(w, "  PANIC MODE (fail open)")
 	}
@@ -249,7 +252,7 @@ func printLookup(w io.Writer, l *api.Lookup) {
 			fmt.Fprintf(w, "  pinned on worker %d to a backend that is gone: the next packet is placed as a new flow\n", l.Worker)
 		}
 		fmt.Fprintf(w, "  new flow: chosen by %s among: %s\n", l.Scheduler, candidateList(l.Candidates))
-		fmt.Fprintf(w, "  flow hash %s\n", l.Hash)
+		fmt.Fprintf(w, "  flow hash %s%s\n", l.Hash, hashOf(l.HashFields))
 		return
 	}
 	fmt.Fprintf(w, "vip %s -> backend %s (%s)\n", l.VIP, l.Backend, l.Address)
@@ -261,7 +264,16 @@ func printLookup(w io.Writer, l *api.Lookup) {
 	default:
 		fmt.Fprintf(w, "  new flow: Maglev table slot %d\n", l.Slot)
 	}
-	fmt.Fprintf(w, "  flow hash %s\n", l.Hash)
+	fmt.Fprintf(w, "  flow hash %s%s\n", l.Hash, hashOf(l.HashFields))
+}
+
+// hashOf is " (of the 3-tuple)" and the like for a VIP whose slot is not
+// hashed from the 5-tuple, the default (nothing then).
+func hashOf(fields string) string {
+	if fields == "" || fields == "5-tuple" {
+		return ""
+	}
+	return " (of the " + fields + ")"
 }
 
 // candidateList is "be1 (w 1, 3 flows, 1.2 ms), ...": what a load-aware

@@ -304,6 +304,18 @@ func TestPrintLookup(t *testing.T) {
 			head + "vip web -> backend be1 (10.0.1.1)\n" +
 				"  new flow: Maglev table slot 42\n" +
 				"  flow hash 00ff\n"},
+		{"maglev 3-tuple", func(l *api.Lookup) {
+			l.Reason, l.Scheduler, l.Backend, l.Address, l.Slot, l.HashFields = "table", "maglev", "be1", "10.0.1.1", 42, "3-tuple"
+		},
+			head + "vip web -> backend be1 (10.0.1.1)\n" +
+				"  new flow: Maglev table slot 42\n" +
+				"  flow hash 00ff (of the 3-tuple)\n"},
+		{"maglev 5-tuple says nothing more", func(l *api.Lookup) {
+			l.Reason, l.Scheduler, l.Backend, l.Address, l.Slot, l.HashFields = "table", "maglev", "be1", "10.0.1.1", 42, "5-tuple"
+		},
+			head + "vip web -> backend be1 (10.0.1.1)\n" +
+				"  new flow: Maglev table slot 42\n" +
+				"  flow hash 00ff\n"},
 	} {
 		l := base
 		tc.edit(&l)
