@@ -61,6 +61,7 @@ type collector struct {
 	// Per worker (lcore).
 	wRxBytes, wTxBytes, wTxFull, wMoved, wPunted, wFromKernel *prometheus.Desc
 	wHealthTunnel                                             *prometheus.Desc
+	wSecondChance, wSecondChanceFlows                         *prometheus.Desc
 	wFragments, wICMPRouted, wForwarded, wICMPReplies         *prometheus.Desc
 	wICMPLimited, wPolls, wBusy                               *prometheus.Desc
 	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups      *prometheus.Desc
@@ -125,29 +126,31 @@ func newCollector(s *Server) *collector {
 		adminConns:   d("admin_connections", "Open admin API connections (at most admin.max_conns)."),
 		adminRefused: d("admin_connections_refused_total", "Admin API connections closed at accept because admin.max_conns were open."),
 
-		wRxBytes:        d("worker_rx_bytes_total", "Bytes received by a worker.", "worker"),
-		wTxBytes:        d("worker_tx_bytes_total", "Bytes transmitted by a worker.", "worker"),
-		wTxFull:         d("worker_tx_full_total", "Packets a worker decided to send (forward, reply, punt) that the port's tx queue refused.", "worker"),
-		wMoved:          d("worker_moved_flows_total", "Tracked flows re-selected because their backend was removed or went down, or flushed by an operator.", "worker"),
-		wPunted:         d("worker_punted_packets_total", "Packets a worker handed to the kernel (exception path).", "worker"),
-		wFromKernel:     d("worker_from_kernel_packets_total", "Packets from the kernel a worker sent on the wire.", "worker"),
-		wHealthTunnel:   d("worker_health_tunnel_packets_total", "Of the packets from the kernel, health checks encapsulated to their backend (checks through the tunnel).", "worker"),
-		wFragments:      d("worker_fragments_total", "VIP packets that were IP fragments.", "worker"),
-		wICMPRouted:     d("worker_icmp_errors_routed_total", "ICMP errors sent to the backend owning the quoted flow.", "worker"),
-		wForwarded:      d("worker_forwarded_packets_total", "Packets encapsulated toward a backend.", "worker"),
-		wICMPReplies:    d("worker_icmp_replies_total", "ICMP messages the LB answered itself: too-big (path MTU) or echo (ping to a VIP).", "worker", "type"),
-		wICMPLimited:    d("worker_icmp_rate_limited_total", "ICMP replies not sent because the lcore's budget was spent.", "worker", "type"),
-		wPolls:          d("worker_polls_total", "Receive polls of a worker: with packets (a burst) or empty.", "worker", "result"),
-		wBusy:           d("worker_busy_ratio", "Fraction of a worker's polls that found packets, since the previous scrape (since start on the first).", "worker"),
-		wCTEntries:      d("worker_conntrack_entries", "Live conntrack entries of a worker.", "worker"),
-		wCTCapacity:     d("worker_conntrack_capacity_entries", "Size of a worker's conntrack table.", "worker"),
-		wCTInsertFailed: d("worker_conntrack_insert_failed_total", "New flows of a worker that found no conntrack slot.", "worker"),
-		wCTLookups:      d("worker_conntrack_lookups_total", "Conntrack lookups of VIP packets (fragments excluded), by result.", "worker", "result"),
-		wCTInserts:      d("worker_conntrack_inserts_total", "Conntrack entries created.", "worker"),
-		wCTExpired:      d("worker_conntrack_expired_total", "Conntrack entries reclaimed after their idle timeout.", "worker"),
-		wCTFlushed:      d("worker_conntrack_flushed_total", "Conntrack entries removed by an operation (a removed VIP or backend, a flush).", "worker"),
-		wQUIC:           d("worker_quic_packets_total", "Packets to QUIC VIPs by the way they took: long-header (flow hash), routed (by the server id of the connection ID), or a fallback to conntrack and the table: no-id, unknown-id, down-id (docs/quic.md).", "worker", "path"),
-		staleWorkers:    d("workers_stale", "Workers that did not answer this scrape's counter snapshot (stopped or stuck): their counters read 0."),
+		wRxBytes:           d("worker_rx_bytes_total", "Bytes received by a worker.", "worker"),
+		wTxBytes:           d("worker_tx_bytes_total", "Bytes transmitted by a worker.", "worker"),
+		wTxFull:            d("worker_tx_full_total", "Packets a worker decided to send (forward, reply, punt) that the port's tx queue refused.", "worker"),
+		wMoved:             d("worker_moved_flows_total", "Tracked flows re-selected because their backend was removed or went down, or flushed by an operator.", "worker"),
+		wPunted:            d("worker_punted_packets_total", "Packets a worker handed to the kernel (exception path).", "worker"),
+		wFromKernel:        d("worker_from_kernel_packets_total", "Packets from the kernel a worker sent on the wire.", "worker"),
+		wHealthTunnel:      d("worker_health_tunnel_packets_total", "Of the packets from the kernel, health checks encapsulated to their backend (checks through the tunnel).", "worker"),
+		wSecondChance:      d("worker_second_chance_packets_total", "Packets forwarded naming a second-chance backend in the tunnel (docs/second-chance.md).", "worker"),
+		wSecondChanceFlows: d("worker_second_chance_flows_total", "Flows given a second chance: mid-connection packets of unknown flows whose previous table's choice differs.", "worker"),
+		wFragments:         d("worker_fragments_total", "VIP packets that were IP fragments.", "worker"),
+		wICMPRouted:        d("worker_icmp_errors_routed_total", "ICMP errors sent to the backend owning the quoted flow.", "worker"),
+		wForwarded:         d("worker_forwarded_packets_total", "Packets encapsulated toward a backend.", "worker"),
+		wICMPReplies:       d("worker_icmp_replies_total", "ICMP messages the LB answered itself: too-big (path MTU) or echo (ping to a VIP).", "worker", "type"),
+		wICMPLimited:       d("worker_icmp_rate_limited_total", "ICMP replies not sent because the lcore's budget was spent.", "worker", "type"),
+		wPolls:             d("worker_polls_total", "Receive polls of a worker: with packets (a burst) or empty.", "worker", "result"),
+		wBusy:              d("worker_busy_ratio", "Fraction of a worker's polls that found packets, since the previous scrape (since start on the first).", "worker"),
+		wCTEntries:         d("worker_conntrack_entries", "Live conntrack entries of a worker.", "worker"),
+		wCTCapacity:        d("worker_conntrack_capacity_entries", "Size of a worker's conntrack table.", "worker"),
+		wCTInsertFailed:    d("worker_conntrack_insert_failed_total", "New flows of a worker that found no conntrack slot.", "worker"),
+		wCTLookups:         d("worker_conntrack_lookups_total", "Conntrack lookups of VIP packets (fragments excluded), by result.", "worker", "result"),
+		wCTInserts:         d("worker_conntrack_inserts_total", "Conntrack entries created.", "worker"),
+		wCTExpired:         d("worker_conntrack_expired_total", "Conntrack entries reclaimed after their idle timeout.", "worker"),
+		wCTFlushed:         d("worker_conntrack_flushed_total", "Conntrack entries removed by an operation (a removed VIP or backend, a flush).", "worker"),
+		wQUIC:              d("worker_quic_packets_total", "Packets to QUIC VIPs by the way they took: long-header (flow hash), routed (by the server id of the connection ID), or a fallback to conntrack and the table: no-id, unknown-id, down-id (docs/quic.md).", "worker", "path"),
+		staleWorkers:       d("workers_stale", "Workers that did not answer this scrape's counter snapshot (stopped or stuck): their counters read 0."),
 
 		portPackets: d("port_packets_total", "Packets through the wire port, from the driver's counters.", "direction"),
 		portBytes:   d("port_bytes_total", "Bytes through the wire port, from the driver's counters (some virtual drivers leave them 0).", "direction"),
@@ -171,7 +174,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced,
 		c.converging, c.convergingNewFlows,
 		c.adminConns, c.adminRefused,
-		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wPunted, c.wFromKernel, c.wHealthTunnel,
+		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
 		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPolls, c.wBusy,
 		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
 		c.staleWorkers, c.wQUIC,
@@ -232,6 +235,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wPunted, w.Punted, id)
 		counter(c.wFromKernel, w.FromKernel, id)
 		counter(c.wHealthTunnel, w.HealthTunnelTx, id)
+		counter(c.wSecondChance, w.SecondChance, id)
+		counter(c.wSecondChanceFlows, w.SecondChanceFlows, id)
 		counter(c.wFragments, w.Fragments, id)
 		counter(c.wICMPRouted, w.ICMPErrors, id)
 		for p, n := range w.QUIC {

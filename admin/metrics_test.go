@@ -153,6 +153,9 @@ func TestMetrics(t *testing.T) {
 	check(0, "fulcrum_worker_tx_full_total", "worker", "0")
 	check(0, "fulcrum_worker_moved_flows_total", "worker", "0")
 	check(0, "fulcrum_worker_punted_packets_total", "worker", "0")
+	check(0, "fulcrum_worker_second_chance_packets_total", "worker", "0") // SYNs never carry one
+	check(0, "fulcrum_worker_second_chance_flows_total", "worker", "0")
+	check(0, "fulcrum_worker_health_tunnel_packets_total", "worker", "0")
 	check(0, "fulcrum_worker_icmp_replies_total", "worker", "0", "type", "echo")
 	check(0, "fulcrum_worker_icmp_replies_total", "worker", "0", "type", "too-big")
 	check(0, "fulcrum_worker_icmp_rate_limited_total", "worker", "0", "type", "echo")
