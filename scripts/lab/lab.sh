@@ -235,6 +235,8 @@ up() {
 		ns $n ip addr add $VIP/32 dev lo
 		ns $n sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
 			net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
+		: >"$LAB/be$b-decap.log"
+		start_decap $b
 		start_backend $b
 	done
 	# Router: bird2.
@@ -254,6 +256,9 @@ up() {
 
 start_decap() {
 	local b=$1 n=fl-be$1 ip=10.77.2.$((20 + $1))
+	if [ -f "$LAB/be$b-decap.pid" ] && kill -0 "$(cat "$LAB/be$b-decap.pid")" 2>/dev/null; then
+		return 0 # already running: never two on one backend
+	fi
 	# Started with ip netns exec directly, not through ns(): $! must be the
 	# process itself (ip execs it), not a subshell, or kill would miss it.
 	# -peers: the backends' addresses (.16-.31), the only second-chance
@@ -262,10 +267,12 @@ start_decap() {
 	echo $! >"$LAB/be$b-decap.pid"
 }
 
+# start_backend starts the backend's server only: stop-backend stops only
+# it, and the decapsulator (start_decap, stop-decap) keeps running. (Were
+# start-backend to start a decapsulator too, a restarted backend would
+# have two, and stop-decap would stop only the second.)
 start_backend() {
 	local b=$1 n=fl-be$1 ip=10.77.2.$((20 + $1))
-	: >"$LAB/be$b-decap.log"
-	start_decap "$b"
 	ip netns exec $n "$BIN/fulcrum-labsrv" -name be$b -listen $VIP:80 -health $ip:8080 -quic $VIP:443 -quic-id $b >"$LAB/be$b.log" 2>&1 &
 	echo $! >"$LAB/be$b.pid"
 }

@@ -100,10 +100,23 @@ func TestTunnelHealthCatchesBrokenDecap(t *testing.T) {
 	for lb := 1; lb <= 2; lb++ {
 		// fall×interval is 600 ms; the deadline is slack for a shared
 		// 2-core host, not the claim (the log says how long it took).
-		waitFor(t, fmt.Sprintf("be2 out of lb%d's table under checks through the tunnel", lb), 10*time.Second, func() bool {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
 			b := backends(t, lb)["be2"]
-			return b.Health == "down" && b.TableSlots == 0
-		})
+			if b.Health == "down" && b.TableSlots == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				// What the LB saw, for the one who reads the failure.
+				logTail, _ := os.ReadFile(filepath.Join(labDir, fmt.Sprintf("lb%d.log", lb)))
+				if len(logTail) > 4000 {
+					logTail = logTail[len(logTail)-4000:]
+				}
+				t.Fatalf("be2 still in lb%d's table 10 s after its decap stopped under checks through the tunnel: %+v\nhealth_tunnel_tx %d\nlb%d.log (end):\n%s",
+					lb, b, status(t, lb).Total.HealthTunnelTx, lb, logTail)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		t.Logf("lb%d: be2 out of the table %v after stop-decap began (which took %v; reason: %s)", lb, time.Since(broke).Round(10*time.Millisecond), stopped.Round(10*time.Millisecond), backends(t, lb)["be2"].Reason)
 		for _, n := range []string{"be1", "be3", "be4"} {
 			if !upOn(lb, n) {
