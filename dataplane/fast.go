@@ -251,14 +251,8 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}
-	dst := &nh.MAC4
-	if be.Target.OuterV6() {
-		if !nh.Has6 {
-			seen[b>>6] |= 1 << (b & 63)
-			return false, 0
-		}
-		dst = &nh.MAC6
-	} else if !nh.Has4 {
+	dst, known := nh.mac(be.Target.OuterV6())
+	if !known {
 		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}

@@ -214,22 +214,12 @@ func (w *Worker) steer(svc *Services, p *Pkt, ps *packet.Parsed, i int) {
 		w.drop(i, DropHealthNoSlot) // the slot is another VIP's (or a stale check's)
 		return
 	}
-	nh := &svc.NextHop
-	var dst [6]byte
-	if be.Target.OuterV6() {
-		if !nh.Has6 {
-			w.drop(i, DropNoNextHop)
-			return
-		}
-		dst = nh.MAC6
-	} else {
-		if !nh.Has4 {
-			w.drop(i, DropNoNextHop)
-			return
-		}
-		dst = nh.MAC4
+	dst, ok := svc.NextHop.mac(be.Target.OuterV6())
+	if !ok {
+		w.drop(i, DropNoNextHop)
+		return
 	}
-	start, length, res := svc.Enc.Encap(p.Buf, p.Off, p.Len, ps, w.hasher.Hash(&ps.Tuple), v.Encap, &be.Target, dst, w.portMAC)
+	start, length, res := svc.Enc.Encap(p.Buf, p.Off, p.Len, ps, w.hasher.Hash(&ps.Tuple), v.Encap, &be.Target, *dst, w.portMAC)
 	if res != encap.Forward {
 		// Too big, or not encapsulable: a check is small, and the
 		// kernel must not get an ICMP error from its own dataplane.

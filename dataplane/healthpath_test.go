@@ -257,16 +257,7 @@ func TestProcessFromKernelAllocatesNothing(t *testing.T) {
 		}
 		frames = append(frames, frame(t, lb4, configtest.Web, sport, 8080, layers.IPProtocolTCP, "S", 0, true))
 	}
-	pkts := make([]Pkt, len(frames))
-	bufs := make([][]byte, len(frames))
-	for i, f := range frames {
-		bufs[i] = make([]byte, headroom+len(f))
-	}
-	allocs := testing.AllocsPerRun(200, func() {
-		for i, f := range frames {
-			copy(bufs[i][headroom:], f)
-			pkts[i] = Pkt{Buf: bufs[i], Off: headroom, Len: len(f)}
-		}
+	allocs := allocsPerBurst(frames, func(pkts []Pkt) {
 		r.w.ProcessFromKernel(pkts)
 	})
 	if allocs != 0 {

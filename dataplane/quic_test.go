@@ -413,16 +413,7 @@ func TestQUICAllocatesNothing(t *testing.T) {
 		}
 		frames = append(frames, udpFrame(t, "198.51.100.50", quicVIP, uint16(3000+i), p))
 	}
-	pkts := make([]Pkt, len(frames))
-	bufs := make([][]byte, len(frames))
-	for i, f := range frames {
-		bufs[i] = make([]byte, headroom+len(f))
-	}
-	allocs := testing.AllocsPerRun(200, func() {
-		for i, f := range frames {
-			copy(bufs[i][headroom:], f)
-			pkts[i] = Pkt{Buf: bufs[i], Off: headroom, Len: len(f)}
-		}
+	allocs := allocsPerBurst(frames, func(pkts []Pkt) {
 		r.now++
 		r.w.Process(pkts, r.now)
 	})

@@ -355,16 +355,7 @@ func TestSecondChanceAllocatesNothing(t *testing.T) {
 	for _, p := range moved {
 		frames = append(frames, frame(t, "198.51.100.9", chanceVIP, p, 80, layers.IPProtocolTCP, "A", 100, true))
 	}
-	pkts := make([]Pkt, len(frames))
-	bufs := make([][]byte, len(frames))
-	for i, f := range frames {
-		bufs[i] = make([]byte, headroom+len(f))
-	}
-	allocs := testing.AllocsPerRun(200, func() {
-		for i, f := range frames {
-			copy(bufs[i][headroom:], f)
-			pkts[i] = Pkt{Buf: bufs[i], Off: headroom, Len: len(f)}
-		}
+	allocs := allocsPerBurst(frames, func(pkts []Pkt) {
 		r.now++
 		r.w.Process(pkts, r.now)
 	})

@@ -43,6 +43,15 @@ type NextHop struct {
 	Has4, Has6 bool
 }
 
+// mac is the next hop's MAC toward a tunnel of the outer family (IPv6 if
+// v6), and whether it is known.
+func (nh *NextHop) mac(v6 bool) (*[6]byte, bool) {
+	if v6 {
+		return &nh.MAC6, nh.Has6
+	}
+	return &nh.MAC4, nh.Has4
+}
+
 // Shared is what every worker reads and the control plane writes: atomic
 // pointers loaded once per burst.
 type Shared struct {
@@ -238,22 +247,13 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			w.drop(i, DropNoBackend)
 			continue
 		}
-		var dst [6]byte
-		if be.Target.OuterV6() {
-			if !nh.Has6 {
-				w.drop(i, DropNoNextHop)
-				continue
-			}
-			dst = nh.MAC6
-		} else {
-			if !nh.Has4 {
-				w.drop(i, DropNoNextHop)
-				continue
-			}
-			dst = nh.MAC4
+		dst, ok := nh.mac(be.Target.OuterV6())
+		if !ok {
+			w.drop(i, DropNoNextHop)
+			continue
 		}
 		cht := chanceTarget(v.Encap, w.chance[i])
-		start, length, res := svc.Enc.EncapChance(p.Buf, p.Off, p.Len, ps, entropyHash(e, w.hashes[i]), v.Encap, &be.Target, cht, dst, w.portMAC)
+		start, length, res := svc.Enc.EncapChance(p.Buf, p.Off, p.Len, ps, entropyHash(e, w.hashes[i]), v.Encap, &be.Target, cht, *dst, w.portMAC)
 		if res == encap.ICMPReply {
 			// RFC 1812 4.3.2.7: no ICMP error toward an address of our
 			// own; such a source is spoofed, and the reply would come
