@@ -149,3 +149,30 @@ func TestScenarioConfigs(t *testing.T) {
 		}
 	}
 }
+
+// With -hugepages both programs run on the same hugetlbfs, and every
+// scenario's configuration still passes `fulcrum check` (whose memory check
+// then counts the conntrack tables against memory_mb).
+func TestScenarioConfigsOnHugepages(t *testing.T) {
+	HugeDir = "/mnt/huge-bench"
+	defer func() { HugeDir = "" }()
+	for _, s := range Scenarios {
+		pcaps := s.PcapPaths("/cache", "digest")
+		text, err := s.FulcrumConfig("fbench-test", pcaps, "")
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		cfg, err := config.Parse([]byte(text), s.Name+".toml")
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", s.Name, err, text)
+		}
+		if !cfg.EAL.Hugepages || strings.Join(cfg.EAL.ExtraArgs, " ") != "--huge-dir /mnt/huge-bench" {
+			t.Errorf("%s: hugepages %v, extra_args %q", s.Name, cfg.EAL.Hugepages, cfg.EAL.ExtraArgs)
+		}
+		args, err := s.TestpmdArgs("fbench-test", pcaps, "0,1")
+		a := " " + strings.Join(args, " ") + " "
+		if err != nil || !strings.Contains(a, " --huge-dir /mnt/huge-bench ") || strings.Contains(a, "--no-huge") {
+			t.Errorf("%s: testpmd args %q, %v", s.Name, args, err)
+		}
+	}
+}

@@ -69,6 +69,7 @@ func run() int {
 	flag.BoolVar(&o.quick, "quick", false, "QUICK mode: the scenarios marked quick, one pair each, short windows")
 	flag.BoolVar(&o.list, "list", false, "list the scenarios and exit")
 	flag.BoolVar(&o.verify, "verify", true, "before measuring a scenario, forward a 2000-frame sample of its traffic into a capture file and check every frame's backend against the Maglev table; a scenario with a misrouted frame fails")
+	flag.StringVar(&HugeDir, "hugepages", "", "run testpmd and Fulcrum alike on the hugepages of the hugetlbfs mounted at this directory (reserve -m's worth first: vm.nr_hugepages); default --no-huge")
 	flag.StringVar(&o.only, "only", "", "comma-separated scenario names to run (default: all, or the quick ones)")
 	vipsOf := flag.String("vips", "", "print the [[vip]] configuration of this scenario (for real-hardware runs) and exit")
 	flag.DurationVar(&o.tm.Warmup, "warmup", 2*time.Second, "traffic before the window")

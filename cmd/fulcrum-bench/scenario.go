@@ -85,6 +85,12 @@ const (
 	memSlackMB    = 512
 )
 
+// HugeDir, when set (fulcrum-bench -hugepages DIR), runs testpmd and
+// Fulcrum alike on the hugepages of the hugetlbfs mounted at DIR, with the
+// same -m; Fulcrum's conntrack tables then live there too. Unset: both run
+// --no-huge.
+var HugeDir string
+
 // workers is the number of forwarding lcores (1 unless set).
 func (s *Scenario) workers() int {
 	if s.Workers < 1 {
@@ -200,7 +206,13 @@ func (s *Scenario) TestpmdArgs(prefix string, pcaps []string, lcores string) ([]
 	}
 	pool, _ := s.PoolSize()
 	w := s.workers()
-	args := []string{lcoresFlag(lcores), lcores, "--main-lcore", "0", "--no-huge", "-m", strconv.Itoa(mem), "--no-pci", "--file-prefix", prefix}
+	args := []string{lcoresFlag(lcores), lcores, "--main-lcore", "0"}
+	if HugeDir != "" {
+		args = append(args, "--huge-dir", HugeDir)
+	} else {
+		args = append(args, "--no-huge")
+	}
+	args = append(args, "-m", strconv.Itoa(mem), "--no-pci", "--file-prefix", prefix)
 	for _, v := range Vdevs(pcaps) {
 		args = append(args, "--vdev", v)
 	}
@@ -258,8 +270,12 @@ func (s *Scenario) fulcrumConfig(prefix string, vdevs []string, txPort, lcoreMap
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# fulcrum-bench scenario %s: %s\n", s.Name, s.Title)
-	fmt.Fprintf(&b, "[eal]\nmain_lcore = 0\nworker_lcores = [%s]\nmemory_mb = %d\nhugepages = false\nfile_prefix = %q\nvdevs = [%s]\n\n",
-		strings.Join(workers, ", "), mem, prefix, strings.Join(quoted, ", "))
+	huge := "hugepages = false\n"
+	if HugeDir != "" {
+		huge = fmt.Sprintf("hugepages = true\nextra_args = [\"--huge-dir\", %q]\n", HugeDir)
+	}
+	fmt.Fprintf(&b, "[eal]\nmain_lcore = 0\nworker_lcores = [%s]\nmemory_mb = %d\n%sfile_prefix = %q\nvdevs = [%s]\n\n",
+		strings.Join(workers, ", "), mem, huge, prefix, strings.Join(quoted, ", "))
 	if lcoreMap != "" {
 		// Still in [eal]: more lcores than CPUs (main lcore shares a CPU).
 		fmt.Fprintf(&b, "lcore_map = %q\n\n", lcoreMap)
