@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -33,24 +32,7 @@ func TestHashRejectedAtKeyAndLine(t *testing.T) {
 		{"hash with a load-based scheduler", withVIPKeys(`scheduler = "least-conn"`, `hash = "src-ip"`), "vip[0].hash", 15, `needs scheduler "maglev"`},
 		{"hash not a string", withVIPKeys(`hash = 5`), "vip[0].hash", 14, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.toml), "f.toml")
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if !errors.Is(err, ErrInvalid) {
-				t.Errorf("error does not wrap ErrInvalid: %v", err)
-			}
-			for _, p := range problemsOf(t, err) {
-				if p.key == tc.key {
-					if p.line != tc.line || !strings.Contains(p.msg, tc.msg) {
-						t.Errorf("got line %d %q, want line %d containing %q", p.line, p.msg, tc.line, tc.msg)
-					}
-					return
-				}
-			}
-			t.Errorf("no problem names %s: %v", tc.key, err)
-		})
+		t.Run(tc.name, func(t *testing.T) { wantProblemAt(t, tc.toml, tc.key, tc.line, tc.msg) })
 	}
 }
 

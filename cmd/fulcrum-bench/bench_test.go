@@ -122,57 +122,49 @@ func TestWindow(t *testing.T) {
 }
 
 // Every scenario's configuration must be one the daemon accepts, with the
-// pool holding the whole pcap.
+// pool holding the whole pcap; with -hugepages too, where both programs run
+// on the same hugetlbfs and `fulcrum check`'s memory check counts the
+// conntrack tables against memory_mb.
 func TestScenarioConfigs(t *testing.T) {
-	for _, s := range Scenarios {
-		pcaps := s.PcapPaths("/cache", "digest")
-		text, err := s.FulcrumConfig("fbench-test", pcaps, "")
-		if err != nil {
-			t.Fatalf("%s: %v", s.Name, err)
-		}
-		cfg, err := config.Parse([]byte(text), s.Name+".toml")
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", s.Name, err, text)
-		}
-		if len(cfg.VIPs) != s.VIPs || len(cfg.VIPs[0].Backends) != s.Backends || len(cfg.EAL.WorkerLcores) != s.workers() {
-			t.Errorf("%s: %d VIPs of %d backends, %d workers; want %d, %d, %d", s.Name, len(cfg.VIPs), len(cfg.VIPs[0].Backends), len(cfg.EAL.WorkerLcores), s.VIPs, s.Backends, s.workers())
-		}
-		if pool := cfg.Dataplane.MempoolSize; pool < s.Frames+poolMargin/2 {
-			t.Errorf("%s: pool of %d mbufs for %d frames", s.Name, pool, s.Frames)
-		}
-		if n := strings.Count(cfg.EAL.Vdevs[0], "rx_pcap="); n != s.workers() {
-			t.Errorf("%s: %d rx_pcap queues, want %d", s.Name, n, s.workers())
-		}
-		args, err := s.TestpmdArgs("fbench-test", pcaps, "0,1")
-		if err != nil || !strings.Contains(strings.Join(args, " "), "--forward-mode=io") {
-			t.Errorf("%s: testpmd args %q, %v", s.Name, args, err)
-		}
-	}
-}
-
-// With -hugepages both programs run on the same hugetlbfs, and every
-// scenario's configuration still passes `fulcrum check` (whose memory check
-// then counts the conntrack tables against memory_mb).
-func TestScenarioConfigsOnHugepages(t *testing.T) {
-	HugeDir = "/mnt/huge-bench"
-	defer func() { HugeDir = "" }()
-	for _, s := range Scenarios {
-		pcaps := s.PcapPaths("/cache", "digest")
-		text, err := s.FulcrumConfig("fbench-test", pcaps, "")
-		if err != nil {
-			t.Fatalf("%s: %v", s.Name, err)
-		}
-		cfg, err := config.Parse([]byte(text), s.Name+".toml")
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", s.Name, err, text)
-		}
-		if !cfg.EAL.Hugepages || strings.Join(cfg.EAL.ExtraArgs, " ") != "--huge-dir /mnt/huge-bench" {
-			t.Errorf("%s: hugepages %v, extra_args %q", s.Name, cfg.EAL.Hugepages, cfg.EAL.ExtraArgs)
-		}
-		args, err := s.TestpmdArgs("fbench-test", pcaps, "0,1")
-		a := " " + strings.Join(args, " ") + " "
-		if err != nil || !strings.Contains(a, " --huge-dir /mnt/huge-bench ") || strings.Contains(a, "--no-huge") {
-			t.Errorf("%s: testpmd args %q, %v", s.Name, args, err)
+	for _, huge := range []string{"", "/mnt/huge-bench"} {
+		HugeDir = huge
+		t.Cleanup(func() { HugeDir = "" })
+		for _, s := range Scenarios {
+			pcaps := s.PcapPaths("/cache", "digest")
+			text, err := s.FulcrumConfig("fbench-test", pcaps, "")
+			if err != nil {
+				t.Fatalf("%s: %v", s.Name, err)
+			}
+			cfg, err := config.Parse([]byte(text), s.Name+".toml")
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", s.Name, err, text)
+			}
+			if len(cfg.VIPs) != s.VIPs || len(cfg.VIPs[0].Backends) != s.Backends || len(cfg.EAL.WorkerLcores) != s.workers() {
+				t.Errorf("%s: %d VIPs of %d backends, %d workers; want %d, %d, %d", s.Name, len(cfg.VIPs), len(cfg.VIPs[0].Backends), len(cfg.EAL.WorkerLcores), s.VIPs, s.Backends, s.workers())
+			}
+			if pool := cfg.Dataplane.MempoolSize; pool < s.Frames+poolMargin/2 {
+				t.Errorf("%s: pool of %d mbufs for %d frames", s.Name, pool, s.Frames)
+			}
+			if n := strings.Count(cfg.EAL.Vdevs[0], "rx_pcap="); n != s.workers() {
+				t.Errorf("%s: %d rx_pcap queues, want %d", s.Name, n, s.workers())
+			}
+			args, err := s.TestpmdArgs("fbench-test", pcaps, "0,1")
+			a := " " + strings.Join(args, " ") + " "
+			if err != nil || !strings.Contains(a, " --forward-mode=io ") {
+				t.Errorf("%s: testpmd args %q, %v", s.Name, args, err)
+			}
+			if huge == "" {
+				if cfg.EAL.Hugepages || !strings.Contains(a, " --no-huge ") {
+					t.Errorf("%s: without -hugepages: hugepages %v, testpmd args %q", s.Name, cfg.EAL.Hugepages, args)
+				}
+				continue
+			}
+			if !cfg.EAL.Hugepages || strings.Join(cfg.EAL.ExtraArgs, " ") != "--huge-dir "+huge {
+				t.Errorf("%s: hugepages %v, extra_args %q", s.Name, cfg.EAL.Hugepages, cfg.EAL.ExtraArgs)
+			}
+			if !strings.Contains(a, " --huge-dir "+huge+" ") || strings.Contains(a, "--no-huge") {
+				t.Errorf("%s: testpmd args %q", s.Name, args)
+			}
 		}
 	}
 }
