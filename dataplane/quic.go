@@ -99,17 +99,8 @@ func newQUICRoutes(cv *VIPSpec, ids map[string]uint32) (*quicRoutes, error) {
 
 // owner is the backend id that owns server id, if any.
 func (r *quicRoutes) owner(id uint64) (uint32, bool) {
-	lo, hi := 0, len(r.ids)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if r.ids[m] < id {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < len(r.ids) && r.ids[lo] == id {
-		return r.backends[lo], true
+	if k, found := slices.BinarySearch(r.ids, id); found {
+		return r.backends[k], true
 	}
 	return 0, false
 }
