@@ -822,3 +822,27 @@ func TestBackendFlowCounts(t *testing.T) {
 		t.Errorf("after expiry: total %d live %d", sum(), tb.Len())
 	}
 }
+
+// TestInsertOverwritesEveryField: Insert writes an entry field by field
+// (table.go says why), so a field it forgets would keep a slot's old
+// bytes. Every slot starts as garbage here; each insert must read back
+// exactly as the literal of what was inserted.
+func TestInsertOverwritesEveryField(t *testing.T) {
+	tb := newTable(t, 64)
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&tb.entries[0])), len(tb.entries)*int(unsafe.Sizeof(Entry{})))
+	for i := range raw {
+		raw[i] = 0xa5
+	}
+	for i := range 40 {
+		k := tuple4(i)
+		h := testHasher.Hash(&k)
+		e := tb.Insert(h, &k, StateNew, uint16(i), uint32(7+i), uint32(3*i), Time(100+i))
+		if e == nil {
+			t.Fatalf("insert %d failed", i)
+		}
+		want := Entry{key: k, vip: uint16(i), backend: uint32(7 + i), gen: uint32(3 * i), lastSeen: Time(100 + i), state: StateNew}
+		if *e != want {
+			t.Fatalf("insert %d: entry %+v, want %+v", i, *e, want)
+		}
+	}
+}

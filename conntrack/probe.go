@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/internal/prefetch"
 )
 
 // ProbeBurst is LookupBurst without side effects, for the dataplane's fused
@@ -12,15 +13,15 @@ import (
 // finds expired): out[i] is the live entry of keys[i] or nil. It counts
 // nothing and removes nothing; call CountHits for the hits the caller
 // used. It handles min(len(hashes), len(keys), len(out), MaxBurst)
-// packets, with the same prefetching passes as LookupBurst.
+// packets, with LookupBurst's passes but the first: the caller has
+// called PrefetchBucket for each hash already, as early as it could (the
+// fused path does while it parses the burst), and a second prefetch of
+// the same line would only cost the call.
 func (t *Table) ProbeBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []*Entry) {
 	n := min(len(hashes), len(keys), len(out), MaxBurst)
 	hashes, keys, out = hashes[:n], keys[:n], out[:n]
 	var base [MaxBurst]int32
 	var cand [MaxBurst]uint64
-	for _, h := range hashes {
-		t.PrefetchBucket(h)
-	}
 	for i, h := range hashes {
 		b := h & t.mask
 		base[i] = int32(b) * bucketSlots
@@ -60,6 +61,6 @@ func (t *Table) PrefetchInsert(hash uint64) {
 	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + uintptr(b)*bucketSlots*unsafe.Sizeof(Entry{})
 	for s := uintptr(0); s < bucketSlots; s++ {
-		prefetch(p + s*unsafe.Sizeof(Entry{}))
+		prefetch.Line(p + s*unsafe.Sizeof(Entry{}))
 	}
 }

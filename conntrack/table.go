@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/internal/prefetch"
 )
 
 // bucketSlots is the number of entries per bucket: 8 one-byte signatures
@@ -303,7 +304,7 @@ func (t *Table) LookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 // the cache, so that a lookup or insert of that hash issued a little later
 // (after other work on the burst) does not wait for memory.
 func (t *Table) PrefetchBucket(hash uint64) {
-	prefetch(uintptr(unsafe.Pointer(unsafe.SliceData(t.sigs))) + uintptr(hash&t.mask)*8)
+	prefetch.Line(uintptr(unsafe.Pointer(unsafe.SliceData(t.sigs))) + uintptr(hash&t.mask)*8)
 }
 
 // prefetchCandidate starts loading the entry line of the first slot of
@@ -311,7 +312,7 @@ func (t *Table) PrefetchBucket(hash uint64) {
 func (t *Table) prefetchCandidate(b uint64, m uint64) {
 	if m != 0 {
 		s := uintptr(b)*bucketSlots + uintptr(lane(m))
-		prefetch(uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + s*unsafe.Sizeof(Entry{}))
+		prefetch.Line(uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + s*unsafe.Sizeof(Entry{}))
 	}
 }
 
@@ -406,7 +407,13 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	}
 	t.c.Inserts++
 	e := &t.entries[s]
-	*e = Entry{key: *key, vip: vip, backend: backend, gen: gen, lastSeen: now, state: st}
+	// Field by field, every field: a composite literal is built in a
+	// stack temporary with stores of 1 to 8 bytes, then copied in 16-byte
+	// loads that wait for those stores (a store-forwarding stall on
+	// every insert). TestInsertOverwritesEveryField keeps the list whole.
+	e.key = *key
+	e.vip, e.backend, e.gen, e.lastSeen, e.state = vip, backend, gen, now, st
+	e.flags, e.chance, e.flowHash = 0, 0, 0
 	t.count(backend)
 	return e
 }

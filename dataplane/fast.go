@@ -43,7 +43,8 @@ import (
 // Equality. For the packets it takes the fused path does what the general
 // path does, in the same order per flow: the same conntrack hit (counted
 // once, as Hits and CTHits), the same Touch, the same Encap on the same
-// Parsed fields, the same counters. TestFastPathMatchesGeneral runs
+// Parsed fields (through the backend's prepared headers, encap.Header,
+// as the general path), the same counters. TestFastPathMatchesGeneral runs
 // captures through both and compares frames, verdicts, counters and the
 // conntrack table.
 
@@ -247,7 +248,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 	} else if _, ok := e.Chance(); ok && be != nil {
 		cht = chanceTarget(v.Encap, entryChance(svc, v, e, be))
 	}
-	if be == nil || !enc.FitsChance(v.Encap, &be.Target, cht, int(ps.IPLen)) {
+	if be == nil {
 		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}
@@ -256,8 +257,16 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}
-	if p.Off+int(ps.L3Off) < int(ps.L3Off)+encap.Overhead(v.Encap, be.Target.OuterV6())+encap.ChanceLen(v.Encap, cht) {
-		seen[b>>6] |= 1 << (b & 63) // no headroom: the general path counts the drop
+	// What EncapChance would not forward (too big, no headroom: the
+	// general path answers or counts it) is the general path's.
+	if cht == nil {
+		if !be.Hdr.Fits(v.Encap, ps) || p.Off+int(ps.L3Off) < be.Hdr.HeaderLen() {
+			seen[b>>6] |= 1 << (b & 63)
+			return false, 0
+		}
+	} else if !enc.FitsChance(v.Encap, &be.Target, cht, int(ps.IPLen)) ||
+		p.Off < encap.Overhead(v.Encap, be.Target.OuterV6())+encap.ChanceLen(v.Encap, cht) {
+		seen[b>>6] |= 1 << (b & 63)
 		return false, 0
 	}
 	c := &w.c
@@ -280,7 +289,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		bc.Established++
 		bc.HandshakeMs += uint64(now - lastSeen)
 	}
-	start, length, res := enc.EncapChance(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, cht, *dst, w.portMAC)
+	start, length, res := w.encapTo(enc, p, ps, e.FlowHash(), v.Encap, be, cht, dst)
 	if res != encap.Forward {
 		return true, res
 	}

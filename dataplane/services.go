@@ -37,6 +37,10 @@ type Backend struct {
 	Config int           // configured weight
 	Down   bool          // established flows must leave it too (health down, drain timed out)
 	Target encap.Backend // pre-resolved tunnel destination
+	// Hdr is Target's tunnel headers for the VIP's kind and family,
+	// prepared with the snapshot (encap.Header): both paths encapsulate
+	// through it when the packet carries no second chance.
+	Hdr encap.Header
 }
 
 // VIP is one service with its current Maglev table.
@@ -285,6 +289,7 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 				return nil, fmt.Errorf("vip %s: backend %q: %w", cv.Name, cb.Name, err)
 			}
 			b := &Backend{ID: id, Gen: s.gens[id], VIP: vid, Name: cb.Name, Addr: cb.Addr, Weight: cb.Eff.Weight, Config: cb.Config, Down: cb.Eff.Down, Target: tgt}
+			b.Hdr = enc.Prepare(cv.Encap, &b.Target, cv.Addr.Unmap().Is6())
 			s.ids[ident] = id
 			ids[cb.Name] = id
 			setAt(&s.Backends, int(id), b)

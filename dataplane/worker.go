@@ -212,10 +212,14 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 	}
 	if m > 0 {
 		if w.ct.LookupBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m]) < m {
-			// The misses will insert: start their buckets' loads together.
+			// The misses will insert: start their buckets' loads
+			// together, and those of the Maglev slots they will read.
 			for j, e := range w.ctOut[:m] {
 				if e == nil {
 					w.ct.PrefetchInsert(w.ctHashes[j])
+					if i := w.ctIdx[j]; w.vips[i].Table != nil {
+						w.vips[i].Table.Prefetch(w.hashes[i])
+					}
 				}
 			}
 		}
@@ -253,7 +257,7 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			continue
 		}
 		cht := chanceTarget(v.Encap, w.chance[i])
-		start, length, res := svc.Enc.EncapChance(p.Buf, p.Off, p.Len, ps, entropyHash(e, w.hashes[i]), v.Encap, &be.Target, cht, *dst, w.portMAC)
+		start, length, res := w.encapTo(svc.Enc, p, ps, entropyHash(e, w.hashes[i]), v.Encap, be, cht, dst)
 		if res == encap.ICMPReply {
 			// RFC 1812 4.3.2.7: no ICMP error toward an address of our
 			// own; such a source is spoofed, and the reply would come
@@ -287,6 +291,18 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 		p.Off, p.Len = start, length
 		w.Verdicts[i] = Tx
 	}
+}
+
+// encapTo encapsulates p toward be as EncapChance does, through the
+// backend's prepared headers (encap.Header) when they serve: no second
+// chance, and the kind, family, MTU and headroom they were prepared for.
+func (w *Worker) encapTo(enc *encap.Encapsulator, p *Pkt, ps *packet.Parsed, hash uint64, kind encap.Kind, be *Backend, cht *encap.Backend, dst *[6]byte) (start, length int, res encap.Result) {
+	if cht == nil && be.Hdr.Fits(kind, ps) {
+		if start, length = be.Hdr.Encap(p.Buf, p.Off, p.Len, ps, kind, hash, dst, &w.portMAC); length != 0 {
+			return start, length, encap.Forward
+		}
+	}
+	return enc.EncapChance(p.Buf, p.Off, p.Len, ps, hash, kind, &be.Target, cht, *dst, w.portMAC)
 }
 
 // classify parses packet i, decides whether it is VIP traffic and fills
