@@ -85,6 +85,10 @@ const (
 	MaxBackends = 65536
 )
 
+// MaxBurst is a power of two: the burst passes index their arrays with
+// i&(MaxBurst-1), which the compiler knows is in bounds.
+var _ = [1]int{}[MaxBurst&(MaxBurst-1)]
+
 // ErrConfig is wrapped by every error New returns for a bad Config.
 var ErrConfig = errors.New("invalid conntrack config")
 

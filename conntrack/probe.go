@@ -14,21 +14,15 @@ import (
 // nothing and removes nothing; call CountHits for the hits the caller
 // used. It handles min(len(hashes), len(keys), len(out), MaxBurst)
 // packets, with LookupBurst's passes but the first: the caller has
-// called PrefetchBucket for each hash already, as early as it could (the
-// fused path does while it parses the burst), and a second prefetch of
-// the same line would only cost the call.
+// prefetched each hash's bucket already (PrefetchBucket or BucketLine), as
+// early as it could (the fused path does while it parses the burst), and
+// a second prefetch of the same line would only cost the call.
 func (t *Table) ProbeBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []*Entry) {
 	n := min(len(hashes), len(keys), len(out), MaxBurst)
 	hashes, keys, out = hashes[:n], keys[:n], out[:n]
 	var base [MaxBurst]int32
 	var cand [MaxBurst]uint64
-	for i, h := range hashes {
-		b := h & t.mask
-		base[i] = int32(b) * bucketSlots
-		m := match(t.sigs[b], signature(h))
-		cand[i] = m
-		t.prefetchCandidate(b, m)
-	}
+	t.candidates(hashes, &base, &cand)
 	entries := unsafe.SliceData(t.entries)
 	for i, k := range keys {
 		out[i] = nil
@@ -60,7 +54,9 @@ func (t *Table) PrefetchInsert(hash uint64) {
 		return // a free slot: Insert reads no entry line
 	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + uintptr(b)*bucketSlots*unsafe.Sizeof(Entry{})
-	for s := uintptr(0); s < bucketSlots; s++ {
-		prefetch.Line(p + s*unsafe.Sizeof(Entry{}))
+	var lines [bucketSlots]uintptr
+	for s := range lines {
+		lines[s] = p + uintptr(s)*unsafe.Sizeof(Entry{})
 	}
+	prefetch.Lines(lines[:])
 }

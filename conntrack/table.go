@@ -303,16 +303,45 @@ func (t *Table) LookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 // PrefetchBucket starts loading the signature word of hash's bucket into
 // the cache, so that a lookup or insert of that hash issued a little later
 // (after other work on the burst) does not wait for memory.
-func (t *Table) PrefetchBucket(hash uint64) {
-	prefetch.Line(uintptr(unsafe.Pointer(unsafe.SliceData(t.sigs))) + uintptr(hash&t.mask)*8)
+func (t *Table) PrefetchBucket(hash uint64) { prefetch.Line(t.BucketLine(hash)) }
+
+// BucketLine is the address PrefetchBucket prefetches, for a caller that
+// gathers a burst's addresses and prefetches them in one call
+// (prefetch.Lines: the call costs more than the instruction).
+func (t *Table) BucketLine(hash uint64) uintptr {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(t.sigs))) + uintptr(hash&t.mask)*8
 }
 
-// prefetchCandidate starts loading the entry line of the first slot of
-// bucket b whose signature matches (the mask m), if any.
-func (t *Table) prefetchCandidate(b uint64, m uint64) {
-	if m != 0 {
-		s := uintptr(b)*bucketSlots + uintptr(lane(m))
-		prefetch.Line(uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + s*unsafe.Sizeof(Entry{}))
+// candidateLine is the entry line of the first slot of bucket b whose
+// signature matches (the mask m, not zero).
+func (t *Table) candidateLine(b uint64, m uint64) uintptr {
+	s := uintptr(b)*bucketSlots + uintptr(lane(m))
+	return uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + s*unsafe.Sizeof(Entry{})
+}
+
+// candidates is lookupBurst's and ProbeBurst's pass 1: each packet's
+// bucket and signature matches, and the load of the first candidate entry
+// line of each, started eight at a time (a prefetch is started soon after
+// its signature word is read, at an eighth of the calls).
+func (t *Table) candidates(hashes []uint64, base *[MaxBurst]int32, cand *[MaxBurst]uint64) {
+	var lines [MaxBurst]uintptr
+	n, sent := 0, 0
+	for i, h := range hashes {
+		b := h & t.mask
+		base[i&(MaxBurst-1)] = int32(b) * bucketSlots
+		m := match(t.sigs[b], signature(h))
+		cand[i&(MaxBurst-1)] = m
+		if m != 0 {
+			lines[n&(MaxBurst-1)] = t.candidateLine(b, m)
+			n++
+			if n-sent == 8 {
+				prefetch.Lines(lines[sent:n])
+				sent = n
+			}
+		}
+	}
+	if n > sent {
+		prefetch.Lines(lines[sent:n])
 	}
 }
 
@@ -323,19 +352,15 @@ func (t *Table) lookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 	keys = keys[:len(hashes)]
 	out = out[:len(hashes)]
 
-	// Pass 0: start every signature word's load.
-	for _, h := range hashes {
-		t.PrefetchBucket(h)
+	// Pass 0: start every signature word's load, in one call.
+	var lines [MaxBurst]uintptr
+	for i, h := range hashes {
+		lines[i&(MaxBurst-1)] = t.BucketLine(h)
 	}
+	prefetch.Lines(lines[:len(hashes)])
 	// Pass 1: bucket indices and signature compares, and the load of the
 	// first candidate entry line of each packet.
-	for i, h := range hashes {
-		b := h & t.mask
-		base[i] = int32(b) * bucketSlots
-		m := match(t.sigs[b], signature(h))
-		cand[i] = m
-		t.prefetchCandidate(b, m)
-	}
+	t.candidates(hashes, &base, &cand)
 	// Pass 2: key compares on the candidate entry lines.
 	for i, k := range keys {
 		out[i] = nil

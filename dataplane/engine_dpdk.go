@@ -13,6 +13,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dpdk"
+	"github.com/fulcrumlb/fulcrum/internal/prefetch"
 )
 
 // Engine runs the forwarding loops on the worker lcores of an initialised
@@ -275,6 +276,7 @@ func (e *Engine) loop(i int) error {
 	tapPkts := make([]Pkt, burst)
 	pkts := make([]Pkt, burst)
 	mbIdx := make([]int, burst)
+	lines := make([]uintptr, 2*burst)
 	c := w.Local()
 	backoff := d.IdleBackoff
 	maxSleep := d.IdleMaxSleep
@@ -335,8 +337,15 @@ func (e *Engine) loop(i int) error {
 			p.Off = mb.Headroom()
 			p.Len = mb.DataLen()
 			mbIdx[k] = j
+			// The frame's first line (a NIC's DMA leaves it in the L3 at
+			// best) and the headroom line before it, which the tunnel
+			// headers are written into: unused since the mbuf's last
+			// trip, and its store misses otherwise stall Encap.
+			data := uintptr(unsafe.Pointer(unsafe.SliceData(p.Buf))) + uintptr(p.Off)
+			lines[2*k], lines[2*k+1] = data, data-1
 			k++
 		}
+		prefetch.Lines(lines[:2*k])
 		cp := w.capture.Load() // capture.go: nil unless a capture runs
 		if cp != nil {
 			cp.captureBefore(pkts[:k])

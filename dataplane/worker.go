@@ -9,6 +9,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/internal/prefetch"
 	"github.com/fulcrumlb/fulcrum/packet"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
@@ -214,14 +215,18 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 		if w.ct.LookupBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m]) < m {
 			// The misses will insert: start their buckets' loads
 			// together, and those of the Maglev slots they will read.
+			var slots [MaxBurst]uintptr
+			ns := 0
 			for j, e := range w.ctOut[:m] {
 				if e == nil {
 					w.ct.PrefetchInsert(w.ctHashes[j])
 					if i := w.ctIdx[j]; w.vips[i].Table != nil {
-						w.vips[i].Table.Prefetch(w.hashes[i])
+						slots[ns&(MaxBurst-1)] = w.vips[i].Table.SlotLine(w.hashes[i])
+						ns++
 					}
 				}
 			}
+			prefetch.Lines(slots[:ns])
 		}
 	}
 	j := 0

@@ -6,3 +6,9 @@ package prefetch
 //
 //go:noescape
 func Line(p uintptr)
+
+// Lines is Line for every address of addrs, in one call: the call, not the
+// instruction, is most of a prefetch's cost from Go.
+//
+//go:noescape
+func Lines(addrs []uintptr)

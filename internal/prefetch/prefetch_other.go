@@ -6,3 +6,6 @@ package prefetch
 // are still read in independent passes, which lets the CPU overlap the
 // misses it can.
 func Line(p uintptr) {}
+
+// Lines is a no-op, as Line.
+func Lines(addrs []uintptr) {}
