@@ -286,8 +286,9 @@ func (e *Engine) loop(i int) error {
 		now := conntrack.Time(time.Since(e.start) / conntrack.Resolution)
 		if e.hasTap {
 			// The kernel's side of the exception path: ARP/ND replies,
-			// BGP, ICMP from the host go out on the wire.
-			if m := dpdk.RxBurst(e.tap, q, tapRx); m > 0 {
+			// BGP, ICMP from the host go out on the wire. One call sends
+			// the last burst's punts to the kernel and receives.
+			if m := txTap.FlushRx(e.tap, q, tapRx); m > 0 {
 				if w.SteersFromKernel() {
 					steerFromKernel(w, tapRx, tapPkts, txWire, drops) // healthpath_dpdk.go
 				} else {
@@ -299,9 +300,11 @@ func (e *Engine) loop(i int) error {
 				c.FromKernel += uint64(m)
 			}
 		}
-		n := dpdk.RxBurst(e.wire, q, rx)
+		// One call sends what the last burst (and the kernel's side)
+		// made and receives the next burst: a polling loop's turn costs
+		// one crossing into C on a port without an exception path.
+		n := txWire.FlushRx(e.wire, q, rx)
 		if n == 0 {
-			txWire.Flush()
 			c.TxPackets = txWire.Sent
 			c.IdlePolls++
 			w.Idle(now)
@@ -378,9 +381,10 @@ func (e *Engine) loop(i int) error {
 			}
 		}
 		rx.Reset()
-		txWire.Flush()
+		// The burst's packets wait in txWire and txTap until the next
+		// turn's FlushRx, right after this: the counters below lag by
+		// one turn.
 		if txTap != nil {
-			txTap.Flush()
 			c.TxFull = txWire.Dropped + txTap.Dropped
 		} else {
 			c.TxFull = txWire.Dropped
@@ -391,5 +395,8 @@ func (e *Engine) loop(i int) error {
 		c.Bursts++
 	}
 	txWire.Flush()
+	if txTap != nil {
+		txTap.Flush()
+	}
 	return nil
 }

@@ -184,6 +184,21 @@ func (t *TxBuffer) Flush() int {
 	return sent
 }
 
+// FlushRx is Flush, then RxBurst(port, queue, rx), in one cgo call: a
+// polling loop sends what its last burst made and receives the next one
+// for the price of one crossing into C. It returns how many it received.
+func (t *TxBuffer) FlushRx(port, queue uint16, rx *Burst) int {
+	n := t.b.n
+	t.b.n = 0
+	r := uint32(C.fl_tx_free_rx(C.uint16_t(t.Port), C.uint16_t(t.Queue), t.b.pkts, C.uint16_t(n),
+		C.uint16_t(port), C.uint16_t(queue), rx.pkts, C.uint16_t(rx.cap)))
+	sent := int(r >> 16)
+	t.Sent += uint64(sent)
+	t.Dropped += uint64(n - sent)
+	rx.n = int(r & 0xffff)
+	return rx.n
+}
+
 // Free frees any waiting packets and the buffer.
 func (t *TxBuffer) Free() {
 	if t.b != nil {

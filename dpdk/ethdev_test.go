@@ -330,6 +330,52 @@ func TestTxBuffer(t *testing.T) {
 	if got != tb.Sent {
 		t.Errorf("received %d, TxBuffer counted %d sent", got, tb.Sent)
 	}
+
+	// FlushRx: the ring filled to 10 short of what it holds (1023: an
+	// rte_ring of 1024 slots keeps one free), then one full
+	// buffer flushed and received in the same call: 10 sent, 22 refused
+	// (freed and counted), 32 received; then the rest received, byte for
+	// byte, with nothing left to send.
+	const ring = 1023
+	fill := func(n int) {
+		pkts := make([][]byte, n)
+		for i := range pkts {
+			pkts[i] = pkt
+		}
+		fillBurst(t, b, pkts)
+		for _, m := range b.Mbufs() {
+			tb.Add(m)
+		}
+		b.Reset()
+	}
+	for added := 0; added < ring-10; added += DefaultBurst {
+		fill(min(DefaultBurst, ring-10-added))
+	}
+	tb.Flush()
+	fill(DefaultBurst) // waits in the buffer: it is exactly full
+	sent0, dropped0 := tb.Sent, tb.Dropped
+	rx := newBurst(t, DefaultBurst)
+	rxGot := tb.FlushRx(loopPort, 0, rx)
+	if tb.Sent-sent0 != 10 || tb.Dropped-dropped0 != DefaultBurst-10 || rxGot != DefaultBurst || tb.Len() != 0 {
+		t.Errorf("FlushRx into a ring with room for 10: sent %d, dropped %d, received %d, %d waiting; want 10, %d, %d, 0",
+			tb.Sent-sent0, tb.Dropped-dropped0, rxGot, tb.Len(), DefaultBurst-10, DefaultBurst)
+	}
+	for {
+		for _, m := range rx.Mbufs() {
+			if !bytes.Equal(m.Data(), pkt) {
+				t.Fatalf("looped packet differs: %x", m.Data())
+			}
+		}
+		rx.FreeAll()
+		got := tb.FlushRx(loopPort, 0, rx)
+		if got == 0 {
+			break
+		}
+		rxGot += got
+	}
+	if rxGot != ring {
+		t.Errorf("FlushRx received %d in all, want the ring's %d", rxGot, ring)
+	}
 }
 
 func TestLaunchWorkers(t *testing.T) {

@@ -115,6 +115,19 @@ fl_tx_burst_free(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t
 	return sent;
 }
 
+/* Transmit n packets on one queue (freeing the refused), then receive up
+ * to cap on another: the two ends of a polling loop's turn in one cgo
+ * call. Returns sent << 16 | received (both at most 65535). */
+static inline uint32_t
+fl_tx_free_rx(uint16_t txport, uint16_t txq, struct rte_mbuf **tx, uint16_t n,
+	uint16_t rxport, uint16_t rxq, struct rte_mbuf **rx, uint16_t cap)
+{
+	uint32_t sent = 0;
+	if (n > 0)
+		sent = fl_tx_burst_free(txport, txq, tx, n);
+	return sent << 16 | fl_rx_burst(rxport, rxq, rx, cap);
+}
+
 static inline void
 fl_free_bulk(struct rte_mbuf **pkts, unsigned int n)
 {
