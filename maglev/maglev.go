@@ -424,16 +424,7 @@ func (f *filler[S]) claim(t *turn) bool {
 		if t.inv == 0 {
 			t.inv = inverse(t.skip, m)
 		}
-		best, bi := uint64(m), 0
-		for i, e := range f.free {
-			ahead := e - t.pos
-			if e < t.pos {
-				ahead += m
-			}
-			if steps := f.red.mod(uint64(ahead) * uint64(t.inv)); steps < best {
-				best, bi = steps, i
-			}
-		}
+		bi := f.nearest(t)
 		c = f.free[bi]
 		f.free[bi] = f.free[len(f.free)-1]
 		f.free = f.free[:len(f.free)-1]
@@ -449,12 +440,37 @@ func (f *filler[S]) claim(t *turn) bool {
 	return f.filled == m
 }
 
-// freeSlots lists the slots whose bit is clear.
+// nearest returns the index in f.free of the free slot that comes first on
+// t's walk: the one the fewest steps ahead, (e - pos)·skip^-1 mod M steps
+// for slot e. Steps are distinct for distinct slots (multiplying by skip^-1
+// is a bijection mod M), so the order of f.free does not matter.
+//
+// (e - pos)·inv ≡ e·inv + (M - pos)·inv, and with M ≤ MaxSize < 2^23 both
+// products and their sum stay below 2^47: no wrap-around test per slot.
+// The loop has no data-dependent branch: the reduction's last subtraction
+// and the running minimum of steps<<32 | index are conditional moves.
+func (f *filler[S]) nearest(t *turn) int {
+	inv, mm, recip := uint64(t.inv), uint64(f.m), f.red.recip
+	k := uint64(f.m-t.pos) * inv
+	best := ^uint64(0)
+	for i, e := range f.free {
+		x := uint64(e)*inv + k
+		q, _ := bits.Mul64(x, recip)
+		r := x - q*mm // in [0, 2M)
+		r = min(r, r-mm)
+		best = min(best, r<<32|uint64(i))
+	}
+	return int(uint32(best))
+}
+
+// freeSlots lists the slots whose bit is clear, in increasing order. It
+// visits the clear bits only (a word at a time, lowest first), not every
+// slot: in the endgame a few hundred of the M bits are clear.
 func freeSlots(taken []uint64, m uint32) []uint32 {
 	var free []uint32
 	for w, bitsSet := range taken {
-		for b := 0; b < 64; b++ {
-			if c := uint32(w*64 + b); c < m && bitsSet&(1<<b) == 0 {
+		for clear := ^bitsSet; clear != 0; clear &= clear - 1 {
+			if c := uint32(w*64 + bits.TrailingZeros64(clear)); c < m {
 				free = append(free, c)
 			}
 		}
@@ -463,16 +479,18 @@ func freeSlots(taken []uint64, m uint32) []uint32 {
 }
 
 // inverse returns x^-1 mod m for m prime and 0 < x < m (extended Euclid).
+// 32-bit divisions, cheaper than 64-bit ones: the remainders stay below m
+// and the coefficients' magnitudes at most m, and m ≤ MaxSize < 2^31.
 func inverse(x, m uint32) uint32 {
-	a, b := int64(x), int64(m)
-	u, v := int64(1), int64(0)
+	a, b := x, m
+	u, v := int32(1), int32(0)
 	for b != 0 {
 		q := a / b
 		a, b = b, a-q*b
-		u, v = v, u-q*v
+		u, v = v, u-int32(q)*v
 	}
 	if u < 0 {
-		u += int64(m)
+		u += int32(m)
 	}
 	return uint32(u)
 }

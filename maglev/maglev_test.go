@@ -350,3 +350,26 @@ func TestSchedulersAgree(t *testing.T) {
 		}
 	}
 }
+
+// inverse must give x·inverse(x) ≡ 1 (mod m) for every x of small primes
+// and for a spread of x up to the largest prime table size.
+func TestInverse(t *testing.T) {
+	for _, m := range []uint32{2, 3, 7, 13, 251, 65537} {
+		for x := uint32(1); x < m; x++ {
+			if got := uint64(x) * uint64(inverse(x, m)) % uint64(m); got != 1 {
+				t.Fatalf("m=%d x=%d: x·inverse(x) mod m = %d", m, x, got)
+			}
+		}
+	}
+	const big = 4999999 // a prime near MaxSize
+	if !IsPrime(big) {
+		t.Fatal("4999999 is not prime")
+	}
+	for x := uint32(1); x < big; x += 9973 {
+		for _, y := range []uint32{x, big - x} {
+			if inv := inverse(y, big); inv >= big || uint64(y)*uint64(inv)%big != 1 {
+				t.Fatalf("m=%d x=%d: inverse %d", big, y, inv)
+			}
+		}
+	}
+}
