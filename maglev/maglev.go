@@ -88,8 +88,7 @@ func Build(backends []Backend, m uint64) (*Table, error) {
 		}
 	}
 
-	canon := slices.Clone(backends)
-	slices.SortFunc(canon, func(a, b Backend) int { return strings.Compare(a.Key, b.Key) })
+	canon := sortByKey(backends)
 	var wmax uint32
 	for i, b := range canon {
 		if i > 0 && canon[i-1].Key == b.Key {
@@ -119,6 +118,81 @@ func Build(backends []Backend, m uint64) (*Table, error) {
 		t.counts[tn.backend] = int(tn.taken)
 	}
 	return t, nil
+}
+
+// sortByKey returns the backends sorted by Key bytes (the canonical order).
+//
+// Keys of one VIP mostly share a long prefix ("10.0.3.17:443"), so a
+// comparison sort spends its time on bytes that never decide. sortByKey
+// instead radix-sorts by the 8 bytes after the keys' common prefix (the
+// head, padded with zeros), least significant byte first and skipping
+// bytes every key shares, then sorts each run of equal heads by whole key.
+// Two keys whose heads differ compare as their heads do: at the first
+// differing byte either both keys have a real byte, or the shorter key has
+// ended and its zero pad sorts it first, as a prefix sorts first. The
+// order is exactly strings.Compare's.
+func sortByKey(backends []Backend) []Backend {
+	first := backends[0].Key
+	lcp := len(first)
+	for _, b := range backends[1:] {
+		n := min(lcp, len(b.Key))
+		i := 0
+		for i < n && b.Key[i] == first[i] {
+			i++
+		}
+		lcp = i
+	}
+	type keyed struct {
+		head uint64
+		i    int
+	}
+	ks := make([]keyed, len(backends))
+	var differ uint64 // the head bits that are not the same in every key
+	for i, b := range backends {
+		var head uint64
+		for j := range 8 {
+			head <<= 8
+			if lcp+j < len(b.Key) {
+				head |= uint64(b.Key[lcp+j])
+			}
+		}
+		ks[i] = keyed{head, i}
+		differ |= head ^ ks[0].head
+	}
+	tmp := make([]keyed, len(ks))
+	for shift := 0; shift < 64; shift += 8 {
+		if differ>>shift&0xff == 0 {
+			continue
+		}
+		var count [257]int
+		for _, k := range ks {
+			count[k.head>>shift&0xff+1]++
+		}
+		for d := 1; d < 257; d++ {
+			count[d] += count[d-1]
+		}
+		for _, k := range ks {
+			d := k.head >> shift & 0xff
+			tmp[count[d]] = k
+			count[d]++
+		}
+		ks, tmp = tmp, ks
+	}
+	canon := make([]Backend, len(ks))
+	for i := range ks {
+		canon[i] = backends[ks[i].i]
+	}
+	for i := 0; i < len(ks); {
+		j := i + 1
+		for j < len(ks) && ks[j].head == ks[i].head {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(canon[i:j], func(a, b Backend) int { return strings.Compare(a.Key, b.Key) })
+		}
+		i = j
+	}
+	return canon
 }
 
 // turn is a backend's state while the table fills: where its permutation

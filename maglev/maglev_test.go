@@ -373,3 +373,47 @@ func TestInverse(t *testing.T) {
 		}
 	}
 }
+
+// sortByKey must order keys exactly as strings.Compare does: shared
+// prefixes, keys that are prefixes of others, zero bytes (which tie with
+// the head's zero padding), heads that tie and differ later, bytes ≥ 0x80.
+func TestSortByKey(t *testing.T) {
+	fixed := [][]string{
+		{"b"},
+		{"b", "a"},
+		{"a\x00", "a", "a\x00\x00", "a\x01", "a\xff"},
+		{"10.0.0.10", "10.0.0.9", "10.0.0.100", "10.0.0.1", "10.0.0.1:80"},
+		{"prefix-12345678-b", "prefix-12345678-a", "prefix-12345678", "prefix-1234567"},
+		{"x\x80", "x\x7f", "xy", "x"},
+	}
+	rng := rand.New(rand.NewPCG(5, 7))
+	alphabet := []byte{0, 1, '0', '1', '9', 'a', 0x7f, 0x80, 0xff}
+	for range 300 {
+		n := 1 + rng.IntN(60)
+		prefix := strings.Repeat("p", rng.IntN(4))
+		seen := map[string]bool{}
+		var keys []string
+		for len(keys) < n {
+			b := []byte(prefix)
+			for range rng.IntN(14) {
+				b = append(b, alphabet[rng.IntN(len(alphabet))])
+			}
+			if k := string(b); k != "" && !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+		fixed = append(fixed, keys)
+	}
+	for c, keys := range fixed {
+		bs := make([]Backend, len(keys))
+		for i, k := range keys {
+			bs[i] = Backend{Key: k, Weight: uint32(i)}
+		}
+		want := slices.Clone(bs)
+		slices.SortFunc(want, func(a, b Backend) int { return strings.Compare(a.Key, b.Key) })
+		if got := sortByKey(bs); !slices.Equal(got, want) {
+			t.Fatalf("case %d: sortByKey(%q) = %v, want %v", c, keys, got, want)
+		}
+	}
+}
