@@ -308,7 +308,7 @@ func fill[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 	f := newFiller(slots, m)
 	taken, endgame := f.taken, f.endgame
-	due := make([]uint32, len(turns))
+	due := make([]uint32, len(turns)+1)
 	// With equal weights every backend is due in every round: the list is
 	// the same each time.
 	var sum uint64
@@ -331,11 +331,30 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 			}
 			n += inc
 		}
-		i := 0
-		for filled := f.filled; i < n && filled < endgame; i++ {
+		due[n] = due[0] // the look-ahead past the round's last turn reads a valid turn
+		i, filled := 0, f.filled
+		// The next turn's first candidate and its bitmap word, loaded
+		// before this turn's branches: when one of them mispredicts, the
+		// next turn's loads are done already (they come first in program
+		// order and survive the flush).
+		nc := turns[due[0]].pos
+		nw := taken[nc>>6]
+		for ; i < n && filled < endgame; i++ {
 			t := &turns[due[i]]
-			c, skip := t.pos, t.skip
-			if taken[c>>6]&(1<<(c&63)) != 0 {
+			c, skip, w := nc, t.skip, nw
+			nc = turns[due[i+1]].pos
+			nw = taken[nc>>6]
+			// The first two candidates are tested without a branch
+			// between them: while half the table is free the first one's
+			// test is a coin toss, the pair's much less often.
+			c1 := step(c, skip, m)
+			w1 := taken[c1>>6]
+			if c1>>6 == c>>6 {
+				w1 = w
+			}
+			t0, t1 := uint32(w>>(c&63))&1, uint32(w1>>(c1&63))&1 // 1: taken
+			c ^= (c ^ c1) & -t0                                    // c1 if c is taken
+			if t0&t1 != 0 {
 				// Four steps ahead at a time, each computed from c with
 				// its own stride, so the four positions do not wait on
 				// each other (one step is a dependency chain of several
@@ -363,13 +382,17 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 					}
 				}
 			}
-			taken[c>>6] |= 1 << (c & 63)
+			bit := uint64(1) << (c & 63)
+			taken[c>>6] |= bit
+			if c>>6 == nc>>6 {
+				nw |= bit // the next turn's word, as this claim left it
+			}
 			slots[c] = S(t.backend)
 			t.taken++
 			t.pos = step(c, skip, m)
 			filled++
-			f.filled = filled
 		}
+		f.filled = filled
 		for ; i < n; i++ {
 			if f.claim(&turns[due[i]]) {
 				return
