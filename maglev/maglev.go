@@ -308,30 +308,10 @@ func fill[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 	f := newFiller(slots, m)
 	taken, endgame := f.taken, f.endgame
-	due := make([]uint32, len(turns)+1)
-	// With equal weights every backend is due in every round: the list is
-	// the same each time.
-	var sum uint64
-	for k := range turns {
-		sum += uint64(turns[k].weight)
-	}
-	equal := sum == uint64(len(turns))*wmax
+	sched := newSchedule(turns, wmax)
 	for round := uint64(1); ; round++ {
-		n := 0
-		for k := range turns {
-			if equal && round > 1 {
-				n = len(turns)
-				break
-			}
-			t := &turns[k]
-			due[n] = uint32(k)
-			inc := 0
-			if round*uint64(t.weight) >= uint64(t.taken)*wmax {
-				inc = 1
-			}
-			n += inc
-		}
-		due[n] = due[0] // the look-ahead past the round's last turn reads a valid turn
+		due := sched.due(round)
+		n := len(due) - 1 // the last entry is the look-ahead's
 		i, filled := 0, f.filled
 		// The next turn's first candidate and its bitmap word, loaded
 		// before this turn's branches: when one of them mispredicts, the
@@ -353,7 +333,7 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 				w1 = w
 			}
 			t0, t1 := uint32(w>>(c&63))&1, uint32(w1>>(c1&63))&1 // 1: taken
-			c ^= (c ^ c1) & -t0                                    // c1 if c is taken
+			c ^= (c ^ c1) & -t0                                  // c1 if c is taken
 			if t0&t1 != 0 {
 				// Four steps ahead at a time, each computed from c with
 				// its own stride, so the four positions do not wait on
@@ -399,6 +379,108 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 			}
 		}
 	}
+}
+
+// schedule lists the backends due in each round of fillRounds, in
+// canonical order.
+//
+// Which backends are due in a round depends only on the round and the
+// weights: a due backend always gets its slot (the table is not full yet,
+// so its walk finds one), so after round r-1 a backend has taken exactly
+// the slots of the rounds in which it was due, and by induction it holds
+// floor((r-1)·w/wmax) + 1 of them at round r ≥ 2. The test r·w ≥
+// taken·wmax then reads floor(r·w/wmax) > floor((r-1)·w/wmax): the
+// backend is due when r·w crosses a multiple of wmax, which repeats every
+// wmax/gcd(w, wmax) rounds. From round 2 on the lists therefore repeat
+// with the period P, the least common multiple of those over the
+// backends, a divisor of wmax: with equal weights P = 1, with weights
+// 1..10 P divides 10. When P is small (periodCap) the first P lists are
+// kept and replayed,
+// instead of testing every backend in every round (at M = 65537, N = 1000
+// and weights 1..10: 119 rounds, 11 lists made). TestBuilderMatchesOld
+// checks the replay against the old builder, which tests every round.
+type schedule struct {
+	turns  []turn
+	wmax   uint64
+	period uint64     // 0: lists are not kept
+	lists  [][]uint32 // lists[(round-2) % period]
+	buf    []uint32   // the list of the round, when lists are not kept
+}
+
+// periodCap bounds the period whose lists are kept, and so their memory:
+// at most periodCap·(N+1) entries.
+const periodCap = 64
+
+func newSchedule(turns []turn, wmax uint64) *schedule {
+	s := &schedule{turns: turns, wmax: wmax, period: 1}
+	for k := range turns {
+		w := uint64(turns[k].weight)
+		if s.period*w%wmax == 0 {
+			continue // w's period wmax/gcd(w, wmax) divides the period already
+		}
+		b := wmax / gcd(w, wmax)
+		s.period = s.period / gcd(s.period, b) * b
+		if s.period > periodCap {
+			s.period = 0
+			break
+		}
+	}
+	if s.period > 0 {
+		s.lists = make([][]uint32, s.period)
+	} else {
+		s.buf = make([]uint32, len(turns)+1)
+	}
+	return s
+}
+
+// due returns the backends due in round, followed by one more entry (a
+// valid index for the claim loop's look-ahead, never claimed for).
+func (s *schedule) due(round uint64) []uint32 {
+	if round == 1 { // every backend: none has a slot yet
+		l := s.buf
+		if l == nil {
+			l = make([]uint32, len(s.turns)+1)
+		}
+		for k := range s.turns {
+			l[k] = uint32(k)
+		}
+		l[len(s.turns)] = 0
+		return l
+	}
+	if s.period == 0 {
+		return s.list(round, s.buf)
+	}
+	j := (round - 2) % s.period
+	if s.lists[j] == nil {
+		s.lists[j] = s.list(round, make([]uint32, len(s.turns)+1))
+	}
+	return s.lists[j]
+}
+
+// list tests every backend, without a branch per backend (with mixed
+// weights the test is a coin toss, and a branch on it mispredicts every
+// other time), and returns due[:n+1].
+func (s *schedule) list(round uint64, due []uint32) []uint32 {
+	n := 0
+	for k := range s.turns {
+		t := &s.turns[k]
+		due[n] = uint32(k)
+		inc := 0
+		if round*uint64(t.weight) >= uint64(t.taken)*s.wmax {
+			inc = 1
+		}
+		n += inc
+	}
+	due[n] = due[0]
+	return due[:n+1]
+}
+
+// gcd returns the greatest common divisor of a and b, not both 0.
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // step is (c + skip) mod m for c, skip < m <= MaxSize, without a branch:
