@@ -309,6 +309,7 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 	f := newFiller(slots, m)
 	taken, endgame := f.taken, f.endgame
 	sched := newSchedule(turns, wmax)
+	wide := m - m/8 // walk8 until 7/8 of the table is taken
 	for round := uint64(1); ; round++ {
 		due := sched.due(round)
 		n := len(due) - 1 // the last entry is the look-ahead's
@@ -334,7 +335,9 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 			}
 			t0, t1 := uint32(w>>(c&63))&1, uint32(w1>>(c1&63))&1 // 1: taken
 			c ^= (c ^ c1) & -t0                                  // c1 if c is taken
-			if t0&t1 != 0 {
+			if t0&t1 != 0 && filled < wide {
+				c = walk8(taken, c, skip, m)
+			} else if t0&t1 != 0 {
 				// Four steps ahead at a time, each computed from c with
 				// its own stride, so the four positions do not wait on
 				// each other (one step is a dependency chain of several
@@ -481,6 +484,38 @@ func gcd(a, b uint64) uint64 {
 		a, b = b, a%b
 	}
 	return a
+}
+
+// walk8 returns the first free slot after the taken slot c on the walk of
+// stride skip, testing eight steps at a time without a branch between
+// them. While a quarter to half of the slots are free, a walk past the
+// first two candidates is a few steps long and each step's test is close
+// to a coin toss: one branch per eight steps mispredicts far less than one
+// per step (measured: 20 to 50 µs of a build at M = 65537, N = 1000). Once
+// the table is 7/8 full, most blocks of eight find nothing, and the
+// four-stride loop of fillRounds is faster.
+func walk8(taken []uint64, c, skip, m uint32) uint32 {
+	s2 := step(skip, skip, m)
+	s4 := step(s2, s2, m)
+	for {
+		// c + j·skip for j = 1..8, at most three steps from c.
+		c1, c2, c4 := step(c, skip, m), step(c, s2, m), step(c, s4, m)
+		c3, c5, c6, c8 := step(c2, skip, m), step(c4, skip, m), step(c4, s2, m), step(c4, s4, m)
+		c7 := step(c6, skip, m)
+		free := ^(taken[c1>>6]>>(c1&63))&1 |
+			(^(taken[c2>>6]>>(c2&63))&1)<<1 |
+			(^(taken[c3>>6]>>(c3&63))&1)<<2 |
+			(^(taken[c4>>6]>>(c4&63))&1)<<3 |
+			(^(taken[c5>>6]>>(c5&63))&1)<<4 |
+			(^(taken[c6>>6]>>(c6&63))&1)<<5 |
+			(^(taken[c7>>6]>>(c7&63))&1)<<6 |
+			(^(taken[c8>>6]>>(c8&63))&1)<<7
+		if free != 0 {
+			cs := [8]uint32{c1, c2, c3, c4, c5, c6, c7, c8}
+			return cs[bits.TrailingZeros64(free)&7] // the first free one in walk order
+		}
+		c = c8
+	}
 }
 
 // step is (c + skip) mod m for c, skip < m <= MaxSize, without a branch:
