@@ -207,3 +207,35 @@ func TestSchedulePeriod(t *testing.T) {
 		}
 	}
 }
+
+// Rebuilds of the same keys (the key hash cache's fast path) with the
+// weights changing between builds, some to 0 and back, then a different
+// key set and back: every table slot for slot as the old builder's.
+func TestBuilderRebuildSameKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 43))
+	for _, m := range []uint64{251, 4099, DefaultSize} {
+		bs := names("r-", 200, equal)
+		other := names("o-", 150, equal)
+		for round := range 12 {
+			in := bs
+			if round%4 == 3 {
+				in = other
+			}
+			for i := range in {
+				in[i].Weight = rng.Uint32N(6) // zeros too
+			}
+			in[rng.IntN(len(in))].Weight = 7
+			rng.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
+			tab, err := Build(in, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := oldBuild(in, m)
+			for i := range want {
+				if got := tab.Slot(i); got != int(want[i]) {
+					t.Fatalf("M=%d, build %d: slot %d is backend %d, the old builder gave %d", m, round, i, got, want[i])
+				}
+			}
+		}
+	}
+}

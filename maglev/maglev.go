@@ -223,19 +223,37 @@ func makeTurns(canon []Backend, m uint64) []turn {
 	defer keyHashes.Unlock()
 	if keyHashes.m == nil || len(keyHashes.m)+len(canon) > keyHashesMax {
 		keyHashes.m = make(map[string][2]uint64, len(canon)) // bounded: start afresh
+		keyHashes.last, keyHashes.lastHs = keyHashes.last[:0], keyHashes.lastHs[:0]
 	}
+	// The usual rebuild has the very keys of the one before, in the same
+	// order: then their hashes come from a list instead of 2N map lookups.
+	same := len(canon) == len(keyHashes.last)
+	for i := 0; same && i < len(canon); i++ {
+		same = canon[i].Key == keyHashes.last[i]
+	}
+	if !same {
+		keyHashes.last = keyHashes.last[:0]
+		keyHashes.lastHs = keyHashes.lastHs[:0]
+		for _, b := range canon {
+			hs, ok := keyHashes.m[b.Key]
+			if !ok {
+				hs = [2]uint64{keyHashes.h.sum(b.Key, 1), keyHashes.h.sum(b.Key, 2)}
+				keyHashes.m[b.Key] = hs
+			}
+			keyHashes.last = append(keyHashes.last, b.Key)
+			keyHashes.lastHs = append(keyHashes.lastHs, hs)
+		}
+	}
+	// Barrett reductions: two divisions per backend cost more.
+	modM, modM1 := newReducer(m), newReducer(m-1)
 	for i, b := range canon {
 		if b.Weight == 0 {
 			continue
 		}
-		hs, ok := keyHashes.m[b.Key]
-		if !ok {
-			hs = [2]uint64{keyHashes.h.sum(b.Key, 1), keyHashes.h.sum(b.Key, 2)}
-			keyHashes.m[b.Key] = hs
-		}
+		hs := keyHashes.lastHs[i]
 		turns = append(turns, turn{
-			pos:     uint32(hs[0] % m),
-			skip:    uint32(hs[1]%(m-1) + 1),
+			pos:     uint32(modM.mod(hs[0])),
+			skip:    uint32(modM1.mod(hs[1]) + 1),
 			weight:  b.Weight,
 			backend: uint32(i),
 		})
@@ -250,6 +268,9 @@ var keyHashes struct {
 	sync.Mutex
 	m map[string][2]uint64
 	h namedHasher
+	// The keys of the last build, in canonical order, and their hashes.
+	last   []string
+	lastHs [][2]uint64
 }
 
 const keyHashesMax = 1 << 16
