@@ -327,8 +327,13 @@ func fill[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 //     the last sqrt(M) slots, goes through the filler, continuing the
 //     same round at the next due backend.
 func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
-	f := newFiller(slots, m)
-	taken, endgame := f.taken, f.endgame
+	// A doubled bitmap: bits c and c+M both stand for slot c, so a
+	// candidate c + j·skip (c < M, j·skip reduced mod M) is probed as it
+	// is, below 2M, without reducing it mod M first; only the slot
+	// claimed and the walk's base are reduced. A claim sets both bits.
+	taken := make([]uint64, (2*m+63)/64)
+	f := newFillerTaken(slots, m, taken[:(m+63)/64])
+	endgame := f.endgame
 	sched := newSchedule(turns, wmax)
 	wide := m - m/8 // walk8 until 7/8 of the table is taken
 	for round := uint64(1); ; round++ {
@@ -349,7 +354,7 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 			// The first two candidates are tested without a branch
 			// between them: while half the table is free the first one's
 			// test is a coin toss, the pair's much less often.
-			c1 := step(c, skip, m)
+			c1 := c + skip // < 2M
 			w1 := taken[c1>>6]
 			if c1>>6 == c>>6 {
 				w1 = w
@@ -357,17 +362,18 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 			t0, t1 := uint32(w>>(c&63))&1, uint32(w1>>(c1&63))&1 // 1: taken
 			c ^= (c ^ c1) & -t0                                  // c1 if c is taken
 			if t0&t1 != 0 && filled < wide {
-				c = walk8(taken, c, skip, m)
+				c = walk8(taken, step(c1, 0, m), skip, m)
 			} else if t0&t1 != 0 {
-				// Four steps ahead at a time, each computed from c with
-				// its own stride, so the four positions do not wait on
-				// each other (one step is a dependency chain of several
-				// cycles); the first free one, in walk order, wins.
+				// Four steps ahead at a time, each computed from the base
+				// c with its own stride, so the four positions do not
+				// wait on each other; the first free one, in walk order,
+				// wins.
+				c = step(c1, 0, m)
 				s2 := step(skip, skip, m)
 				s3 := step(s2, skip, m)
 				s4 := step(s3, skip, m)
 				for {
-					c1, c2, c3, c4 := step(c, skip, m), step(c, s2, m), step(c, s3, m), step(c, s4, m)
+					c1, c2, c3, c4 := c+skip, c+s2, c+s3, c+s4
 					if taken[c1>>6]&(1<<(c1&63)) == 0 {
 						c = c1
 						break
@@ -380,16 +386,25 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 						c = c3
 						break
 					}
-					c = c4
+					c = step(c4, 0, m)
 					if taken[c>>6]&(1<<(c&63)) == 0 {
 						break
 					}
 				}
 			}
-			bit := uint64(1) << (c & 63)
+			c = step(c, 0, m) // the slot: below M
+			cm := c + m
+			bit, bitm := uint64(1)<<(c&63), uint64(1)<<(cm&63)
 			taken[c>>6] |= bit
+			taken[cm>>6] |= bitm
+			// The next turn's word, as this claim left it (its
+			// candidate's word may hold bit c, or bit c+M near the end
+			// of the first half).
 			if c>>6 == nc>>6 {
-				nw |= bit // the next turn's word, as this claim left it
+				nw |= bit
+			}
+			if cm>>6 == nc>>6 {
+				nw |= bitm
 			}
 			slots[c] = S(t.backend)
 			t.taken++
@@ -507,22 +522,21 @@ func gcd(a, b uint64) uint64 {
 	return a
 }
 
-// walk8 returns the first free slot after the taken slot c on the walk of
-// stride skip, testing eight steps at a time without a branch between
-// them. While a quarter to half of the slots are free, a walk past the
-// first two candidates is a few steps long and each step's test is close
-// to a coin toss: one branch per eight steps mispredicts far less than one
-// per step (measured: 20 to 50 µs of a build at M = 65537, N = 1000). Once
+// walk8 returns the first free candidate after the taken slot c < M on
+// the walk of stride skip, as a position below 2M in fillRounds' doubled
+// bitmap, testing eight steps at a time without a branch between them.
+// While a quarter to half of the slots are free, a walk past the first
+// two candidates is a few steps long and each step's test is close to a
+// coin toss: one branch per eight steps mispredicts far less than one per
+// step (measured: 20 to 50 µs of a build at M = 65537, N = 1000). Once
 // the table is 7/8 full, most blocks of eight find nothing, and the
 // four-stride loop of fillRounds is faster.
 func walk8(taken []uint64, c, skip, m uint32) uint32 {
 	s2 := step(skip, skip, m)
-	s4 := step(s2, s2, m)
+	s3, s4 := step(s2, skip, m), step(s2, s2, m)
+	s5, s6, s7, s8 := step(s4, skip, m), step(s4, s2, m), step(s4, s3, m), step(s4, s4, m)
 	for {
-		// c + j·skip for j = 1..8, at most three steps from c.
-		c1, c2, c4 := step(c, skip, m), step(c, s2, m), step(c, s4, m)
-		c3, c5, c6, c8 := step(c2, skip, m), step(c4, skip, m), step(c4, s2, m), step(c4, s4, m)
-		c7 := step(c6, skip, m)
+		c1, c2, c3, c4, c5, c6, c7, c8 := c+skip, c+s2, c+s3, c+s4, c+s5, c+s6, c+s7, c+s8
 		free := ^(taken[c1>>6]>>(c1&63))&1 |
 			(^(taken[c2>>6]>>(c2&63))&1)<<1 |
 			(^(taken[c3>>6]>>(c3&63))&1)<<2 |
@@ -535,7 +549,7 @@ func walk8(taken []uint64, c, skip, m uint32) uint32 {
 			cs := [8]uint32{c1, c2, c3, c4, c5, c6, c7, c8}
 			return cs[bits.TrailingZeros64(free)&7] // the first free one in walk order
 		}
-		c = c8
+		c = step(c8, 0, m)
 	}
 }
 
@@ -620,9 +634,15 @@ type filler[S uint16 | uint32] struct {
 const endgameFactor = 1
 
 func newFiller[S uint16 | uint32](slots []S, m uint32) *filler[S] {
+	return newFillerTaken(slots, m, make([]uint64, (m+63)/64))
+}
+
+// newFillerTaken is newFiller with the caller's bitmap, whose first M bits
+// are the slots'.
+func newFillerTaken[S uint16 | uint32](slots []S, m uint32, taken []uint64) *filler[S] {
 	return &filler[S]{
 		slots:   slots,
-		taken:   make([]uint64, (m+63)/64),
+		taken:   taken,
 		m:       m,
 		endgame: m - min(m, uint32(endgameFactor*math.Sqrt(float64(m)))),
 		red:     newReducer(uint64(m)),
