@@ -337,7 +337,14 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 	sched := newSchedule(turns, wmax)
 	wide := m - m/8 // walk8 until 7/8 of the table is taken
 	for round := uint64(1); ; round++ {
-		due := sched.due(round)
+		// The list inline, not through a call: with few backends and
+		// uneven weights a build has tens of thousands of short rounds.
+		var due []uint32
+		if sched.period == 0 || round == 1 {
+			due = sched.list(round, sched.buf)
+		} else {
+			due = sched.replay(round)
+		}
 		n := len(due) - 1 // the last entry is the look-ahead's
 		i, filled := 0, f.filled
 		// The next turn's first candidate and its bitmap word, loaded
@@ -443,7 +450,7 @@ type schedule struct {
 	wmax   uint64
 	period uint64     // 0: lists are not kept
 	lists  [][]uint32 // lists[(round-2) % period]
-	buf    []uint32   // the list of the round, when lists are not kept
+	buf    []uint32   // the list of the round, when it is made afresh
 }
 
 // periodCap bounds the period whose lists are kept, and so their memory:
@@ -466,29 +473,15 @@ func newSchedule(turns []turn, wmax uint64) *schedule {
 	}
 	if s.period > 0 {
 		s.lists = make([][]uint32, s.period)
-	} else {
-		s.buf = make([]uint32, len(turns)+1)
 	}
+	s.buf = make([]uint32, len(turns)+1) // round 1's list, and every round's without a period
 	return s
 }
 
-// due returns the backends due in round, followed by one more entry (a
-// valid index for the claim loop's look-ahead, never claimed for).
-func (s *schedule) due(round uint64) []uint32 {
-	if round == 1 { // every backend: none has a slot yet
-		l := s.buf
-		if l == nil {
-			l = make([]uint32, len(s.turns)+1)
-		}
-		for k := range s.turns {
-			l[k] = uint32(k)
-		}
-		l[len(s.turns)] = 0
-		return l
-	}
-	if s.period == 0 {
-		return s.list(round, s.buf)
-	}
+// replay returns the list of round ≥ 2, made by list the first time its
+// place in the period comes round, followed by one more entry (a valid
+// index for the claim loop's look-ahead, never claimed for).
+func (s *schedule) replay(round uint64) []uint32 {
 	j := (round - 2) % s.period
 	if s.lists[j] == nil {
 		s.lists[j] = s.list(round, make([]uint32, len(s.turns)+1))
