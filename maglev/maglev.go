@@ -314,18 +314,21 @@ func fill[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 // fillRounds visits every backend in every round.
 //
 // It is claim, written out in the loop for speed; the table must not
-// change (TestBuilderMatchesOld). Two things make it fast:
+// change (TestBuilderMatchesOld). What makes it fast:
 //
-//   - Each round first lists the backends that are due, without a branch
-//     per backend: whether a backend is due in a round depends only on its
-//     own count, which no other backend's turn changes, so the list made
-//     at the start of the round is the one the turns would meet. With
-//     mixed weights the test is a coin toss per backend, and a branch on
-//     it mispredicts every other time.
-//   - While many slots are free, the walk runs inline with the bitmap, the
-//     turn's skip and M in registers and a branch-free step; the endgame,
-//     the last sqrt(M) slots, goes through the filler, continuing the
-//     same round at the next due backend.
+//   - Each round first lists the backends that are due (schedule), without
+//     a branch per backend: whether a backend is due in a round depends
+//     only on its own count, which no other backend's turn changes, so the
+//     list made at the start of the round is the one the turns would meet.
+//     The lists repeat with the weights' period and are replayed when it
+//     is short (with weights 1..10, 11 lists for 119 rounds).
+//   - While many slots are free, the walk runs inline with a branch-free
+//     step, on a doubled bitmap that needs no reduction mod M per probe;
+//     the next turn's first candidate is loaded ahead; the first two
+//     candidates are tested without a branch between them, a longer walk
+//     goes eight steps per branch (walk8) until the table is 7/8 full and
+//     four after. The endgame, the last sqrt(M) slots, goes through the
+//     filler, continuing the same round at the next due backend.
 func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 	// A doubled bitmap: bits c and c+M both stand for slot c, so a
 	// candidate c + j·skip (c < M, j·skip reduced mod M) is probed as it
