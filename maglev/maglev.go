@@ -324,10 +324,10 @@ func fill[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 //     is short (with weights 1..10, 11 lists for 119 rounds).
 //   - While many slots are free, the walk runs inline with a branch-free
 //     step, on a doubled bitmap that needs no reduction mod M per probe;
-//     the next turn's first candidate is loaded ahead; the first two
-//     candidates are tested without a branch between them, a longer walk
-//     goes eight steps per branch (walk8) until the table is 7/8 full and
-//     four after. The endgame, the last sqrt(M) slots, goes through the
+//     the next turn's first candidate is loaded ahead; once a quarter of
+//     the table is taken the first two candidates are tested without a
+//     branch between them, and a longer walk goes eight steps per branch
+//     (walk8) until the table is 7/8 full, four after. The endgame, the last sqrt(M) slots, goes through the
 //     filler, continuing the same round at the next due backend.
 func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 	// A doubled bitmap: bits c and c+M both stand for slot c, so a
@@ -338,7 +338,7 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 	f := newFillerTaken(slots, m, taken[:(m+63)/64])
 	endgame := f.endgame
 	sched := newSchedule(turns, wmax)
-	wide := m - m/8 // walk8 until 7/8 of the table is taken
+	early, wide := m/4, m-m/8 // one candidate until 1/4 of the table is taken; walk8 until 7/8
 	for round := uint64(1); ; round++ {
 		// The list inline, not through a call: with few backends and
 		// uneven weights a build has tens of thousands of short rounds.
@@ -361,44 +361,50 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 			c, skip, w := nc, t.skip, nw
 			nc = turns[due[i+1]].pos
 			nw = taken[nc>>6]
-			// The first two candidates are tested without a branch
-			// between them: while half the table is free the first one's
-			// test is a coin toss, the pair's much less often.
-			c1 := c + skip // < 2M
-			w1 := taken[c1>>6]
-			if c1>>6 == c>>6 {
-				w1 = w
-			}
-			t0, t1 := uint32(w>>(c&63))&1, uint32(w1>>(c1&63))&1 // 1: taken
-			c ^= (c ^ c1) & -t0                                  // c1 if c is taken
-			if t0&t1 != 0 && filled < wide {
-				c = walk8(taken, step(c1, 0, m), skip, m)
-			} else if t0&t1 != 0 {
-				// Four steps ahead at a time, each computed from the base
-				// c with its own stride, so the four positions do not
-				// wait on each other; the first free one, in walk order,
-				// wins.
-				c = step(c1, 0, m)
-				s2 := step(skip, skip, m)
-				s3 := step(s2, skip, m)
-				s4 := step(s3, skip, m)
-				for {
-					c1, c2, c3, c4 := c+skip, c+s2, c+s3, c+s4
-					if taken[c1>>6]&(1<<(c1&63)) == 0 {
-						c = c1
-						break
-					}
-					if taken[c2>>6]&(1<<(c2&63)) == 0 {
-						c = c2
-						break
-					}
-					if taken[c3>>6]&(1<<(c3&63)) == 0 {
-						c = c3
-						break
-					}
-					c = step(c4, 0, m)
-					if taken[c>>6]&(1<<(c&63)) == 0 {
-						break
+			// While most of the table is free, the first candidate
+			// alone, with a branch: it is free three times in four or
+			// more, and testing a second one would be wasted work.
+			if filled >= early || w&(1<<(c&63)) != 0 {
+				// The first two candidates are tested without a
+				// branch between them: while half the table is free
+				// the first one's test is a coin toss, the pair's much
+				// less often.
+				c1 := c + skip // < 2M
+				w1 := taken[c1>>6]
+				if c1>>6 == c>>6 {
+					w1 = w
+				}
+				t0, t1 := uint32(w>>(c&63))&1, uint32(w1>>(c1&63))&1 // 1: taken
+				c ^= (c ^ c1) & -t0                                  // c1 if c is taken
+				if t0&t1 != 0 && filled < wide {
+					c = walk8(taken, step(c1, 0, m), skip, m)
+				} else if t0&t1 != 0 {
+					// Four steps ahead at a time, each computed from the
+					// base c with its own stride, so the four positions
+					// do not wait on each other; the first free one, in
+					// walk order, wins.
+					c = step(c1, 0, m)
+					s2 := step(skip, skip, m)
+					s3 := step(s2, skip, m)
+					s4 := step(s3, skip, m)
+					for {
+						c1, c2, c3, c4 := c+skip, c+s2, c+s3, c+s4
+						if taken[c1>>6]&(1<<(c1&63)) == 0 {
+							c = c1
+							break
+						}
+						if taken[c2>>6]&(1<<(c2&63)) == 0 {
+							c = c2
+							break
+						}
+						if taken[c3>>6]&(1<<(c3&63)) == 0 {
+							c = c3
+							break
+						}
+						c = step(c4, 0, m)
+						if taken[c>>6]&(1<<(c&63)) == 0 {
+							break
+						}
 					}
 				}
 			}
