@@ -536,9 +536,11 @@ func gcd(a, b uint64) uint64 {
 func walk8(taken []uint64, c, skip, m uint32) uint32 {
 	s2 := step(skip, skip, m)
 	s3, s4 := step(s2, skip, m), step(s2, s2, m)
-	s5, s6, s7, s8 := step(s4, skip, m), step(s4, s2, m), step(s4, s3, m), step(s4, s4, m)
 	for {
-		c1, c2, c3, c4, c5, c6, c7, c8 := c+skip, c+s2, c+s3, c+s4, c+s5, c+s6, c+s7, c+s8
+		// Two bases four steps apart: three multiples of skip to reduce
+		// per walk instead of seven.
+		d := step(c, s4, m)
+		c1, c2, c3, c4, c5, c6, c7, c8 := c+skip, c+s2, c+s3, c+s4, d+skip, d+s2, d+s3, d+s4
 		free := ^(taken[c1>>6]>>(c1&63))&1 |
 			(^(taken[c2>>6]>>(c2&63))&1)<<1 |
 			(^(taken[c3>>6]>>(c3&63))&1)<<2 |
