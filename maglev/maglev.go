@@ -232,8 +232,7 @@ func makeTurns(canon []Backend, m uint64) []turn {
 		same = canon[i].Key == keyHashes.last[i]
 	}
 	if !same {
-		keyHashes.last = keyHashes.last[:0]
-		keyHashes.lastHs = keyHashes.lastHs[:0]
+		keyHashes.last, keyHashes.lastHs = keyHashes.last[:0], keyHashes.lastHs[:0]
 		for _, b := range canon {
 			hs, ok := keyHashes.m[b.Key]
 			if !ok {
@@ -327,8 +326,9 @@ func fill[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 //     the next turn's first candidate is loaded ahead; once a quarter of
 //     the table is taken the first two candidates are tested without a
 //     branch between them, and a longer walk goes eight steps per branch
-//     (walk8) until the table is 7/8 full, four after. The endgame, the last sqrt(M) slots, goes through the
-//     filler, continuing the same round at the next due backend.
+//     (walk8) until the table is 7/8 full, four after. The endgame, the
+//     last sqrt(M) slots, goes through the filler, continuing the same
+//     round at the next due backend.
 func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint64) {
 	// A doubled bitmap: bits c and c+M both stand for slot c, so a
 	// candidate c + j·skip (c < M, j·skip reduced mod M) is probed as it
@@ -450,10 +450,10 @@ func fillRounds[S uint16 | uint32](slots []S, turns []turn, m uint32, wmax uint6
 // with the period P, the least common multiple of those over the
 // backends, a divisor of wmax: with equal weights P = 1, with weights
 // 1..10 P divides 10. When P is small (periodCap) the first P lists are
-// kept and replayed,
-// instead of testing every backend in every round (at M = 65537, N = 1000
-// and weights 1..10: 119 rounds, 11 lists made). TestBuilderMatchesOld
-// checks the replay against the old builder, which tests every round.
+// kept and replayed instead of testing every backend in every round (at
+// M = 65537, N = 1000 and weights 1..10: 119 rounds, 11 lists made).
+// TestBuilderMatchesOld checks the replay against the old builder, which
+// tests every round.
 type schedule struct {
 	turns  []turn
 	wmax   uint64
@@ -527,12 +527,11 @@ func gcd(a, b uint64) uint64 {
 // walk8 returns the first free candidate after the taken slot c < M on
 // the walk of stride skip, as a position below 2M in fillRounds' doubled
 // bitmap, testing eight steps at a time without a branch between them.
-// While a quarter to half of the slots are free, a walk past the first
-// two candidates is a few steps long and each step's test is close to a
-// coin toss: one branch per eight steps mispredicts far less than one per
-// step (measured: 20 to 50 µs of a build at M = 65537, N = 1000). Once
-// the table is 7/8 full, most blocks of eight find nothing, and the
-// four-stride loop of fillRounds is faster.
+// Until the table is 7/8 full, a walk past the first two candidates is a
+// few steps long and each step's test is close to a coin toss: one branch
+// per eight steps mispredicts far less than one per step (measured: 20 to
+// 50 µs of a build at M = 65537, N = 1000). Past that, most blocks of
+// eight find nothing, and the four-stride loop of fillRounds is faster.
 func walk8(taken []uint64, c, skip, m uint32) uint32 {
 	s2 := step(skip, skip, m)
 	s3, s4 := step(s2, skip, m), step(s2, s2, m)
