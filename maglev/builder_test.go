@@ -140,3 +140,102 @@ func BenchmarkBuildVsOld(b *testing.B) {
 		})
 	}
 }
+
+// The round loop replays the due lists of the first period of rounds when
+// the weights' period (a divisor of the largest weight) is at most
+// periodCap, and tests every backend in every round otherwise. Weights
+// around the cap, on tables large enough for many periods of rounds, slot
+// for slot against the old builder, which always tests every backend.
+func TestBuilderMatchesOldPeriodic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(29, 31))
+	for c, wmax := range []uint32{2, 6, 12, 60, 63, periodCap, periodCap + 1, 96, 128, 1000} {
+		for _, m := range []uint64{1021, 4099, DefaultSize} {
+			n := 2 + rng.IntN(300)
+			bs := names(fmt.Sprintf("p%d-", c), n, func(i int) uint32 {
+				if i == 0 {
+					return wmax
+				}
+				if rng.IntN(2) == 0 { // a divisor of wmax: a short period
+					d := 1 + rng.Uint32N(wmax)
+					for wmax%d != 0 {
+						d--
+					}
+					return d
+				}
+				return 1 + rng.Uint32N(wmax)
+			})
+			rng.Shuffle(len(bs), func(i, j int) { bs[i], bs[j] = bs[j], bs[i] })
+			tab, err := Build(bs, m)
+			if err != nil {
+				t.Fatalf("wmax %d, M=%d, N=%d: %v", wmax, m, n, err)
+			}
+			want := oldBuild(bs, m)
+			for i := range want {
+				if got := tab.Slot(i); got != int(want[i]) {
+					t.Fatalf("wmax %d, M=%d, N=%d: slot %d is backend %d, the old builder gave %d", wmax, m, n, i, got, want[i])
+				}
+			}
+		}
+	}
+}
+
+// The period of a set of weights: the least common multiple of
+// wmax/gcd(w, wmax), and 0 past periodCap.
+func TestSchedulePeriod(t *testing.T) {
+	for _, tc := range []struct {
+		weights []uint32
+		want    uint64
+	}{
+		{[]uint32{1, 1, 1}, 1},
+		{[]uint32{5, 5}, 1},
+		{[]uint32{10, 5, 2, 1}, 10},
+		{[]uint32{12, 3, 4}, 12},
+		{[]uint32{12, 6, 4}, 6},
+		{[]uint32{12, 8}, 3},
+		{[]uint32{periodCap, 1}, periodCap},
+		{[]uint32{periodCap + 1, 1}, 0},
+		{[]uint32{1 << 20, 3}, 0},
+	} {
+		turns := make([]turn, len(tc.weights))
+		var wmax uint64
+		for i, w := range tc.weights {
+			turns[i].weight = w
+			wmax = max(wmax, uint64(w))
+		}
+		if got := newSchedule(turns, wmax).period; got != tc.want {
+			t.Errorf("weights %v: period %d, want %d", tc.weights, got, tc.want)
+		}
+	}
+}
+
+// Rebuilds of the same keys (the key hash cache's fast path) with the
+// weights changing between builds, some to 0 and back, then a different
+// key set and back: every table slot for slot as the old builder's.
+func TestBuilderRebuildSameKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 43))
+	for _, m := range []uint64{251, 4099, DefaultSize} {
+		bs := names("r-", 200, equal)
+		other := names("o-", 150, equal)
+		for round := range 12 {
+			in := bs
+			if round%4 == 3 {
+				in = other
+			}
+			for i := range in {
+				in[i].Weight = rng.Uint32N(6) // zeros too
+			}
+			in[rng.IntN(len(in))].Weight = 7
+			rng.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
+			tab, err := Build(in, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := oldBuild(in, m)
+			for i := range want {
+				if got := tab.Slot(i); got != int(want[i]) {
+					t.Fatalf("M=%d, build %d: slot %d is backend %d, the old builder gave %d", m, round, i, got, want[i])
+				}
+			}
+		}
+	}
+}

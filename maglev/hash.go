@@ -1,12 +1,6 @@
 package maglev
 
-import (
-	"encoding/binary"
-	"hash"
-	"strconv"
-
-	"golang.org/x/crypto/blake2b"
-)
+import "strconv"
 
 // Hash is the chapter's h(name, seed) (seed chapter, section 3.4): the first
 // 8 bytes, read big-endian, of BLAKE2b with an 8-byte digest over the string
@@ -19,27 +13,14 @@ func Hash(name string, seed uint64) uint64 {
 	return h.sum(name, seed)
 }
 
-// namedHasher reuses one BLAKE2b state and one buffer across the 2N hashes of
-// a build, which would otherwise allocate a state per call.
+// namedHasher reuses one buffer across the 2N hashes of a build.
 type namedHasher struct {
-	d   hash.Hash
 	buf []byte
-	out [blake2b.Size]byte
 }
 
 func (h *namedHasher) sum(name string, seed uint64) uint64 {
-	if h.d == nil {
-		d, err := blake2b.New(8, nil)
-		if err != nil {
-			// Only a digest size outside 1..64 or a key over 64 bytes fails.
-			panic("maglev: blake2b.New(8, nil): " + err.Error())
-		}
-		h.d = d
-	}
 	h.buf = append(h.buf[:0], name...)
 	h.buf = append(h.buf, '/')
 	h.buf = strconv.AppendUint(h.buf, seed, 10)
-	h.d.Reset()
-	h.d.Write(h.buf)
-	return binary.BigEndian.Uint64(h.d.Sum(h.out[:0]))
+	return blake2b8(h.buf)
 }

@@ -350,3 +350,70 @@ func TestSchedulersAgree(t *testing.T) {
 		}
 	}
 }
+
+// inverse must give x·inverse(x) ≡ 1 (mod m) for every x of small primes
+// and for a spread of x up to the largest prime table size.
+func TestInverse(t *testing.T) {
+	for _, m := range []uint32{2, 3, 7, 13, 251, 65537} {
+		for x := uint32(1); x < m; x++ {
+			if got := uint64(x) * uint64(inverse(x, m)) % uint64(m); got != 1 {
+				t.Fatalf("m=%d x=%d: x·inverse(x) mod m = %d", m, x, got)
+			}
+		}
+	}
+	const big = 4999999 // a prime near MaxSize
+	if !IsPrime(big) {
+		t.Fatal("4999999 is not prime")
+	}
+	for x := uint32(1); x < big; x += 9973 {
+		for _, y := range []uint32{x, big - x} {
+			if inv := inverse(y, big); inv >= big || uint64(y)*uint64(inv)%big != 1 {
+				t.Fatalf("m=%d x=%d: inverse %d", big, y, inv)
+			}
+		}
+	}
+}
+
+// sortByKey must order keys exactly as strings.Compare does: shared
+// prefixes, keys that are prefixes of others, zero bytes (which tie with
+// the head's zero padding), heads that tie and differ later, bytes ≥ 0x80.
+func TestSortByKey(t *testing.T) {
+	fixed := [][]string{
+		{"b"},
+		{"b", "a"},
+		{"a\x00", "a", "a\x00\x00", "a\x01", "a\xff"},
+		{"10.0.0.10", "10.0.0.9", "10.0.0.100", "10.0.0.1", "10.0.0.1:80"},
+		{"prefix-12345678-b", "prefix-12345678-a", "prefix-12345678", "prefix-1234567"},
+		{"x\x80", "x\x7f", "xy", "x"},
+	}
+	rng := rand.New(rand.NewPCG(5, 7))
+	alphabet := []byte{0, 1, '0', '1', '9', 'a', 0x7f, 0x80, 0xff}
+	for range 300 {
+		n := 1 + rng.IntN(60)
+		prefix := strings.Repeat("p", rng.IntN(4))
+		seen := map[string]bool{}
+		var keys []string
+		for len(keys) < n {
+			b := []byte(prefix)
+			for range rng.IntN(14) {
+				b = append(b, alphabet[rng.IntN(len(alphabet))])
+			}
+			if k := string(b); k != "" && !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+		fixed = append(fixed, keys)
+	}
+	for c, keys := range fixed {
+		bs := make([]Backend, len(keys))
+		for i, k := range keys {
+			bs[i] = Backend{Key: k, Weight: uint32(i)}
+		}
+		want := slices.Clone(bs)
+		slices.SortFunc(want, func(a, b Backend) int { return strings.Compare(a.Key, b.Key) })
+		if got := sortByKey(bs); !slices.Equal(got, want) {
+			t.Fatalf("case %d: sortByKey(%q) = %v, want %v", c, keys, got, want)
+		}
+	}
+}
