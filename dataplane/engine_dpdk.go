@@ -304,8 +304,11 @@ func (e *Engine) loop(i int) error {
 		// made and receives the next burst: a polling loop's turn costs
 		// one crossing into C on a port without an exception path.
 		n := txWire.FlushRx(e.wire, q, rx)
+		// Both buffers are flushed now (the tap's above): what the ports
+		// took and refused is counted on every turn, busy or idle, so
+		// the counters are whole once the loop has turned after a burst.
+		countTx(c, txWire, txTap)
 		if n == 0 {
-			c.TxPackets = txWire.Sent
 			c.IdlePolls++
 			w.Idle(now)
 			w.ct.Sweep(now, 8)
@@ -382,21 +385,26 @@ func (e *Engine) loop(i int) error {
 		}
 		rx.Reset()
 		// The burst's packets wait in txWire and txTap until the next
-		// turn's FlushRx, right after this: the counters below lag by
-		// one turn.
-		if txTap != nil {
-			c.TxFull = txWire.Dropped + txTap.Dropped
-		} else {
-			c.TxFull = txWire.Dropped
-		}
-		c.TxPackets = txWire.Sent
+		// turn's FlushRx, right after this, which also counts them.
 		drops.FreeAll()
 		w.ct.Sweep(now, 1)
 		c.Bursts++
 	}
+	// The last burst's packets, and their counts.
 	txWire.Flush()
 	if txTap != nil {
 		txTap.Flush()
 	}
+	countTx(c, txWire, txTap)
 	return nil
+}
+
+// countTx publishes what the wire port took (TxPackets) and what it and
+// the tap (nil: none) refused (TxFull) into the worker's counters.
+func countTx(c *Counters, wire, tap *dpdk.TxBuffer) {
+	c.TxPackets = wire.Sent
+	c.TxFull = wire.Dropped
+	if tap != nil {
+		c.TxFull += tap.Dropped
+	}
 }
