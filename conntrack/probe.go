@@ -14,7 +14,7 @@ import (
 // nothing and removes nothing; call CountHits for the hits the caller
 // used. It handles min(len(hashes), len(keys), len(out), MaxBurst)
 // packets, with LookupBurst's passes but the first: the caller has
-// prefetched each hash's bucket already (PrefetchBucket or BucketLine), as
+// prefetched each hash's bucket already (BucketLine), as
 // early as it could (the fused path does while it parses the burst), and
 // a second prefetch of the same line would only cost the call.
 func (t *Table) ProbeBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []*Entry) {

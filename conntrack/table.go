@@ -300,14 +300,11 @@ func (t *Table) LookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 	return hits
 }
 
-// PrefetchBucket starts loading the signature word of hash's bucket into
-// the cache, so that a lookup or insert of that hash issued a little later
-// (after other work on the burst) does not wait for memory.
-func (t *Table) PrefetchBucket(hash uint64) { prefetch.Line(t.BucketLine(hash)) }
-
-// BucketLine is the address PrefetchBucket prefetches, for a caller that
-// gathers a burst's addresses and prefetches them in one call
-// (prefetch.Lines: the call costs more than the instruction).
+// BucketLine is the address of hash's signature word. A caller that
+// prefetches it (prefetch.Lines, gathered over a burst: the call costs
+// more than the instruction) before a lookup or insert of that hash issued
+// a little later, after other work on the burst, does not wait for
+// memory.
 func (t *Table) BucketLine(hash uint64) uintptr {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(t.sigs))) + uintptr(hash&t.mask)*8
 }
@@ -334,10 +331,7 @@ func (t *Table) candidates(hashes []uint64, base *[MaxBurst]int32, cand *[MaxBur
 		if m != 0 {
 			lines[n&(MaxBurst-1)] = t.candidateLine(b, m)
 			n++
-			if n-sent == 8 {
-				prefetch.Lines(lines[sent:n])
-				sent = n
-			}
+			sent = prefetch.Eights(lines[:], sent, n)
 		}
 	}
 	if n > sent {

@@ -116,10 +116,7 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 		// (one call each: the call costs more than the prefetch).
 		f.lines[m&(MaxBurst-1)] = w.ct.BucketLine(h)
 		m++
-		if m-sent == 8 {
-			prefetch.Lines(f.lines[sent:m])
-			sent = m
-		}
+		sent = prefetch.Eights(f.lines[:], sent, m)
 	}
 	if m > sent {
 		prefetch.Lines(f.lines[sent:m])

@@ -299,44 +299,7 @@ func TestTxBuffer(t *testing.T) {
 	defer tb.Free()
 	b := newBurst(t, DefaultBurst)
 	pkt := udpPacket(t, 9, 18)
-	const total = 1100 // more than the ring holds
-	for added := 0; added < total; {
-		n := min(DefaultBurst, total-added)
-		pkts := make([][]byte, n)
-		for i := range pkts {
-			pkts[i] = pkt
-		}
-		fillBurst(t, b, pkts)
-		for _, m := range b.Mbufs() {
-			tb.Add(m)
-		}
-		b.Reset()
-		added += n
-	}
-	tb.Flush()
-	if tb.Len() != 0 || tb.Sent+tb.Dropped != total || tb.Dropped == 0 {
-		t.Errorf("sent %d dropped %d pending %d; want %d in all, some dropped", tb.Sent, tb.Dropped, tb.Len(), total)
-	}
-	var got uint64
-	for RxBurst(loopPort, 0, b) > 0 {
-		for _, m := range b.Mbufs() {
-			if !bytes.Equal(m.Data(), pkt) {
-				t.Fatalf("looped packet differs: %x", m.Data())
-			}
-		}
-		got += uint64(b.Len())
-		b.FreeAll()
-	}
-	if got != tb.Sent {
-		t.Errorf("received %d, TxBuffer counted %d sent", got, tb.Sent)
-	}
-
-	// FlushRx: the ring filled to 10 short of what it holds (1023: an
-	// rte_ring of 1024 slots keeps one free), then one full
-	// buffer flushed and received in the same call: 10 sent, 22 refused
-	// (freed and counted), 32 received; then the rest received, byte for
-	// byte, with nothing left to send.
-	const ring = 1023
+	// fill adds n copies of pkt to tb (which flushes whenever it is full).
 	fill := func(n int) {
 		pkts := make([][]byte, n)
 		for i := range pkts {
@@ -348,6 +311,38 @@ func TestTxBuffer(t *testing.T) {
 		}
 		b.Reset()
 	}
+	const total = 1100 // more than the ring holds
+	for added := 0; added < total; added += DefaultBurst {
+		fill(min(DefaultBurst, total-added))
+	}
+	tb.Flush()
+	if tb.Len() != 0 || tb.Sent+tb.Dropped != total || tb.Dropped == 0 {
+		t.Errorf("sent %d dropped %d pending %d; want %d in all, some dropped", tb.Sent, tb.Dropped, tb.Len(), total)
+	}
+	// looped checks and frees what came back around the ring.
+	looped := func(r *Burst) {
+		for _, m := range r.Mbufs() {
+			if !bytes.Equal(m.Data(), pkt) {
+				t.Fatalf("looped packet differs: %x", m.Data())
+			}
+		}
+		r.FreeAll()
+	}
+	var got uint64
+	for RxBurst(loopPort, 0, b) > 0 {
+		got += uint64(b.Len())
+		looped(b)
+	}
+	if got != tb.Sent {
+		t.Errorf("received %d, TxBuffer counted %d sent", got, tb.Sent)
+	}
+
+	// FlushRx: the ring filled to 10 short of what it holds (1023: an
+	// rte_ring of 1024 slots keeps one free), then one full
+	// buffer flushed and received in the same call: 10 sent, 22 refused
+	// (freed and counted), 32 received; then the rest received, byte for
+	// byte, with nothing left to send.
+	const ring = 1023
 	for added := 0; added < ring-10; added += DefaultBurst {
 		fill(min(DefaultBurst, ring-10-added))
 	}
@@ -361,12 +356,7 @@ func TestTxBuffer(t *testing.T) {
 			tb.Sent-sent0, tb.Dropped-dropped0, rxGot, tb.Len(), DefaultBurst-10, DefaultBurst)
 	}
 	for {
-		for _, m := range rx.Mbufs() {
-			if !bytes.Equal(m.Data(), pkt) {
-				t.Fatalf("looped packet differs: %x", m.Data())
-			}
-		}
-		rx.FreeAll()
+		looped(rx)
 		got := tb.FlushRx(loopPort, 0, rx)
 		if got == 0 {
 			break

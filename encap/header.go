@@ -207,7 +207,7 @@ func (h *Header) Encap(buf []byte, off, n int, p *packet.Parsed, kind Kind, hash
 		binary.BigEndian.PutUint16(o[10:12], ^fold(h.sum+uint64(p.TOS)+uint64(total)+uint64(id)+uint64(frag)))
 		tun = o[ipv4Len:ovh]
 	}
-	if h.shape == shapeGUE4 || h.shape == shapeGUE6 {
+	if h.kind == GUE {
 		sport := h.portMin + uint16((uint64(uint32(hash))*h.portSpan)>>32)
 		ulen := udpLen + gueLen + ipLen
 		binary.BigEndian.PutUint16(tun[0:2], sport)

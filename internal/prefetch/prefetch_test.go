@@ -52,3 +52,22 @@ func lines(b *testing.B) []uintptr {
 	b.Cleanup(func() { runtime.KeepAlive(buf) })
 	return addrs
 }
+
+// Eights hands over a pass's addresses once eight wait, and only then.
+func TestEights(t *testing.T) {
+	var lines [20]uintptr
+	sent := 0
+	var flushedAt []int
+	for n := 1; n <= len(lines); n++ {
+		if s := Eights(lines[:], sent, n); s != sent {
+			if s != n {
+				t.Fatalf("at %d: sent moved to %d, want %d", n, s, n)
+			}
+			flushedAt = append(flushedAt, n)
+			sent = s
+		}
+	}
+	if len(flushedAt) != 2 || flushedAt[0] != 8 || flushedAt[1] != 16 || sent != 16 {
+		t.Fatalf("flushed at %v, sent %d; want at 8 and 16, sent 16", flushedAt, sent)
+	}
+}
