@@ -846,3 +846,40 @@ func TestInsertOverwritesEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestInsertLines checks the lines InsertLines names against what Insert
+// then does: the free slot it fills while the bucket has one, every slot
+// of the bucket once it is full.
+func TestInsertLines(t *testing.T) {
+	tb := newTable(t, 64) // 8 buckets
+	line := func(e *Entry) uintptr { return uintptr(unsafe.Pointer(e)) }
+	var lines [BucketSlots]uintptr
+	n := 0
+	for i := 0; n < 2*bucketSlots; i++ {
+		k := tuple4(i)
+		h := testHasher.Hash(&k)
+		if h&tb.mask != 0 {
+			continue
+		}
+		got := tb.InsertLines(h, lines[:])
+		e := tb.Insert(h, &k, StateNew, 1, 1, 1, Time(n))
+		if e == nil {
+			t.Fatalf("insert %d failed", n)
+		}
+		if n < bucketSlots {
+			if got != 1 || lines[0] != line(e) {
+				t.Fatalf("insert %d into a bucket with a free slot: %d lines, first %#x; the insert wrote %#x", n, got, lines[0], line(e))
+			}
+		} else {
+			if got != bucketSlots {
+				t.Fatalf("insert %d into a full bucket: %d lines, want %d", n, got, bucketSlots)
+			}
+			for s := range lines {
+				if lines[s] != line(&tb.entries[s]) {
+					t.Fatalf("insert %d into a full bucket: line %d is %#x, slot %d is at %#x", n, s, lines[s], s, line(&tb.entries[s]))
+				}
+			}
+		}
+		n++
+	}
+}

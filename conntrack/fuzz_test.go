@@ -53,7 +53,8 @@ func FuzzTable(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		cfg := Config{Capacity: 16, TCPNewTimeout: time.Second, TCPEstablishedTimeout: 5 * time.Second,
-			TCPClosingTimeout: time.Second, OtherTimeout: 2 * time.Second}
+			TCPClosingTimeout: time.Second, OtherTimeout: 2 * time.Second,
+			Backends: 4} // ids 4 and up are pinned but not counted
 		tb, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -116,6 +117,10 @@ func FuzzTable(f *testing.F) {
 					tb.Touch(e, now, b)
 					m := model[*k]
 					m.seen, m.state = now, m.state.Next(b)
+					if b&0x20 != 0 { // the flow moves to another backend
+						m.backend, m.gen = uint32(b>>2)%5, m.gen+1
+						tb.Repin(e, m.backend, m.gen)
+					}
 					model[*k] = m
 					check(k, e, "Touch")
 				}
@@ -160,6 +165,7 @@ func FuzzTable(f *testing.F) {
 				}
 			}
 
+			checkCounts(t, tb)
 			// Reconcile: every table entry is in the model and agrees;
 			// a model entry missing from the table left for a reason the
 			// policy allows.
@@ -205,4 +211,21 @@ func fuzzBucket(k flow.Tuple) uint64 {
 		}
 	}
 	panic("not a fuzz key")
+}
+
+// checkCounts fails t unless the per-backend flow counts are those of
+// the entries in the table.
+func checkCounts(t testing.TB, tb *Table) {
+	t.Helper()
+	per := make([]int32, len(tb.per))
+	for s := range tb.entries {
+		if b := tb.entries[s].backend; tb.used(s) && int(b) < len(per) {
+			per[b]++
+		}
+	}
+	for b := range per {
+		if per[b] != tb.per[b] {
+			t.Fatalf("backend %d: %d entries, counted %d", b, per[b], tb.per[b])
+		}
+	}
 }

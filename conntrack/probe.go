@@ -4,7 +4,6 @@ import (
 	"unsafe"
 
 	"github.com/fulcrumlb/fulcrum/flow"
-	"github.com/fulcrumlb/fulcrum/internal/prefetch"
 )
 
 // ProbeBurst is LookupBurst without side effects, for the dataplane's fused
@@ -43,20 +42,24 @@ func (t *Table) ProbeBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []
 // CountHits counts n lookups, made with ProbeBurst, that hit.
 func (t *Table) CountHits(n int) { t.c.Hits += uint64(n) }
 
-// PrefetchInsert starts loading what an Insert of hash will read beyond the
-// signature word: when the bucket is full, the entry lines of all its slots
-// (the eviction policy compares them all). The dataplane calls it for the
-// burst's misses before it inserts any, so that under a SYN flood against
-// a full table the victim buckets' lines arrive together.
-func (t *Table) PrefetchInsert(hash uint64) {
+// InsertLines puts in lines the addresses of the entry lines an Insert of
+// hash will touch beyond the signature word, and returns how many (lines
+// must have room for bucketSlots): a free slot's line, which the insert
+// writes, or, when the bucket is full, the lines of all its slots (the
+// eviction policy compares them all). The dataplane gathers these for the
+// burst's misses and prefetches them (prefetch.Lines) before it inserts
+// any, so that under a SYN flood the lines arrive together. The lookup that
+// missed has read the signature word.
+func (t *Table) InsertLines(hash uint64, lines []uintptr) int {
 	b := hash & t.mask
-	if match(t.sigs[b], 0) != 0 {
-		return // a free slot: Insert reads no entry line
+	first := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + uintptr(b)*bucketSlots*unsafe.Sizeof(Entry{})
+	if m := match(t.sigs[b], 0); m != 0 {
+		lines[0] = first + uintptr(lane(m))*unsafe.Sizeof(Entry{})
+		return 1
 	}
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + uintptr(b)*bucketSlots*unsafe.Sizeof(Entry{})
-	var lines [bucketSlots]uintptr
+	lines = lines[:bucketSlots]
 	for s := range lines {
-		lines[s] = p + uintptr(s)*unsafe.Sizeof(Entry{})
+		lines[s] = first + uintptr(s)*unsafe.Sizeof(Entry{})
 	}
-	prefetch.Lines(lines[:])
+	return bucketSlots
 }

@@ -14,6 +14,10 @@ import (
 // fill one 64-bit word, so one SWAR pass compares them all.
 const bucketSlots = 8
 
+// BucketSlots is the number of entries per bucket: at most the lines an
+// insert touches (Table.InsertLines).
+const BucketSlots = bucketSlots
+
 // pageSize is the stride New uses to fault the table's pages in.
 const pageSize = 4096
 

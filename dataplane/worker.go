@@ -213,20 +213,21 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 	}
 	if m > 0 {
 		if w.ct.LookupBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m]) < m {
-			// The misses will insert: start their buckets' loads
-			// together, and those of the Maglev slots they will read.
-			var slots [MaxBurst]uintptr
-			ns := 0
+			// The misses will insert: start the loads of the entry
+			// lines their inserts touch and of the Maglev slots they
+			// will read, together.
+			var lines [(conntrack.BucketSlots + 1) * MaxBurst]uintptr
+			nl := 0
 			for j, e := range w.ctOut[:m] {
 				if e == nil {
-					w.ct.PrefetchInsert(w.ctHashes[j])
+					nl += w.ct.InsertLines(w.ctHashes[j], lines[nl:])
 					if i := w.ctIdx[j]; w.vips[i].Table != nil {
-						slots[ns&(MaxBurst-1)] = w.vips[i].Table.SlotLine(w.hashes[i])
-						ns++
+						lines[nl] = w.vips[i].Table.SlotLine(w.hashes[i])
+						nl++
 					}
 				}
 			}
-			prefetch.Lines(slots[:ns])
+			prefetch.Lines(lines[:nl])
 		}
 	}
 	j := 0
