@@ -81,6 +81,8 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 	cut := n  // from here on, every packet is general
 	m := 0    // conntrack candidates
 	sent := 0 // candidates whose bucket is prefetched
+	var lastK vipKey
+	var lastV *VIP
 	for i := range pkts {
 		p := &pkts[i]
 		if p.Off < 0 || p.Len < 0 || p.Off > len(p.Buf) || p.Len > len(p.Buf)-p.Off {
@@ -93,7 +95,11 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 			break
 		}
 		k := makeVIPKey(&ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto)
-		v := svc.index.get(&k)
+		v := lastV // a burst is mostly one VIP's: skip the probe when it is the last packet's
+		if k != lastK || v == nil {
+			v = svc.index.get(&k)
+			lastK, lastV = k, v
+		}
 		if v == nil {
 			f.kind[i] = fastOther
 			continue
@@ -298,9 +304,16 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		bc.Established++
 		bc.HandshakeMs += uint64(now - lastSeen)
 	}
-	start, length, res := w.encapTo(enc, p, ps, e.FlowHash(), v.Encap, be, cht, dst)
-	if res != encap.Forward {
-		return true, res
+	// Fits and the headroom are checked above: straight to the prepared
+	// headers (encapTo would check Fits again), with encapTo's fallback.
+	var start, length int
+	if cht == nil {
+		start, length = be.Hdr.Encap(p.Buf, p.Off, p.Len, ps, v.Encap, e.FlowHash(), dst, &w.portMAC)
+	}
+	if length == 0 {
+		if start, length, res = enc.EncapChance(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, cht, *dst, w.portMAC); res != encap.Forward {
+			return true, res
+		}
 	}
 	if cht != nil {
 		c.SecondChance++
