@@ -40,6 +40,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
 )
 
 func main() { os.Exit(run()) }
@@ -69,12 +71,17 @@ func run() int {
 	flag.BoolVar(&o.quick, "quick", false, "QUICK mode: the scenarios marked quick, one pair each, short windows")
 	flag.BoolVar(&o.list, "list", false, "list the scenarios and exit")
 	flag.BoolVar(&o.verify, "verify", true, "before measuring a scenario, forward a 2000-frame sample of its traffic into a capture file and check every frame's backend against the Maglev table; a scenario with a misrouted frame fails")
+	flag.IntVar(&Burst, "burst", 0, "rx/tx burst of testpmd (--burst) and Fulcrum ([dataplane] burst) alike, 1 to 64; default: both at 32")
 	flag.StringVar(&HugeDir, "hugepages", "", "run testpmd and Fulcrum alike on the hugepages of the hugetlbfs mounted at this directory (reserve -m's worth first: vm.nr_hugepages); default --no-huge")
 	flag.StringVar(&o.only, "only", "", "comma-separated scenario names to run (default: all, or the quick ones)")
 	vipsOf := flag.String("vips", "", "print the [[vip]] configuration of this scenario (for real-hardware runs) and exit")
 	flag.DurationVar(&o.tm.Warmup, "warmup", 2*time.Second, "traffic before the window")
 	flag.DurationVar(&o.tm.Window, "window", 5*time.Second, "measured span")
 	flag.Parse()
+	if Burst < 0 || Burst > conntrack.MaxBurst {
+		fmt.Fprintf(os.Stderr, "fulcrum-bench: -burst %d: outside 1..%d (0: the default)\n", Burst, conntrack.MaxBurst)
+		os.Exit(2)
+	}
 	o.tm.Startup, o.tm.Stall = 90*time.Second, 15*time.Second
 	if o.quick {
 		set := map[string]bool{}
@@ -138,6 +145,9 @@ func run() int {
 	pids := NewPIDFile(filepath.Join(o.work, "pids"))
 
 	fmt.Println(machine())
+	if Burst > 0 {
+		fmt.Printf("burst: %d packets, testpmd and Fulcrum alike\n", Burst)
+	}
 	fmt.Printf("mode: %s; %d pair(s) per scenario (testpmd, then Fulcrum); warm-up %v, window %v; both at nice %d; a pair during which other programs used more than %.2f CPUs is measured again (up to %d times)\n",
 		map[bool]string{true: "QUICK", false: "full"}[o.quick], o.pairs, o.tm.Warmup, o.tm.Window, o.nice, o.maxOther, o.retries)
 	fmt.Println("columns: ns/pkt = 1/Fulcrum - 1/testpmd; new Mflows/s per core = new flows given a backend per second and forwarding lcore (millions; Fulcrum's --stats-json new_flows); RSS = peak resident memory (VmHWM); GC = Go GC cycles (GODEBUG=gctrace=1) ending in the window / in the run;\n" +

@@ -91,6 +91,11 @@ const (
 // --no-huge.
 var HugeDir string
 
+// Burst, when set (fulcrum-bench -burst N), is the rx/tx burst of
+// testpmd (--burst) and Fulcrum ([dataplane] burst) alike. Unset: both
+// use their default, 32.
+var Burst int
+
 // workers is the number of forwarding lcores (1 unless set).
 func (s *Scenario) workers() int {
 	if s.Workers < 1 {
@@ -221,6 +226,9 @@ func (s *Scenario) TestpmdArgs(prefix string, pcaps []string, lcores string) ([]
 	if w > 1 {
 		args = append(args, "--rxq="+strconv.Itoa(w), "--txq="+strconv.Itoa(w))
 	}
+	if Burst > 0 {
+		args = append(args, "--burst="+strconv.Itoa(Burst))
+	}
 	return args, nil
 }
 
@@ -285,6 +293,9 @@ func (s *Scenario) fulcrumConfig(prefix string, vdevs []string, txPort, lcoreMap
 		fmt.Fprintf(&b, "tx_port = %q\n", txPort)
 	}
 	fmt.Fprintf(&b, "mempool_size = %d\nexception = false\nidle_backoff = false\n", pool)
+	if Burst > 0 {
+		fmt.Fprintf(&b, "burst = %d\n", Burst)
+	}
 	fmt.Fprintf(&b, "lb_ipv4 = %q\nlb_ipv6 = %q\nnext_hop_mac = %q\nencap = \"gre\"\nhash_key = %q\n", lbIPv4, lbIPv6, nextHopMAC, hashKey)
 	if s.MTU != 0 {
 		fmt.Fprintf(&b, "mtu = %d\n", s.MTU)
