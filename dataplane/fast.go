@@ -304,16 +304,9 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		bc.Established++
 		bc.HandshakeMs += uint64(now - lastSeen)
 	}
-	// Fits and the headroom are checked above: straight to the prepared
-	// headers (encapTo would check Fits again), with encapTo's fallback.
-	var start, length int
-	if cht == nil {
-		start, length = be.Hdr.Encap(p.Buf, p.Off, p.Len, ps, v.Encap, e.FlowHash(), dst, &w.portMAC)
-	}
-	if length == 0 {
-		if start, length, res = enc.EncapChance(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, cht, *dst, w.portMAC); res != encap.Forward {
-			return true, res
-		}
+	start, length, res := w.encapTo(enc, p, ps, e.FlowHash(), v.Encap, be, cht, dst)
+	if res != encap.Forward {
+		return true, res
 	}
 	if cht != nil {
 		c.SecondChance++

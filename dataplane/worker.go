@@ -302,8 +302,10 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 // encapTo encapsulates p toward be as EncapChance does, through the
 // backend's prepared headers (encap.Header) when they serve: no second
 // chance, and the kind, family, MTU and headroom they were prepared for.
+// Header.Encap checks those itself (Fits first) and changes nothing when
+// it refuses; EncapChance then takes the packet.
 func (w *Worker) encapTo(enc *encap.Encapsulator, p *Pkt, ps *packet.Parsed, hash uint64, kind encap.Kind, be *Backend, cht *encap.Backend, dst *[6]byte) (start, length int, res encap.Result) {
-	if cht == nil && be.Hdr.Fits(kind, ps) {
+	if cht == nil {
 		if start, length = be.Hdr.Encap(p.Buf, p.Off, p.Len, ps, kind, hash, dst, &w.portMAC); length != 0 {
 			return start, length, encap.Forward
 		}
