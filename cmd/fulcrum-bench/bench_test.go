@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,40 @@ func TestScenarioConfigs(t *testing.T) {
 			}
 			if !strings.Contains(a, " --huge-dir "+huge+" ") || strings.Contains(a, "--no-huge") {
 				t.Errorf("%s: testpmd args %q", s.Name, args)
+			}
+		}
+	}
+}
+
+// -burst sets both programs' burst, and without it neither is told one
+// (both default to 32): testpmd's --burst and Fulcrum's [dataplane] burst,
+// read back through the daemon's own configuration parser.
+func TestScenarioBurst(t *testing.T) {
+	t.Cleanup(func() { Burst = 0 })
+	for _, burst := range []int{0, 64} {
+		Burst = burst
+		for _, s := range Scenarios {
+			pcaps := s.PcapPaths("/cache", "digest")
+			text, err := s.FulcrumConfig("fbench-test", pcaps, "")
+			if err != nil {
+				t.Fatalf("%s: %v", s.Name, err)
+			}
+			cfg, err := config.Parse([]byte(text), s.Name+".toml")
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", s.Name, err, text)
+			}
+			args, err := s.TestpmdArgs("fbench-test", pcaps, "0,1")
+			if err != nil {
+				t.Fatalf("%s: %v", s.Name, err)
+			}
+			a := " " + strings.Join(args, " ") + " "
+			want, wantArgs := 32, 0
+			if burst > 0 {
+				want, wantArgs = burst, 1
+			}
+			if cfg.Dataplane.Burst != want || strings.Count(a, "--burst") != wantArgs ||
+				burst > 0 && !strings.Contains(a, fmt.Sprintf(" --burst=%d ", burst)) {
+				t.Errorf("-burst %d, %s: Fulcrum's burst %d (want %d), testpmd args %q", burst, s.Name, cfg.Dataplane.Burst, want, args)
 			}
 		}
 	}
