@@ -111,7 +111,7 @@ func newCollector(s *Server) *collector {
 
 		ctFlows:        d("conntrack_flows", "Live conntrack entries over all workers."),
 		ctEvictions:    d("conntrack_evictions_total", "Live conntrack entries evicted to make room, by their state.", "state"),
-		ctInsertFailed: d("conntrack_insert_failed_total", "New flows that found no conntrack slot (bucket full of entries they may not evict)."),
+		ctInsertFailed: d("conntrack_insert_failed_total", "New flows that found no conntrack slot (both their buckets full of entries they may not evict)."),
 
 		rebuilds:       d("table_rebuilds_total", "Service snapshots (Maglev tables) built and published."),
 		rebuildSeconds: d("table_rebuild_duration_seconds", "Time to build and publish a service snapshot (every Maglev table)."),

@@ -21,13 +21,15 @@
 // one cache line each) grouped in buckets of 8, and beside it a compact array
 // of 8-bit signatures, one 64-bit word per bucket, 8 buckets per cache line
 // (4 MiB of signatures for 4M entries, small enough to stay in a large L3).
-// A slot whose signature is 0 is free. A lookup reads the bucket's signature
-// word, compares all 8 signatures at once with SWAR arithmetic, and reads an
-// entry line only for a matching signature: a miss reads an entry line with
-// probability at most 8/255 (3%), a hit reads one entry line (plus the same
-// 3% of false candidates). An insert into a full bucket reads all 8 entry
-// lines of the bucket (time and state live in the entries, so that a hit
-// writes only its own line); that is the cost of a SYN flood on a big table.
+// A slot whose signature is 0 is free. Each flow has two buckets: its own
+// and a second one whose signature word shares the own word's 64-byte line
+// (Table.alt). A lookup reads that one line, compares the 8 signatures of
+// each bucket at once with SWAR arithmetic, and reads an entry line only for
+// a matching signature: a miss reads an entry line with probability at most
+// 16/255 (6%), a hit reads one entry line (plus the same share of false
+// candidates). An insert into two full buckets reads all 8 entry lines of
+// the own bucket (time and state live in the entries, so that a hit writes
+// only its own line); that is the cost of a SYN flood on a big table.
 //
 // On Linux, New asks for transparent huge pages for both arrays and faults
 // every page in, so the fast path takes no page faults and fewer TLB misses.
@@ -40,13 +42,15 @@
 // the bucket, the top 8 bits are the signature. The hash is keyed by the
 // cluster secret, so an attacker cannot aim a flood at chosen buckets.
 //
-// A flow lives only in its own bucket (no second choice, no overflow chain):
-// a bucket that is full is full, whatever the load of its neighbours. With 8
-// slots per bucket and uniform hashing (Poisson bucket loads), the share of
-// live flows that find their bucket full is 0.8% when flows fill 50% of the
-// slots, 4% at 70% and 14% at 100%: size Capacity with that headroom. A flow
-// that does not fit is handled by the eviction policy below, never by an
-// error the dataplane must act on.
+// A new flow takes a free slot in whichever of its two buckets has more
+// free slots (its own on a tie): two choices keep the buckets' loads even.
+// With one bucket per flow and uniform hashing (Poisson bucket loads), the
+// flows that find their bucket full are 0.8% when flows fill 50% of the
+// slots, 4% at 70% and 10% at 90%; with two choices they are none at 50%,
+// 0.06% at 70% and 2.4% at 90% (TestOccupancy). Size Capacity at twice the
+// flows or more. A flow that finds both buckets full is handled by the
+// eviction policy below, in its own bucket, never by an error the dataplane
+// must act on. Entries never move between buckets.
 //
 // # Time
 //
@@ -80,7 +84,8 @@
 //
 // # Eviction
 //
-// Insert into a full bucket reclaims space in this order:
+// Insert into two full buckets reclaims space in the own bucket, in this
+// order:
 //
 //  1. expired entries (any state): all of them in the bucket are removed;
 //  2. otherwise the least valuable live class present, and within it the

@@ -52,11 +52,12 @@ func TestSYNFlood(t *testing.T) {
 		if e := packetIn(tb, &k, packet.TCPSyn, now); e == nil {
 			continue
 		}
-		if e := packetIn(tb, &k, packet.TCPAck, now); e == nil || e.State() != StateEstablished {
+		e := packetIn(tb, &k, packet.TCPAck, now)
+		if e == nil || e.State() != StateEstablished {
 			t.Fatalf("flow %d: not established after SYN, ACK", i)
 		}
 		established = append(established, k)
-		estPerBucket[testHasher.Hash(&k)&tb.mask]++
+		estPerBucket[tb.slotOf(e)/bucketSlots]++ // its own bucket or its second
 	}
 	fillFailed := tb.Counters().InsertFailed
 	free := 0
@@ -69,15 +70,16 @@ func TestSYNFlood(t *testing.T) {
 	// Flood: 10 × capacity distinct SYNs over 5 s (within the established
 	// timeout, so nothing legitimately expires).
 	const flood = 10 * capacity
-	var lastInBucket = make([]int, nb) // the last flood SYN that landed in each bucket
+	var lastInBucket = make([]int, nb) // the last flood SYN placed in each bucket
 	for b := range lastInBucket {
 		lastInBucket[b] = -1
 	}
 	before := tb.Counters()
 	for i := range flood {
 		k := synFlood(i)
-		packetIn(tb, &k, packet.TCPSyn, now+1+Time(i/(flood/5000)))
-		lastInBucket[testHasher.Hash(&k)&tb.mask] = i
+		if e := packetIn(tb, &k, packet.TCPSyn, now+1+Time(i/(flood/5000))); e != nil {
+			lastInBucket[tb.slotOf(e)/bucketSlots] = i
+		}
 	}
 	now += 5 * sec
 	c := tb.Counters()
@@ -100,19 +102,22 @@ func TestSYNFlood(t *testing.T) {
 	}
 
 	// New flows are still tracked wherever there is room: every slot not
-	// held by an established flow is held by a flood SYN, and the most
-	// recent SYN of each bucket with room is present.
+	// held by an established flow is held by a flood SYN, every bucket
+	// with room took SYNs, and the most recent SYN placed in each is
+	// present (only a later insert into the same bucket may evict it).
 	if inTable[StateNew] != free {
 		t.Errorf("%d new entries, want every one of the %d free slots used", inTable[StateNew], free)
 	}
 	for b, i := range lastInBucket {
+		if (i >= 0) != (estPerBucket[b] < bucketSlots) {
+			t.Fatalf("bucket %d (%d established): latest SYN placed %d", b, estPerBucket[b], i)
+		}
 		if i < 0 {
 			continue
 		}
 		k := synFlood(i)
-		found := tb.Lookup(testHasher.Hash(&k), &k, now) != nil
-		if want := estPerBucket[b] < bucketSlots; found != want {
-			t.Fatalf("bucket %d (%d established): latest SYN tracked = %v, want %v", b, estPerBucket[b], found, want)
+		if tb.Lookup(testHasher.Hash(&k), &k, now) == nil {
+			t.Fatalf("bucket %d (%d established): latest SYN %d not tracked", b, estPerBucket[b], i)
 		}
 	}
 	if c.InsertFailed == before.InsertFailed || c.Evicted[StateNew] == 0 {

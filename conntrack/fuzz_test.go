@@ -28,15 +28,16 @@ var fuzzKeys = func() []flow.Tuple {
 	return ks
 }()
 
-// fuzzHash is a deliberately bad hash: 2 buckets and 3 signatures for 24
+// fuzzHash is a deliberately bad hash: 2 buckets and one signature for 24
 // keys, so full buckets, evictions and signature collisions between
-// different keys are the normal case.
+// different keys are the normal case; a key's second bucket (Table.alt)
+// is the other one.
 func fuzzHash(i int) uint64 { return uint64(i%3)<<48 | uint64(i%2) }
 
 // FuzzTable drives random operation sequences against a map-based model.
 // The table may forget flows only where the policy allows (expiry, eviction
-// by an insert into the same bucket of an entry no more valuable than the
-// newcomer, Delete/Remove/Drop of that flow); it must never return an entry
+// of an entry no more valuable than the newcomer by an insert whose own
+// bucket held it, Delete/Remove/Drop of that flow); it must never return an entry
 // whose key differs, never return an expired entry, and never disagree with
 // the model on a flow it reports present.
 func FuzzTable(f *testing.F) {
@@ -60,7 +61,8 @@ func FuzzTable(f *testing.F) {
 			t.Fatal(err)
 		}
 		model := map[flow.Tuple]modelEntry{}
-		now := ^Time(0) - 3000 // cross the clock's wrap
+		where := map[flow.Tuple]uint64{} // the bucket each entry was in after the last op
+		now := ^Time(0) - 3000           // cross the clock's wrap
 		expired := func(m modelEntry) bool { return int32(now-m.seen) > int32(tb.Timeout(m.state)) }
 		check := func(k *flow.Tuple, e *Entry, what string) {
 			if e == nil {
@@ -172,6 +174,10 @@ func FuzzTable(f *testing.F) {
 			inTable := map[flow.Tuple]bool{}
 			tb.ForEach(func(e *Entry) {
 				inTable[e.key] = true
+				if b := uint64(tb.slotOf(e) / bucketSlots); b != fuzzBucket(e.key)&tb.mask && b != tb.alt(fuzzBucket(e.key)) {
+					t.Fatalf("op %d: %v in bucket %d, neither its own nor its second", op, e.key, b)
+				}
+				where[e.key] = uint64(tb.slotOf(e) / bucketSlots)
 				m, ok := model[e.key]
 				if !ok || m.vip != e.vip || m.backend != e.backend || m.gen != e.gen || m.seen != e.lastSeen || m.state != e.state {
 					t.Fatalf("op %d: table holds %+v, model %+v (present %v)", op, *e, m, ok)
@@ -190,7 +196,9 @@ func FuzzTable(f *testing.F) {
 				case expired(m):
 				case removed != nil && mk == *removed:
 				case dropping && dropped.matches(&Entry{vip: m.vip, backend: m.backend}):
-				case inserted != nil && fuzzBucket(mk)&tb.mask == fuzzBucket(*inserted)&tb.mask && rank[m.state] <= rank[insertState]:
+				case inserted != nil && where[mk] == fuzzBucket(*inserted)&tb.mask && rank[m.state] <= rank[insertState]:
+					// Evicted from the newcomer's own bucket, which is
+					// where an insert into full buckets makes room.
 					evictions++
 				default:
 					t.Fatalf("op %d: live flow %v %+v vanished", op, mk, m)

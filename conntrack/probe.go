@@ -19,22 +19,16 @@ import (
 func (t *Table) ProbeBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []*Entry) {
 	n := min(len(hashes), len(keys), len(out), MaxBurst)
 	hashes, keys, out = hashes[:n], keys[:n], out[:n]
-	var base [MaxBurst]int32
-	var cand [MaxBurst]uint64
-	t.candidates(hashes, &base, &cand)
+	t.candidates(hashes)
 	entries := unsafe.SliceData(t.entries)
 	for i, k := range keys {
 		out[i] = nil
-		for m := cand[i]; m != 0; m &= m - 1 {
-			// In bounds: base is a bucket's first slot and lane < 8.
-			e := (*Entry)(unsafe.Add(unsafe.Pointer(entries), uintptr(int(base[i])+lane(m))*unsafe.Sizeof(Entry{})))
-			if !sameKey(&e.key, k) {
-				continue
-			}
+		if s := t.cs.find(t, i, k); s >= 0 {
+			// In bounds: find returns an occupied slot.
+			e := (*Entry)(unsafe.Add(unsafe.Pointer(entries), uintptr(s)*unsafe.Sizeof(Entry{})))
 			if idle(e, now) <= t.timeout[e.state&3] {
 				out[i] = e
 			}
-			break
 		}
 	}
 }
@@ -45,18 +39,19 @@ func (t *Table) CountHits(n int) { t.c.Hits += uint64(n) }
 // InsertLines puts in lines the addresses of the entry lines an Insert of
 // hash will touch beyond the signature word, and returns how many (lines
 // must have room for bucketSlots): a free slot's line, which the insert
-// writes, or, when the bucket is full, the lines of all its slots (the
-// eviction policy compares them all). The dataplane gathers these for the
+// writes (of the flow's own bucket, or its second), or, when both are
+// full, the lines of all the own bucket's slots (the eviction policy
+// compares them all). The dataplane gathers these for the
 // burst's misses and prefetches them (prefetch.Lines) before it inserts
 // any, so that under a SYN flood the lines arrive together. The lookup that
 // missed has read the signature word.
 func (t *Table) InsertLines(hash uint64, lines []uintptr) int {
-	b := hash & t.mask
-	first := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + uintptr(b)*bucketSlots*unsafe.Sizeof(Entry{})
-	if m := match(t.sigs[b], 0); m != 0 {
-		lines[0] = first + uintptr(lane(m))*unsafe.Sizeof(Entry{})
+	entries := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries)))
+	if s := t.freeSlot(hash); s >= 0 {
+		lines[0] = entries + uintptr(s)*unsafe.Sizeof(Entry{})
 		return 1
 	}
+	first := entries + uintptr(hash&t.mask)*bucketSlots*unsafe.Sizeof(Entry{})
 	lines = lines[:bucketSlots]
 	for s := range lines {
 		lines[s] = first + uintptr(s)*unsafe.Sizeof(Entry{})

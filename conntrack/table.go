@@ -59,6 +59,7 @@ type Table struct {
 	per     []int32          // live entries per backend id (Config.Backends)
 	sweep   int              // Sweep's next bucket
 	c       Counters
+	cs      candidates // lookupBurst's and ProbeBurst's per-burst scratch
 
 	external bool // entries and sigs came from Config.Memory
 }
@@ -249,35 +250,68 @@ func sameKey(a, b *flow.Tuple) bool {
 
 func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
-// find returns the slot of key in bucket b, or -1. It does not look at time.
-func (t *Table) find(b, sig uint64, key *flow.Tuple) int {
-	for m := match(t.sigs[b], sig); m != 0; m &= m - 1 {
-		s := int(b)*bucketSlots + lane(m)
-		if sameKey(&t.entries[s].key, key) {
+// alt is the second bucket of a flow of this hash, where it lives when
+// its own bucket (hash&mask) had no free slot on insert: one of 4 other
+// buckets whose signature words share the own bucket's 64-byte line (the
+// own index xor 1, 3, 5 or 7, as bits 49-50 of the hash say), so that a
+// lookup still reads one signature line. In a table of one bucket it is
+// that bucket: a second look there finds nothing the first did not.
+func (t *Table) alt(hash uint64) uint64 {
+	return (hash ^ (hash>>48&6 | 1)) & t.mask
+}
+
+// both merges the match masks of a flow's own bucket (m) and its second
+// (m2) into one mask of up to 16 candidates: the own bucket's slot i at bit
+// 8i+7 (odd), the second's at bit 8i+6 (even). Walking one mask keeps the
+// branches of a lookup the same wherever the flow lives.
+func both(m, m2 uint64) uint64 { return m | m2>>1 }
+
+// candidate is the slot of the lowest candidate of a mask from both, given
+// the first slots of the own bucket and the second.
+func candidate(own, second int32, m uint64) int {
+	p := bits.TrailingZeros64(m)
+	first := second
+	if p&1 != 0 {
+		first = own
+	}
+	return int(first) + p>>3
+}
+
+// findIn returns the slot of key among the candidates m (a mask from both)
+// of the buckets whose first slots are own and second, or -1.
+func (t *Table) findIn(own, second int32, m uint64, key *flow.Tuple) int {
+	entries := unsafe.SliceData(t.entries)
+	for ; m != 0; m &= m - 1 {
+		s := candidate(own, second, m)
+		// In bounds: own and second are buckets' first slots, and a
+		// candidate is one of their 8.
+		e := (*Entry)(unsafe.Add(unsafe.Pointer(entries), uintptr(s)*unsafe.Sizeof(Entry{})))
+		if sameKey(&e.key, key) {
 			return s
 		}
 	}
 	return -1
 }
 
+// find returns the slot of key (of this hash), in its own bucket or its
+// second, or -1. It does not look at time.
+func (t *Table) find(hash uint64, key *flow.Tuple) int {
+	b, a, sig := hash&t.mask, t.alt(hash), signature(hash)
+	return t.findIn(int32(b)*bucketSlots, int32(a)*bucketSlots, both(match(t.sigs[b], sig), match(t.sigs[a], sig)), key)
+}
+
 // Lookup returns the live entry of the flow with this hash and key, or nil.
 // An expired entry found on the way is removed and counted, and the lookup
 // is a miss. The entry is not touched: call Touch for the packet.
 func (t *Table) Lookup(hash uint64, key *flow.Tuple, now Time) *Entry {
-	b := hash & t.mask
-	for m := match(t.sigs[b], signature(hash)); m != 0; m &= m - 1 {
-		s := int(b)*bucketSlots + lane(m)
+	if s := t.find(hash, key); s >= 0 {
 		e := &t.entries[s]
-		if !sameKey(&e.key, key) {
-			continue
-		}
 		if idle(e, now) <= t.timeout[e.state&3] {
 			t.c.Hits++
 			return e
 		}
 		t.free(s)
 		t.c.Expired++
-		break
 	}
 	t.c.Misses++
 	return nil
@@ -304,7 +338,8 @@ func (t *Table) LookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 	return hits
 }
 
-// BucketLine is the address of hash's signature word. A caller that
+// BucketLine is the address of hash's signature word, whose 64-byte line
+// also holds its second bucket's (alt). A caller that
 // prefetches it (prefetch.Lines, gathered over a burst: the call costs
 // more than the instruction) before a lookup or insert of that hash issued
 // a little later, after other work on the burst, does not wait for
@@ -313,40 +348,51 @@ func (t *Table) BucketLine(hash uint64) uintptr {
 	return uintptr(unsafe.Pointer(unsafe.SliceData(t.sigs))) + uintptr(hash&t.mask)*8
 }
 
-// candidateLine is the entry line of the first slot of bucket b whose
-// signature matches (the mask m, not zero).
-func (t *Table) candidateLine(b uint64, m uint64) uintptr {
-	s := uintptr(b)*bucketSlots + uintptr(lane(m))
-	return uintptr(unsafe.Pointer(unsafe.SliceData(t.entries))) + s*unsafe.Sizeof(Entry{})
+// candidates is a burst's signature matches, per packet: the first slot
+// of its own bucket (first[0]) and of its second (first[1]), and the
+// candidates there (m, from both). It lives in the Table, which is per
+// lcore: nothing to zero per burst.
+type candidates struct {
+	first [2][MaxBurst]int32
+	m     [MaxBurst]uint64
+	lines [MaxBurst]uintptr
+}
+
+// find is the slot of key among packet i's candidates, or -1.
+func (c *candidates) find(t *Table, i int, key *flow.Tuple) int {
+	i &= MaxBurst - 1
+	return t.findIn(c.first[0][i], c.first[1][i], c.m[i], key)
 }
 
 // candidates is lookupBurst's and ProbeBurst's pass 1: each packet's
-// bucket and signature matches, and the load of the first candidate entry
-// line of each, started eight at a time (a prefetch is started soon after
-// its signature word is read, at an eighth of the calls).
-func (t *Table) candidates(hashes []uint64, base *[MaxBurst]int32, cand *[MaxBurst]uint64) {
-	var lines [MaxBurst]uintptr
+// buckets and signature matches (t.cs), and the load of the first
+// candidate entry line of each, started eight at a time (a prefetch is
+// started soon after its signature line is read, at an eighth of the
+// calls). Both buckets' words share a line, prefetched by pass 0.
+func (t *Table) candidates(hashes []uint64) {
+	c := &t.cs
+	entries := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries)))
 	n, sent := 0, 0
 	for i, h := range hashes {
-		b := h & t.mask
-		base[i&(MaxBurst-1)] = int32(b) * bucketSlots
-		m := match(t.sigs[b], signature(h))
-		cand[i&(MaxBurst-1)] = m
-		if m != 0 {
-			lines[n&(MaxBurst-1)] = t.candidateLine(b, m)
-			n++
-			sent = prefetch.Eights(lines[:], sent, n)
+		b, a, sig := h&t.mask, t.alt(h), signature(h)
+		j := i & (MaxBurst - 1)
+		own, second := int32(b)*bucketSlots, int32(a)*bucketSlots
+		m := both(match(t.sigs[b], sig), match(t.sigs[a], sig))
+		c.first[0][j], c.first[1][j], c.m[j] = own, second, m
+		if m == 0 {
+			continue
 		}
+		c.lines[n&(MaxBurst-1)] = entries + uintptr(candidate(own, second, m))*unsafe.Sizeof(Entry{})
+		n++
+		sent = prefetch.Eights(c.lines[:], sent, n)
 	}
 	if n > sent {
-		prefetch.Lines(lines[sent:n])
+		prefetch.Lines(c.lines[sent:n])
 	}
 }
 
 // lookupBurst handles at most MaxBurst packets; all slices have one length.
 func (t *Table) lookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []*Entry) (hits int) {
-	var base [MaxBurst]int32  // first slot of each packet's bucket
-	var cand [MaxBurst]uint64 // match mask of each packet's signature
 	keys = keys[:len(hashes)]
 	out = out[:len(hashes)]
 
@@ -358,24 +404,21 @@ func (t *Table) lookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 	prefetch.Lines(lines[:len(hashes)])
 	// Pass 1: bucket indices and signature compares, and the load of the
 	// first candidate entry line of each packet.
-	t.candidates(hashes, &base, &cand)
+	t.candidates(hashes)
 	// Pass 2: key compares on the candidate entry lines.
 	for i, k := range keys {
 		out[i] = nil
-		for m := cand[i]; m != 0; m &= m - 1 {
-			s := int(base[i]) + lane(m)
-			e := &t.entries[s]
-			if !sameKey(&e.key, k) {
-				continue
-			}
-			if idle(e, now) <= t.timeout[e.state&3] {
-				out[i] = e
-				hits++
-			} else if t.used(s) { // the same flow twice in a burst: free once
-				t.free(s)
-				t.c.Expired++
-			}
-			break
+		s := t.cs.find(t, i, k)
+		if s < 0 {
+			continue
+		}
+		e := &t.entries[s]
+		if idle(e, now) <= t.timeout[e.state&3] {
+			out[i] = e
+			hits++
+		} else if t.used(s) { // the same flow twice in a burst: free once
+			t.free(s)
+			t.c.Expired++
 		}
 	}
 	t.c.Hits += uint64(hits)
@@ -409,9 +452,7 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	if st >= numStates {
 		st = StateOther
 	}
-	b := hash & t.mask
-	sig := signature(hash)
-	s := t.find(b, sig, key)
+	s := t.find(hash, key)
 	if s >= 0 {
 		e := &t.entries[s]
 		if idle(e, now) <= t.timeout[e.state&3] {
@@ -420,12 +461,12 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 		t.c.Expired++ // reused in place below
 		t.uncount(e.backend)
 	} else {
-		s = t.makeRoom(b, st, now)
+		s = t.makeRoom(hash, st, now)
 		if s < 0 {
 			t.c.InsertFailed++
 			return nil
 		}
-		t.setSig(s, sig)
+		t.setSig(s, signature(hash))
 		t.live++
 	}
 	t.c.Inserts++
@@ -441,17 +482,33 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	return e
 }
 
-// makeRoom returns a free slot of bucket b for an entry of state st, making
-// one by the eviction policy if needed, or -1. A slot it returns is free
-// (signature 0, not counted in live).
-func (t *Table) makeRoom(b uint64, st State, now Time) int {
-	first := int(b) * bucketSlots
-	if m := match(t.sigs[b], 0); m != 0 {
-		return first + lane(m)
+// freeSlot is a free slot of the buckets of hash, in the one of its own
+// bucket and its second (alt) with more free slots (its own on a tie:
+// two choices keep the buckets' loads even), or -1 when both are full.
+func (t *Table) freeSlot(hash uint64) int {
+	b, a := hash&t.mask, t.alt(hash)
+	mb, ma := match(t.sigs[b], 0), match(t.sigs[a], 0)
+	if bits.OnesCount64(ma) > bits.OnesCount64(mb) {
+		b, mb = a, ma
 	}
-	// The bucket is full. Reclaim every expired entry; failing that,
-	// choose the least valuable class the newcomer may evict, then the
-	// least recently seen within it.
+	if mb == 0 {
+		return -1
+	}
+	return int(b)*bucketSlots + lane(mb)
+}
+
+// makeRoom returns a free slot for an entry of hash and state st: a free
+// slot of its own bucket or its second (alt, freeSlot), or one the
+// eviction policy makes in its own bucket, or -1. A slot it returns is
+// free (signature 0, not counted in live).
+func (t *Table) makeRoom(hash uint64, st State, now Time) int {
+	if s := t.freeSlot(hash); s >= 0 {
+		return s
+	}
+	first := int(hash&t.mask) * bucketSlots
+	// Both are full. Reclaim every expired entry of the own bucket;
+	// failing that, choose the least valuable class the newcomer may
+	// evict, then the least recently seen within it.
 	freed, victim := -1, -1
 	var victimRank uint8
 	var victimAge int32
@@ -519,7 +576,7 @@ func (t *Table) Remove(e *Entry) bool {
 // Delete stops tracking the flow with this hash and key, live or expired,
 // and reports whether it was tracked.
 func (t *Table) Delete(hash uint64, key *flow.Tuple) bool {
-	s := t.find(hash&t.mask, signature(hash), key)
+	s := t.find(hash, key)
 	if s < 0 {
 		return false
 	}

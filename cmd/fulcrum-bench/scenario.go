@@ -250,8 +250,9 @@ func (s *Scenario) FulcrumConfig(prefix string, pcaps []string, lcoreMap string)
 }
 
 // ctCapacity is the conntrack capacity per worker: CTCapacity, or twice
-// the flows per worker (docs/benchmarks.md: 0.8% of new flows find their
-// bucket full at 50% occupancy).
+// the flows per worker, as an operator would size it: at 50% occupancy no
+// flow finds both its buckets full (conntrack's TestOccupancy), so the
+// replay's fixed order evicts none of its own flows.
 func (s *Scenario) ctCapacity() int {
 	if s.CTCapacity > 0 {
 		return s.CTCapacity
