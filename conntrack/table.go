@@ -452,7 +452,12 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	if st >= numStates {
 		st = StateOther
 	}
-	s := t.find(hash, key)
+	// The two signature words are read once, for the search and for the
+	// free slots: under a SYN flood every packet inserts.
+	b, a, sig := hash&t.mask, t.alt(hash), signature(hash)
+	wb, wa := t.sigs[b], t.sigs[a]
+	own, second := int32(b)*bucketSlots, int32(a)*bucketSlots
+	s := t.findIn(own, second, both(match(wb, sig), match(wa, sig)), key)
 	if s >= 0 {
 		e := &t.entries[s]
 		if idle(e, now) <= t.timeout[e.state&3] {
@@ -461,12 +466,14 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 		t.c.Expired++ // reused in place below
 		t.uncount(e.backend)
 	} else {
-		s = t.makeRoom(hash, st, now)
+		if s = freeIn(own, second, wb, wa); s < 0 {
+			s = t.evict(int(own), st, now)
+		}
 		if s < 0 {
 			t.c.InsertFailed++
 			return nil
 		}
-		t.setSig(s, signature(hash))
+		t.setSig(s, sig)
 		t.live++
 	}
 	t.c.Inserts++
@@ -482,33 +489,35 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	return e
 }
 
-// freeSlot is a free slot of the buckets of hash, in the one of its own
-// bucket and its second (alt) with more free slots (its own on a tie:
-// two choices keep the buckets' loads even), or -1 when both are full.
-func (t *Table) freeSlot(hash uint64) int {
-	b, a := hash&t.mask, t.alt(hash)
-	mb, ma := match(t.sigs[b], 0), match(t.sigs[a], 0)
-	if bits.OnesCount64(ma) > bits.OnesCount64(mb) {
-		b, mb = a, ma
-	}
-	if mb == 0 {
+// freeIn is a free slot of a flow's own bucket or its second (whose first
+// slots are own and second, and signature words wb and wa), in the one
+// with more free slots (its own on a tie: two choices keep the buckets'
+// loads even), or -1 when both are full.
+func freeIn(own, second int32, wb, wa uint64) int {
+	mb, ma := match(wb, 0), match(wa, 0)
+	if mb|ma == 0 { // both full: the common case under a SYN flood
 		return -1
 	}
-	return int(b)*bucketSlots + lane(mb)
+	if bits.OnesCount64(ma) > bits.OnesCount64(mb) {
+		own, mb = second, ma
+	}
+	return int(own) + lane(mb)
 }
 
-// makeRoom returns a free slot for an entry of hash and state st: a free
-// slot of its own bucket or its second (alt, freeSlot), or one the
-// eviction policy makes in its own bucket, or -1. A slot it returns is
-// free (signature 0, not counted in live).
-func (t *Table) makeRoom(hash uint64, st State, now Time) int {
-	if s := t.freeSlot(hash); s >= 0 {
-		return s
-	}
-	first := int(hash&t.mask) * bucketSlots
-	// Both are full. Reclaim every expired entry of the own bucket;
-	// failing that, choose the least valuable class the newcomer may
-	// evict, then the least recently seen within it.
+// freeSlot is the slot Insert would fill without evicting (freeIn), or -1.
+func (t *Table) freeSlot(hash uint64) int {
+	b, a := hash&t.mask, t.alt(hash)
+	return freeIn(int32(b)*bucketSlots, int32(a)*bucketSlots, t.sigs[b], t.sigs[a])
+}
+
+// evict makes room in the bucket whose first slot is first, full, for an
+// entry of state st by the eviction policy, and returns the freed slot, or
+// -1 when the policy allows no room. A slot it returns is free (signature
+// 0, not counted in live).
+func (t *Table) evict(first int, st State, now Time) int {
+	// Reclaim every expired entry of the bucket; failing that, choose the
+	// least valuable class the newcomer may evict, then the least recently
+	// seen within it.
 	freed, victim := -1, -1
 	var victimRank uint8
 	var victimAge int32
