@@ -17,18 +17,29 @@ import (
 // without any I/O. ns/op is per packet.
 //
 // path=general runs every packet through the general stages (the fused
-// path off), for comparison in the same run.
+// path off), for comparison in the same run. The /syn cases send pure SYNs
+// of known flows instead of ACKs (the bench's syn-1m replay once warm:
+// retransmissions, or new connections on reused tuples), each of which
+// takes the VIP's table's current choice: the fleet hash and a Maglev
+// lookup beside the conntrack hit.
 func BenchmarkProcess(b *testing.B) {
 	for _, bc := range []struct {
 		flows   int
 		general bool
-	}{{10_000, false}, {10_000, true}, {1_000_000, false}, {1_000_000, true}} {
+		syn     bool
+	}{{10_000, false, false}, {10_000, true, false}, {1_000_000, false, false}, {1_000_000, true, false},
+		{10_000, false, true}, {1_000_000, false, true}} {
 		flows := bc.flows
 		path := "fused"
 		if bc.general {
 			path = "general"
 		}
-		b.Run(fmt.Sprintf("flows=%d/path=%s", flows, path), func(b *testing.B) {
+		name := fmt.Sprintf("flows=%d/path=%s", flows, path)
+		flags := "A"
+		if bc.syn {
+			name, flags = name+"/syn", "S"
+		}
+		b.Run(name, func(b *testing.B) {
 			t := &testing.T{}
 			cfg := testConfig
 			r := newRig(t, cfgWithCapacity(cfg, 2*flows))
@@ -38,7 +49,7 @@ func BenchmarkProcess(b *testing.B) {
 			// burst rewrites the source address and port of its frames
 			// to a random flow, so conntrack sees `flows` flows.
 			const burst = 32
-			base := frame(t, "198.51.100.10", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "A", 0, true)
+			base := frame(t, "198.51.100.10", "203.0.113.7", 1, 80, layers.IPProtocolTCP, flags, 0, true)
 			bufs := make([][]byte, burst)
 			for i := range bufs {
 				bufs[i] = make([]byte, headroom+len(base))
