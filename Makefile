@@ -72,7 +72,7 @@ deb-test: setup
 
 # The side-by-side benchmark (docs/benchmarks.md): Fulcrum against dpdk-testpmd io
 # forwarding on the same virtual ports, one table per scenario (needs DPDK
-# and root; ~10 minutes, QUICK=1 under 2). See docs/benchmarks.md.
+# and root; 15-20 minutes, QUICK=1 about 5). See docs/benchmarks.md.
 bench: setup
 	scripts/bench.sh
 
