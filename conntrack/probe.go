@@ -1,10 +1,6 @@
 package conntrack
 
-import (
-	"unsafe"
-
-	"github.com/fulcrumlb/fulcrum/flow"
-)
+import "github.com/fulcrumlb/fulcrum/flow"
 
 // ProbeBurst is LookupBurst without side effects, for the dataplane's fused
 // path, which decides per packet whether to handle it or leave it to the
@@ -20,13 +16,10 @@ func (t *Table) ProbeBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []
 	n := min(len(hashes), len(keys), len(out), MaxBurst)
 	hashes, keys, out = hashes[:n], keys[:n], out[:n]
 	t.candidates(hashes)
-	entries := unsafe.SliceData(t.entries)
 	for i, k := range keys {
 		out[i] = nil
 		if s := t.cs.find(t, i, k); s >= 0 {
-			// In bounds: find returns an occupied slot.
-			e := (*Entry)(unsafe.Add(unsafe.Pointer(entries), uintptr(s)*unsafe.Sizeof(Entry{})))
-			if idle(e, now) <= t.timeout[e.state&3] {
+			if e := t.at(s); idle(e, now) <= t.timeout[e.state&3] {
 				out[i] = e
 			}
 		}
@@ -46,15 +39,14 @@ func (t *Table) CountHits(n int) { t.c.Hits += uint64(n) }
 // any, so that under a SYN flood the lines arrive together. The lookup that
 // missed has read the signature word.
 func (t *Table) InsertLines(hash uint64, lines []uintptr) int {
-	entries := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries)))
-	if s := t.freeSlot(hash); s >= 0 {
-		lines[0] = entries + uintptr(s)*unsafe.Sizeof(Entry{})
+	own, second, wOwn, wSecond, _ := t.twoBuckets(hash)
+	if s := freeIn(own, second, wOwn, wSecond); s >= 0 {
+		lines[0] = t.line(s)
 		return 1
 	}
-	first := entries + uintptr(hash&t.mask)*bucketSlots*unsafe.Sizeof(Entry{})
 	lines = lines[:bucketSlots]
 	for s := range lines {
-		lines[s] = first + uintptr(s)*unsafe.Sizeof(Entry{})
+		lines[s] = t.line(int(own) + s)
 	}
 	return bucketSlots
 }

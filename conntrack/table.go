@@ -277,16 +277,51 @@ func candidate(own, second int32, m uint64) int {
 	return int(first) + p>>3
 }
 
+// twoBuckets reads the two buckets of a flow of this hash: the first
+// slots of its own bucket and its second (alt), their signature words, and
+// the flow's signature. Every search, insert and prefetch of a flow starts
+// here. Results, not a struct: an inlined struct literal is built on the
+// stack and read back in 16-byte loads that wait for its stores (measured:
+// twice the time of LookupBurst).
+func (t *Table) twoBuckets(hash uint64) (own, second int32, wOwn, wSecond, sig uint64) {
+	b, a := hash&t.mask, t.alt(hash)
+	return int32(b) * bucketSlots, int32(a) * bucketSlots, t.sigs[b], t.sigs[a], signature(hash)
+}
+
+// matches is the mask (from both) of the slots of a flow's two buckets
+// (signature words wOwn and wSecond) whose signature is sig.
+func matches(wOwn, wSecond, sig uint64) uint64 { return both(match(wOwn, sig), match(wSecond, sig)) }
+
+// freeIn is a free slot of a flow's two buckets (first slots own and
+// second, signature words wOwn and wSecond), in the one with more free
+// slots (the own one on a tie: two choices keep the buckets' loads even),
+// or -1 when both are full.
+func freeIn(own, second int32, wOwn, wSecond uint64) int {
+	mb, ma := match(wOwn, 0), match(wSecond, 0)
+	if mb|ma == 0 { // both full: the common case under a SYN flood
+		return -1
+	}
+	if bits.OnesCount64(ma) > bits.OnesCount64(mb) {
+		own, mb = second, ma
+	}
+	return int(own) + lane(mb)
+}
+
+// at is slot s's entry, without a bounds check: s must come from the
+// table's own masks (a bucket's first slot plus a lane below 8).
+func (t *Table) at(s int) *Entry {
+	return (*Entry)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(t.entries)), uintptr(s)*unsafe.Sizeof(Entry{})))
+}
+
+// line is the address of slot s's entry line, to prefetch (as for at).
+func (t *Table) line(s int) uintptr { return uintptr(unsafe.Pointer(t.at(s))) }
+
 // findIn returns the slot of key among the candidates m (a mask from both)
 // of the buckets whose first slots are own and second, or -1.
 func (t *Table) findIn(own, second int32, m uint64, key *flow.Tuple) int {
-	entries := unsafe.SliceData(t.entries)
 	for ; m != 0; m &= m - 1 {
 		s := candidate(own, second, m)
-		// In bounds: own and second are buckets' first slots, and a
-		// candidate is one of their 8.
-		e := (*Entry)(unsafe.Add(unsafe.Pointer(entries), uintptr(s)*unsafe.Sizeof(Entry{})))
-		if sameKey(&e.key, key) {
+		if sameKey(&t.at(s).key, key) {
 			return s
 		}
 	}
@@ -296,8 +331,8 @@ func (t *Table) findIn(own, second int32, m uint64, key *flow.Tuple) int {
 // find returns the slot of key (of this hash), in its own bucket or its
 // second, or -1. It does not look at time.
 func (t *Table) find(hash uint64, key *flow.Tuple) int {
-	b, a, sig := hash&t.mask, t.alt(hash), signature(hash)
-	return t.findIn(int32(b)*bucketSlots, int32(a)*bucketSlots, both(match(t.sigs[b], sig), match(t.sigs[a], sig)), key)
+	own, second, wOwn, wSecond, sig := t.twoBuckets(hash)
+	return t.findIn(own, second, matches(wOwn, wSecond, sig), key)
 }
 
 // Lookup returns the live entry of the flow with this hash and key, or nil.
@@ -371,18 +406,16 @@ func (c *candidates) find(t *Table, i int, key *flow.Tuple) int {
 // calls). Both buckets' words share a line, prefetched by pass 0.
 func (t *Table) candidates(hashes []uint64) {
 	c := &t.cs
-	entries := uintptr(unsafe.Pointer(unsafe.SliceData(t.entries)))
 	n, sent := 0, 0
 	for i, h := range hashes {
-		b, a, sig := h&t.mask, t.alt(h), signature(h)
+		own, second, wOwn, wSecond, sig := t.twoBuckets(h)
+		m := matches(wOwn, wSecond, sig)
 		j := i & (MaxBurst - 1)
-		own, second := int32(b)*bucketSlots, int32(a)*bucketSlots
-		m := both(match(t.sigs[b], sig), match(t.sigs[a], sig))
 		c.first[0][j], c.first[1][j], c.m[j] = own, second, m
 		if m == 0 {
 			continue
 		}
-		c.lines[n&(MaxBurst-1)] = entries + uintptr(candidate(own, second, m))*unsafe.Sizeof(Entry{})
+		c.lines[n&(MaxBurst-1)] = t.line(candidate(own, second, m))
 		n++
 		sent = prefetch.Eights(c.lines[:], sent, n)
 	}
@@ -454,10 +487,8 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	}
 	// The two signature words are read once, for the search and for the
 	// free slots: under a SYN flood every packet inserts.
-	b, a, sig := hash&t.mask, t.alt(hash), signature(hash)
-	wb, wa := t.sigs[b], t.sigs[a]
-	own, second := int32(b)*bucketSlots, int32(a)*bucketSlots
-	s := t.findIn(own, second, both(match(wb, sig), match(wa, sig)), key)
+	own, second, wOwn, wSecond, sig := t.twoBuckets(hash)
+	s := t.findIn(own, second, matches(wOwn, wSecond, sig), key)
 	if s >= 0 {
 		e := &t.entries[s]
 		if idle(e, now) <= t.timeout[e.state&3] {
@@ -466,7 +497,7 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 		t.c.Expired++ // reused in place below
 		t.uncount(e.backend)
 	} else {
-		if s = freeIn(own, second, wb, wa); s < 0 {
+		if s = freeIn(own, second, wOwn, wSecond); s < 0 {
 			s = t.evict(int(own), st, now)
 		}
 		if s < 0 {
@@ -487,27 +518,6 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	e.flags, e.chance, e.flowHash = 0, 0, 0
 	t.count(backend)
 	return e
-}
-
-// freeIn is a free slot of a flow's own bucket or its second (whose first
-// slots are own and second, and signature words wb and wa), in the one
-// with more free slots (its own on a tie: two choices keep the buckets'
-// loads even), or -1 when both are full.
-func freeIn(own, second int32, wb, wa uint64) int {
-	mb, ma := match(wb, 0), match(wa, 0)
-	if mb|ma == 0 { // both full: the common case under a SYN flood
-		return -1
-	}
-	if bits.OnesCount64(ma) > bits.OnesCount64(mb) {
-		own, mb = second, ma
-	}
-	return int(own) + lane(mb)
-}
-
-// freeSlot is the slot Insert would fill without evicting (freeIn), or -1.
-func (t *Table) freeSlot(hash uint64) int {
-	b, a := hash&t.mask, t.alt(hash)
-	return freeIn(int32(b)*bucketSlots, int32(a)*bucketSlots, t.sigs[b], t.sigs[a])
 }
 
 // evict makes room in the bucket whose first slot is first, full, for an
