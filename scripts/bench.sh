@@ -2,7 +2,10 @@
 # The side-by-side benchmark (`make bench`): Fulcrum against
 # dpdk-testpmd io forwarding on the same virtual ports (net_pcap replaying a
 # generated pcap -> net_null), alternated A B A B, one table per scenario and
-# a markdown summary. See docs/benchmarks.md for how to read it.
+# a markdown summary. See docs/benchmarks.md for how to read it. Beside them
+# it runs the C pipeline (bench/cref/cref.c, Fulcrum's fast path written in
+# C, built with `make cref`) on the scenarios it handles (fulcrum-bench
+# -cref); if it does not build, the bench runs without it.
 #
 #   scripts/bench.sh                 # all scenarios, 3 pairs each (~10 min on 2 CPUs)
 #   QUICK=1 scripts/bench.sh         # 4 scenarios, 1 pair each (a few minutes)
@@ -65,6 +68,18 @@ echo "bench: building fulcrum, fulcrum-gen, fulcrum-bench (-tags dpdk)"
 go build -tags dpdk -o "$work/bin/" ./cmd/fulcrum ./cmd/fulcrum-gen ./cmd/fulcrum-bench
 
 args=(-bin "$work/bin" -cache "$cache" -work "$work" -prefix "$prefix")
+
+# The C pipeline, into the same directory as the Go binaries (make cref's
+# BIN): a failed build (gcc, pkg-config libdpdk) costs only its columns.
+echo "bench: building the C pipeline (make cref)"
+if make -s cref BIN="$work/bin" >"$work/cref-build.log" 2>&1; then
+	args+=(-cref "$work/bin/cref")
+else
+	{
+		echo "bench: make cref failed; running without the C pipeline (no C columns):"
+		tail -n 20 "$work/cref-build.log"
+	} >&2
+fi
 [ "${QUICK:-0}" = 1 ] && args+=(-quick)
 [ -n "${BENCH_OUT:-}" ] && args+=(-o "$BENCH_OUT")
 

@@ -29,10 +29,13 @@
  * It takes testpmd's command line as fulcrum-bench builds it (EAL
  * arguments, then --total-num-mbufs, --burst; the rest is ignored) and
  * prints per-second port statistics in testpmd's format, so that
- * `fulcrum-bench -testpmd cref` measures it in testpmd's place: the
- * "ratio" column is then Fulcrum against this program. CREF_CT_CAPACITY
- * sets the conntrack capacity (default 20000, fulcrum-bench's for 10k
- * flows; give it what the scenario's Fulcrum config has).
+ * `fulcrum-bench -cref bin/cref` measures it third in each pair, after
+ * testpmd and Fulcrum, on the scenarios it handles (syn-1m, est-10k,
+ * est-1m), with its rate, its ratio to testpmd and Fulcrum's ratio to it
+ * in the tables (`fulcrum-bench -testpmd bin/cref` still measures it in
+ * testpmd's place). CREF_CT_CAPACITY sets the conntrack capacity (default
+ * 20000, fulcrum-bench's for 10k flows; give it what the scenario's
+ * Fulcrum config has: fulcrum-bench -cref does).
  *
  * Build: make cref (bin/cref).
  */

@@ -14,6 +14,16 @@
 // checked against the Maglev table (verify.go). Fulcrum's counters are its
 // --stats-json lines, and every wait has a time limit.
 //
+// With -cref PATH it also runs a third program in each pair, after
+// Fulcrum: bench/cref/cref.c (built by `make cref`), Fulcrum's fused fast
+// path written in C (parse, VIP match, conntrack probe, Maglev choice, GRE
+// header, counters, with nothing else), the yardstick of the performance
+// issue's "as fast in Go as the same pipeline written in C". It takes
+// testpmd's command line and prints testpmd's port statistics, and is
+// measured the same way, on the scenarios whose traffic it handles
+// (Scenario.CRef: syn-1m, est-10k, est-1m). Its rate, its ratio to testpmd
+// and Fulcrum's ratio to it appear in the tables only with -cref.
+//
 // No figure is judged: there is no pass/fail threshold on a timing. The
 // exit status is 1 when a run could not be measured or a verification
 // found a frame at the wrong backend.
@@ -48,6 +58,7 @@ func main() { os.Exit(run()) }
 
 type options struct {
 	bin, testpmd, cache, work, prefix, out string
+	cref                                   string // the C pipeline's binary (-cref; "": not run)
 	pairs, retries, nice                   int
 	maxOther                               float64
 	retryLeft                              time.Duration // time the remaining retries may take, to keep the whole run within its time
@@ -60,6 +71,7 @@ func run() int {
 	var o options
 	flag.StringVar(&o.bin, "bin", "bin", "directory holding the fulcrum and fulcrum-gen binaries (built with -tags dpdk)")
 	flag.StringVar(&o.testpmd, "testpmd", "dpdk-testpmd", "the testpmd binary")
+	flag.StringVar(&o.cref, "cref", "", "also run this build of bench/cref/cref.c (make cref: bin/cref), Fulcrum's fast path written in C, third in each pair on the scenarios it handles ("+strings.Join(crefScenarios(), ", ")+"), with testpmd's arguments; default: not run")
 	flag.StringVar(&o.cache, "cache", filepath.Join(os.TempDir(), "fulcrum-bench-cache"), "directory of generated pcaps, kept between runs (named by fulcrum-gen's digest and flags)")
 	flag.StringVar(&o.work, "work", "", "directory for configurations and logs (default: a new temporary directory, removed at exit)")
 	flag.StringVar(&o.prefix, "prefix", fmt.Sprintf("fbench-%d", os.Getpid()), "EAL --file-prefix base; each run appends its own suffix")
@@ -124,6 +136,15 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "fulcrum-bench: -pairs must be at least 1")
 		return 2
 	}
+	if o.cref != "" {
+		// Found now, not as a failure in every pair.
+		p, err := exec.LookPath(o.cref)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fulcrum-bench: -cref: %v (make cref builds bin/cref)\n", err)
+			return 2
+		}
+		o.cref = p
+	}
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -148,11 +169,20 @@ func run() int {
 	if Burst > 0 {
 		fmt.Printf("burst: %d packets, testpmd and Fulcrum alike\n", Burst)
 	}
-	fmt.Printf("mode: %s; %d pair(s) per scenario (testpmd, then Fulcrum); warm-up %v, window %v; both at nice %d; a pair during which other programs used more than %.2f CPUs is measured again (up to %d times)\n",
-		map[bool]string{true: "QUICK", false: "full"}[o.quick], o.pairs, o.tm.Warmup, o.tm.Window, o.nice, o.maxOther, o.retries)
+	order, all := "testpmd, then Fulcrum", "both"
+	if o.cref != "" {
+		order, all = "testpmd, then Fulcrum, then the C pipeline where it applies", "all"
+	}
+	fmt.Printf("mode: %s; %d pair(s) per scenario (%s); warm-up %v, window %v; %s at nice %d; a pair during which other programs used more than %.2f CPUs is measured again (up to %d times)\n",
+		map[bool]string{true: "QUICK", false: "full"}[o.quick], o.pairs, order, o.tm.Warmup, o.tm.Window, all, o.nice, o.maxOther, o.retries)
 	fmt.Println("columns: ns/pkt = 1/Fulcrum - 1/testpmd; new Mflows/s per core = new flows given a backend per second and forwarding lcore (millions; Fulcrum's --stats-json new_flows); RSS = peak resident memory (VmHWM); GC = Go GC cycles (GODEBUG=gctrace=1) ending in the window / in the run;\n" +
 		"  slowest interval = slowest stats interval (1-2 s) of the window in % of the window's rate, (GC) if a GC cycle ended in it; ct miss = conntrack misses among lookups;\n" +
-		"  other load = CPUs used by other programs beside the measured one during the window (testpmd/Fulcrum runs)")
+		"  other load = CPUs used by other programs beside the measured one during the window (testpmd/Fulcrum runs; C: the C pipeline's run);\n" +
+		"  C = the C pipeline (bench/cref/cref.c: Fulcrum's fused fast path written in C, the yardstick \"as fast in Go as the same pipeline written in C\"), measured like testpmd with its arguments:\n" +
+		"  C Mpps, C/testpmd = C / testpmd, Fulcrum/C = Fulcrum / C; only with -cref and on " + strings.Join(crefScenarios(), ", ") + ", \"-\" otherwise")
+	if o.cref == "" {
+		fmt.Println("  (-cref not given: the C pipeline is not run)")
+	}
 	if o.pairs < 3 {
 		fmt.Println("note: fewer than 3 pairs: each figure is a single measurement, not a median; use the full mode for the record")
 	}
@@ -187,7 +217,7 @@ func run() int {
 		sums = append(sums, sum)
 	}
 	md := markdown(sums, &o)
-	fmt.Printf("\nsummary (medians over pairs; pairs during which other programs used more than %.2f CPUs are left out when a quieter pair exists; %s; %v in all; load average after: %s)\n\n%s",
+	fmt.Printf("\nsummary (medians over pairs; pairs during which other programs used more than %.2f CPUs are left out when a quieter pair exists; the C pipeline's columns over the pairs that measured all three programs, \"-\" where it did not run (-cref); %s; %v in all; load average after: %s)\n\n%s",
 		o.maxOther, mode(&o), time.Since(start).Round(time.Second), loadavg(), md)
 	if o.out != "" {
 		if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
@@ -206,6 +236,17 @@ func mode(o *options) string {
 		return fmt.Sprintf("QUICK, %d pair(s), window %v", o.pairs, o.tm.Window)
 	}
 	return fmt.Sprintf("%d pairs, window %v", o.pairs, o.tm.Window)
+}
+
+// crefScenarios are the names of the scenarios the C pipeline runs.
+func crefScenarios() []string {
+	var out []string
+	for _, s := range Scenarios {
+		if s.CRef {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }
 
 func selectScenarios(only string, quick bool) ([]Scenario, error) {
@@ -229,15 +270,18 @@ func selectScenarios(only string, quick bool) ([]Scenario, error) {
 	return out, nil
 }
 
-// pair is one A/B measurement.
+// pair is one A/B measurement, with the C pipeline's run after them when
+// -cref is given and the scenario has CRef (else C is zero, CErr nil).
 type pair struct {
 	T, F       Result
 	TErr, FErr error
+	C          Result // the C pipeline (bench/cref)
+	CErr       error
 	Noisy      bool // other programs took more than -max-other CPUs during a window
 }
 
-// noise is the most CPU other programs used during either window.
-func (p *pair) noise() float64 { return max(p.T.OtherCPUs, p.F.OtherCPUs) }
+// noise is the most CPU other programs used during any of the windows.
+func (p *pair) noise() float64 { return max(p.T.OtherCPUs, p.F.OtherCPUs, p.C.OtherCPUs) }
 
 // summary is one scenario's outcome.
 type summary struct {
@@ -301,7 +345,7 @@ func runScenario(ctx context.Context, o *options, s *Scenario, genDigest string,
 			if attempt == 0 || p.noise() < best.noise() {
 				best = p
 			}
-			if p.TErr != nil || p.FErr != nil || p.noise() <= o.maxOther || o.retryLeft <= 0 {
+			if p.TErr != nil || p.FErr != nil || p.CErr != nil || p.noise() <= o.maxOther || o.retryLeft <= 0 {
 				break
 			}
 			if attempt < o.retries {
@@ -309,7 +353,7 @@ func runScenario(ctx context.Context, o *options, s *Scenario, genDigest string,
 			}
 		}
 		best.Noisy = best.noise() > o.maxOther
-		for _, e := range []error{best.TErr, best.FErr} {
+		for _, e := range []error{best.TErr, best.FErr, best.CErr} {
 			if e != nil && !errorsIsSkipped(e) && firstErr == nil {
 				firstErr = e
 			}
@@ -320,9 +364,10 @@ func runScenario(ctx context.Context, o *options, s *Scenario, genDigest string,
 	return sum, firstErr
 }
 
-// runPair measures testpmd (A), then Fulcrum (B). Its error is a setup
-// error or an interruption; a run that could not be measured is in the
-// pair's TErr/FErr.
+// runPair measures testpmd (A), then Fulcrum (B), then, with -cref on a
+// scenario that has CRef, the C pipeline. Its error is a setup error or an
+// interruption; a run that could not be measured is in the pair's
+// TErr/FErr/CErr, and the others are measured all the same.
 func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcores, lcoreMap, fulcrumSkip, tag string, pids *PIDFile) (pair, error) {
 	var p pair
 	var nice []string
@@ -354,6 +399,23 @@ func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcore
 	}
 	argv = append(slices.Clone(nice), filepath.Join(o.bin, "fulcrum"), "run", "-c", path, "--stats-interval", "1s", "--stats-json")
 	p.F, p.FErr = Measure(ctx, &Job{Label: "fulcrum", Argv: argv, Env: []string{"GODEBUG=gctrace=1"}, Prefix: fp, LogPath: filepath.Join(o.work, fp+".log"), Parser: newFulcrumParser(s.workers())}, o.tm, pids)
+	if ctx.Err() != nil {
+		return p, ctx.Err()
+	}
+	if o.cref == "" || !s.CRef {
+		return p, nil
+	}
+	// The C pipeline takes testpmd's command line (its own file prefix)
+	// and prints testpmd's statistics; its conntrack is sized as
+	// Fulcrum's is.
+	cp := fmt.Sprintf("%s-%s-%s-c", o.prefix, s.Name, tag)
+	cargs, err := s.TestpmdArgs(cp, pcaps, lcores)
+	if err != nil {
+		return p, err
+	}
+	argv = append(append(slices.Clone(nice), "stdbuf", "-oL", o.cref), cargs...)
+	env := []string{fmt.Sprintf("CREF_CT_CAPACITY=%d", s.ctCapacity())}
+	p.C, p.CErr = Measure(ctx, &Job{Label: "cref", Argv: argv, Env: env, Prefix: cp, LogPath: filepath.Join(o.work, cp+".log"), Parser: newTestpmdParser()}, o.tm, pids)
 	if ctx.Err() != nil {
 		return p, ctx.Err()
 	}
@@ -394,9 +456,26 @@ func (p *pair) ratio() float64 { return p.F.Mpps / p.T.Mpps }
 // 1/F - 1/T, in nanoseconds.
 func (p *pair) ns() float64 { return 1e3/p.F.Mpps - 1e3/p.T.Mpps }
 
+// cOK: the C pipeline ran in this pair and was measured.
+func (p *pair) cOK() bool { return p.CErr == nil && p.C.Mpps > 0 }
+
+// tcOK: testpmd and the C pipeline were both measured (C/testpmd).
+func (p *pair) tcOK() bool { return p.cOK() && p.TErr == nil && p.T.Mpps > 0 }
+
+// cMpps is the C pipeline's cell: its rate, "failed", or "-" when not run.
+func cMpps(p *pair) string {
+	if p.CErr != nil {
+		return mpps(p.C, p.CErr)
+	}
+	if p.C.Mpps <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", p.C.Mpps)
+}
+
 func printScenario(w io.Writer, s *summary, maxOther float64) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pair\ttestpmd Mpps\tFulcrum Mpps\tratio\tFulcrum ns/pkt\tnew Mflows/s per core\tRSS testpmd MiB\tRSS Fulcrum MiB\tGo heap MiB\tGC in window/run\tslowest interval T/F %\tct miss %\tother load T/F (CPUs)\t")
+	fmt.Fprintln(tw, "pair\ttestpmd Mpps\tFulcrum Mpps\tratio\tFulcrum ns/pkt\tnew Mflows/s per core\tC Mpps\tC/testpmd\tFulcrum/C\tRSS testpmd MiB\tRSS Fulcrum MiB\tGo heap MiB\tGC in window/run\tslowest interval T/F %\tct miss %\tother load T/F (CPUs)\tother load C (CPUs)\t")
 	for i, p := range s.Pairs {
 		label := fmt.Sprint(i + 1)
 		if p.Noisy {
@@ -408,6 +487,17 @@ func printScenario(w io.Writer, s *summary, maxOther float64) {
 		} else {
 			fmt.Fprint(tw, "-\t-\t-\t")
 		}
+		fmt.Fprintf(tw, "%s\t", cMpps(&p))
+		if p.tcOK() {
+			fmt.Fprintf(tw, "%.3f\t", p.C.Mpps/p.T.Mpps)
+		} else {
+			fmt.Fprint(tw, "-\t")
+		}
+		if p.ok() && p.cOK() {
+			fmt.Fprintf(tw, "%.3f\t", p.F.Mpps/p.C.Mpps)
+		} else {
+			fmt.Fprint(tw, "-\t")
+		}
 		fmt.Fprintf(tw, "%s\t%s\t", mib(p.T, p.TErr), mib(p.F, p.FErr))
 		if p.FErr == nil {
 			gc := ""
@@ -418,10 +508,21 @@ func printScenario(w io.Writer, s *summary, maxOther float64) {
 		} else {
 			fmt.Fprint(tw, "-\t-\t-\t-\t")
 		}
-		fmt.Fprintf(tw, "%.2f/%.2f\t\n", p.T.OtherCPUs, p.F.OtherCPUs)
+		fmt.Fprintf(tw, "%.2f/%.2f\t", p.T.OtherCPUs, p.F.OtherCPUs)
+		if p.cOK() {
+			fmt.Fprintf(tw, "%.2f\t\n", p.C.OtherCPUs)
+		} else {
+			fmt.Fprint(tw, "-\t\n")
+		}
 	}
 	if m, ok := s.medians(); ok {
-		fmt.Fprintf(tw, "median\t%.2f\t%.2f\t%.3f\t%.1f\t%.3f\t\t\t\t\t\t\t\t\n", m.T, m.F, m.Ratio, m.NS, m.NewMfps/float64(s.S.workers()))
+		fmt.Fprintf(tw, "median\t%.2f\t%.2f\t%.3f\t%.1f\t%.3f\t", m.T, m.F, m.Ratio, m.NS, m.NewMfps/float64(s.S.workers()))
+		if m.NC > 0 {
+			fmt.Fprintf(tw, "%.2f\t%.3f\t%.3f\t", m.C, m.CRatio, m.FC)
+		} else {
+			fmt.Fprint(tw, "-\t-\t-\t")
+		}
+		fmt.Fprint(tw, "\t\t\t\t\t\t\t\t\n")
 	}
 	tw.Flush()
 	if m, ok := s.medians(); ok && m.Noisy > 0 {
@@ -432,7 +533,7 @@ func printScenario(w io.Writer, s *summary, maxOther float64) {
 		}
 	}
 	for i, p := range s.Pairs {
-		for _, e := range []error{p.TErr, p.FErr} {
+		for _, e := range []error{p.TErr, p.FErr, p.CErr} {
 			if e != nil {
 				fmt.Fprintf(w, "   pair %d: %v\n", i+1, e)
 			}
@@ -472,10 +573,15 @@ type medians struct {
 	Other                               float64
 	Noisy                               int // pairs left out (or, if every pair was noisy, kept) for other programs' load
 	MinPctT, MinPctF                    float64
+	// The C pipeline, over those of the pairs above that measured it
+	// too (NC of them; 0: none, the figures are not set): its rate, its
+	// ratio to testpmd, Fulcrum's ratio to it.
+	C, CRatio, FC float64
+	NC            int
 }
 
 func (s *summary) medians() (medians, bool) {
-	var t, f, r, ns, ct, other, nf []float64
+	var t, f, r, ns, ct, other, nf, c, cr, fc []float64
 	var m medians
 	m.MinRatio = math.Inf(1)
 	m.MinPctT, m.MinPctF = 100, 100
@@ -501,6 +607,9 @@ func (s *summary) medians() (medians, bool) {
 		m.HeapMB = max(m.HeapMB, uint64(p.F.HeapMB))
 		m.GCWindow, m.GCTotal = m.GCWindow+p.F.GCWindow, m.GCTotal+p.F.GCTotal
 		m.MinPctT, m.MinPctF = min(m.MinPctT, p.T.MinPct), min(m.MinPctF, p.F.MinPct)
+		if p.cOK() {
+			c, cr, fc = append(c, p.C.Mpps), append(cr, p.C.Mpps/p.T.Mpps), append(fc, p.F.Mpps/p.C.Mpps)
+		}
 	}
 	if len(t) == 0 {
 		return m, false
@@ -508,6 +617,9 @@ func (s *summary) medians() (medians, bool) {
 	m.N = clean
 	m.T, m.F, m.Ratio, m.NS, m.CTMiss, m.Other = median(t), median(f), median(r), median(ns), median(ct), median(other)
 	m.NewMfps = median(nf)
+	if m.NC = len(c); m.NC > 0 {
+		m.C, m.CRatio, m.FC = median(c), median(cr), median(fc)
+	}
 	return m, true
 }
 
@@ -522,11 +634,13 @@ func median(v []float64) float64 {
 }
 
 // markdown is the summary table for docs/benchmarks.md: one row per
-// scenario.
+// scenario. The C pipeline's columns are medians over the pairs that
+// measured all three programs, "-" where it did not run (no -cref, or a
+// scenario without CRef).
 func markdown(sums []summary, o *options) string {
 	var b strings.Builder
-	b.WriteString("| scenario | pairs | testpmd Mpps | Fulcrum Mpps | ratio (min-max) | Fulcrum ns/pkt | new Mflows/s per core | verified frames | peak RSS testpmd / Fulcrum MiB | Go heap MiB | GC in windows / runs | slowest interval T / F % | ct miss % | other load CPUs |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| scenario | pairs | testpmd Mpps | Fulcrum Mpps | ratio (min-max) | Fulcrum ns/pkt | new Mflows/s per core | C pipeline Mpps (ratio to testpmd) | Fulcrum / C | verified frames | peak RSS testpmd / Fulcrum MiB | Go heap MiB | GC in windows / runs | slowest interval T / F % | ct miss % | other load CPUs |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for i := range sums {
 		s := &sums[i]
 		m, ok := s.medians()
@@ -541,12 +655,27 @@ func markdown(sums []summary, o *options) string {
 			if len(tv) > 0 {
 				t = fmt.Sprintf("%.2f", median(tv))
 			}
+			// The C pipeline against testpmd, where both were measured.
+			cp := "-"
+			var cv, crv []float64
+			for _, p := range s.Pairs {
+				if p.tcOK() {
+					cv, crv = append(cv, p.C.Mpps), append(crv, p.C.Mpps/p.T.Mpps)
+				}
+			}
+			if len(cv) > 0 {
+				cp = fmt.Sprintf("%.2f (%.3f)", median(cv), median(crv))
+			}
 			reason := "failed"
 			if s.Note != "" {
 				reason = "not run: " + s.Note
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | | | | %s | | | | | | |\n", s.S.Name, len(s.Pairs), t, reason, verified(s))
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | | | | %s | - | %s | | | | | | |\n", s.S.Name, len(s.Pairs), t, reason, cp, verified(s))
 			continue
+		}
+		cp, fc := "-", "-"
+		if m.NC > 0 {
+			cp, fc = fmt.Sprintf("%.2f (%.3f)", m.C, m.CRatio), fmt.Sprintf("%.3f", m.FC)
 		}
 		pairs := fmt.Sprint(m.N)
 		if m.N == 0 {
@@ -554,8 +683,8 @@ func markdown(sums []summary, o *options) string {
 		} else if m.Noisy > 0 {
 			pairs += fmt.Sprintf(" (+%d noisy)", m.Noisy)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.3f (%.3f-%.3f) | %.1f | %.3f | %s | %d / %d | %d | %d / %d | %.0f / %.0f | %.2f | %.2f |\n",
-			s.S.Name, pairs, m.T, m.F, m.Ratio, m.MinRatio, m.MaxRatio, m.NS, m.NewMfps/float64(s.S.workers()), verified(s), m.TMiB, m.FMiB, m.HeapMB, m.GCWindow, m.GCTotal, m.MinPctT, m.MinPctF, m.CTMiss, m.Other)
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f | %.3f (%.3f-%.3f) | %.1f | %.3f | %s | %s | %s | %d / %d | %d | %d / %d | %.0f / %.0f | %.2f | %.2f |\n",
+			s.S.Name, pairs, m.T, m.F, m.Ratio, m.MinRatio, m.MaxRatio, m.NS, m.NewMfps/float64(s.S.workers()), cp, fc, verified(s), m.TMiB, m.FMiB, m.HeapMB, m.GCWindow, m.GCTotal, m.MinPctT, m.MinPctF, m.CTMiss, m.Other)
 	}
 	return b.String()
 }
