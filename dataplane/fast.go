@@ -63,7 +63,6 @@ type fastScratch struct {
 	gen   [MaxBurst]Pkt   // the general packets, gathered for process
 	verd  [MaxBurst]Verdict
 	why   [MaxBurst]dropWhy // a fused packet's drop reason (0: none), moved to Worker.why
-	bloom [MaxBurst]uint8   // each packet's filter bit (fastGeneral and fastCandidate)
 	lines [MaxBurst]uintptr // the candidates' bucket lines, to prefetch
 }
 
@@ -104,7 +103,6 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 			f.kind[i] = fastOther
 			continue
 		}
-		f.bloom[i] = filterBit(&ps.Tuple)
 		if ps.TCPFlags&packet.TCPSyn != 0 && (ps.TCPFlags&packet.TCPAck != 0 || v.Sched.IsPicker()) || v.QUIC != nil {
 			// A SYN under a load-based scheduler, or a SYN-ACK from a
 			// client: rare, and the general path's. So is every packet
@@ -138,7 +136,7 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 	c := &w.c
 	nh := &svc.NextHop
 	enc := svc.Enc
-	var seen [4]uint64 // filter bits of the flows that had a general packet
+	var seen flowFilter // the flows that had a general packet
 	nslow, fused, fdrops, j := 0, 0, 0, 0
 	var rxBytes uint64
 	for i := 0; i < cut; i++ {
@@ -148,8 +146,7 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 			nslow++
 			continue
 		case fastGeneral:
-			b := f.bloom[i]
-			seen[b>>6] |= 1 << (b & 63)
+			seen.mark(&w.parsed[i].Tuple)
 			f.slow[nslow] = uint8(i)
 			nslow++
 			continue
@@ -237,14 +234,13 @@ func (w *Worker) fusedWhy(n, fdrops int) {
 // VIP's flow: a non-SYN packet follows the pin; a SYN (a retransmission, or
 // a new connection reusing the tuple) takes the table's current choice and
 // repins.
-func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Encapsulator, e *conntrack.Entry, seen *[4]uint64, now conntrack.Time) (ok bool, res encap.Result) {
-	b := w.fast.bloom[i]
-	if seen[b>>6]&(1<<(b&63)) != 0 || e == nil || e.FlowHash() == 0 {
-		seen[b>>6] |= 1 << (b & 63)
+func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Encapsulator, e *conntrack.Entry, seen *flowFilter, now conntrack.Time) (ok bool, res encap.Result) {
+	ps := &w.parsed[i]
+	if e == nil || e.FlowHash() == 0 || seen.has(&ps.Tuple) {
+		seen.mark(&ps.Tuple)
 		return false, 0
 	}
 	v := w.vips[i]
-	ps := &w.parsed[i]
 	syn := ps.TCPFlags&packet.TCPSyn != 0 // a pure SYN: fastBurst left the others to the general path
 	var be *Backend
 	var cht *encap.Backend // the flow's second chance (secondchance.go), as selectBackend finds it
@@ -254,7 +250,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		// path's (hashfields.go).
 		h := w.fleetHash(v, &ps.Tuple)
 		if h != e.FlowHash() {
-			seen[b>>6] |= 1 << (b & 63)
+			seen.mark(&ps.Tuple)
 			return false, 0
 		}
 		be = w.fromTable(svc, v, h)
@@ -264,24 +260,24 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		cht = chanceTarget(v.Encap, entryChance(svc, v, e, be))
 	}
 	if be == nil {
-		seen[b>>6] |= 1 << (b & 63)
+		seen.mark(&ps.Tuple)
 		return false, 0
 	}
 	dst, known := nh.mac(be.Target.OuterV6())
 	if !known {
-		seen[b>>6] |= 1 << (b & 63)
+		seen.mark(&ps.Tuple)
 		return false, 0
 	}
 	// What EncapChance would not forward (too big, no headroom: the
 	// general path answers or counts it) is the general path's.
 	if cht == nil {
 		if !be.Hdr.Fits(v.Encap, ps) || p.Off+int(ps.L3Off) < be.Hdr.HeaderLen() {
-			seen[b>>6] |= 1 << (b & 63)
+			seen.mark(&ps.Tuple)
 			return false, 0
 		}
 	} else if !enc.FitsChance(v.Encap, &be.Target, cht, int(ps.IPLen)) ||
 		p.Off < encap.Overhead(v.Encap, be.Target.OuterV6())+encap.ChanceLen(v.Encap, cht) {
-		seen[b>>6] |= 1 << (b & 63)
+		seen.mark(&ps.Tuple)
 		return false, 0
 	}
 	c := &w.c
@@ -304,9 +300,16 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		bc.Established++
 		bc.HandshakeMs += uint64(now - lastSeen)
 	}
-	start, length, res := w.encapTo(enc, p, ps, e.FlowHash(), v.Encap, be, cht, dst)
-	if res != encap.Forward {
-		return true, res
+	// encapTo's two cases, written out: the call through encapTo (11
+	// arguments, not inlined) cost as much as its work.
+	var start, length int
+	if cht == nil {
+		start, length = be.Hdr.Encap(p.Buf, p.Off, p.Len, ps, v.Encap, e.FlowHash(), dst, &w.portMAC)
+	}
+	if length == 0 {
+		if start, length, res = enc.EncapChance(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, cht, *dst, w.portMAC); res != encap.Forward {
+			return true, res
+		}
 	}
 	if cht != nil {
 		c.SecondChance++
@@ -321,9 +324,33 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 	return true, encap.Forward
 }
 
-// filterBit is a flow's bit in the 256-bit filter of fastBurst: a cheap
-// mix of the tuple's words (the filter only needs to tell flows of one
-// burst apart, mostly).
+// flowFilter is fastBurst's filter of the flows that had a general packet
+// earlier in the burst: 256 bits over filterBit, computed only once a flow
+// is marked (a burst with no general packet, the common case, hashes
+// nothing).
+type flowFilter struct {
+	bits [4]uint64
+	any  bool
+}
+
+func (f *flowFilter) mark(t *flow.Tuple) {
+	b := filterBit(t)
+	f.bits[b>>6] |= 1 << (b & 63)
+	f.any = true
+}
+
+// has reports whether t's bit is set: t's flow, or (rarely) another that
+// shares its bit, had a general packet.
+func (f *flowFilter) has(t *flow.Tuple) bool {
+	if !f.any {
+		return false
+	}
+	b := filterBit(t)
+	return f.bits[b>>6]&(1<<(b&63)) != 0
+}
+
+// filterBit is a flow's bit in flowFilter: a cheap mix of the tuple's
+// words (the filter only needs to tell flows of one burst apart, mostly).
 func filterBit(t *flow.Tuple) uint8 {
 	x := binary.LittleEndian.Uint64(t.Src[0:]) ^ binary.LittleEndian.Uint64(t.Src[8:])*0x9e3779b97f4a7c15 ^
 		binary.LittleEndian.Uint64(t.Dst[8:]) ^ (uint64(t.SrcPort)<<16|uint64(t.DstPort))*0xc2b2ae3d27d4eb4f
