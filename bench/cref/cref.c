@@ -132,6 +132,18 @@ static inline uint64_t sig_matches(uint64_t word, uint8_t s)
 	return (x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL;
 }
 
+/* The entry of key (k0, k1) among the candidates mm (from sig_matches) of
+ * bucket b, or NULL. */
+static inline struct entry *find(uint64_t b, uint64_t mm, uint64_t k0, uint64_t k1)
+{
+	for (; mm; mm &= mm - 1) {
+		struct entry *x = &g.e[b * SLOTS + (__builtin_ctzll(mm) >> 3)];
+		if (x->k0 == k0 && x->k1 == k1)
+			return x;
+	}
+	return NULL;
+}
+
 static inline uint16_t fold(uint32_t s)
 {
 	s = (s & 0xffff) + (s >> 16);
@@ -229,27 +241,12 @@ static int forward(void *arg)
 		for (unsigned j = 0; j < c; j++) {
 			struct rte_mbuf *mb = rx[idx[j]];
 			uint64_t b = hash[j] & g.mask, mm = m[j];
-			struct entry *e = NULL;
-			while (mm) {
-				struct entry *x = &g.e[b * SLOTS + (__builtin_ctzll(mm) >> 3)];
-				if (x->k0 == k0[j] && x->k1 == k1[j]) {
-					e = x;
-					break;
-				}
-				mm &= mm - 1;
-			}
+			struct entry *e = find(b, mm, k0[j], k1[j]);
 			int syn = (flags[j] & 0x12) == 0x02;
-			if (e == NULL) {
-				/* An earlier packet of this burst may have inserted the
-				 * flow after pass 2 read the signatures: look again. */
-				for (mm = sig_matches(g.sig[b], (uint8_t)(hash[j] >> 56) | 1); mm; mm &= mm - 1) {
-					struct entry *x = &g.e[b * SLOTS + (__builtin_ctzll(mm) >> 3)];
-					if (x->k0 == k0[j] && x->k1 == k1[j]) {
-						e = x;
-						break;
-					}
-				}
-			}
+			/* An earlier packet of this burst may have inserted the flow
+			 * after pass 2 read the signatures: on a miss, look again. */
+			if (e == NULL)
+				e = find(b, sig_matches(g.sig[b], (uint8_t)(hash[j] >> 56) | 1), k0[j], k1[j]);
 			if (e == NULL) {
 				g.misses++;
 				uint64_t w = g.sig[b];

@@ -374,13 +374,24 @@ func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcore
 	if o.nice != 0 {
 		nice = []string{"nice", "-n", fmt.Sprint(o.nice)}
 	}
-	tp := fmt.Sprintf("%s-%s-%s-t", o.prefix, s.Name, tag)
-	targs, err := s.TestpmdArgs(tp, pcaps, lcores)
+	// testpmdJob runs bin with testpmd's command line for the scenario,
+	// under this pair's file prefix ending in suffix: testpmd itself, or
+	// the C pipeline, which takes the same line and prints testpmd's
+	// statistics.
+	testpmdJob := func(label, bin, suffix string, env []string) (*Job, error) {
+		prefix := fmt.Sprintf("%s-%s-%s-%s", o.prefix, s.Name, tag, suffix)
+		args, err := s.TestpmdArgs(prefix, pcaps, lcores)
+		if err != nil {
+			return nil, err
+		}
+		argv := append(append(slices.Clone(nice), "stdbuf", "-oL", bin), args...) // testpmd block-buffers stdout into a pipe
+		return &Job{Label: label, Argv: argv, Env: env, Prefix: prefix, LogPath: filepath.Join(o.work, prefix+".log"), Parser: newTestpmdParser()}, nil
+	}
+	j, err := testpmdJob("testpmd", o.testpmd, "t", nil)
 	if err != nil {
 		return p, err
 	}
-	argv := append(append(nice, "stdbuf", "-oL", o.testpmd), targs...) // testpmd block-buffers stdout into a pipe
-	p.T, p.TErr = Measure(ctx, &Job{Label: "testpmd", Argv: argv, Prefix: tp, LogPath: filepath.Join(o.work, tp+".log"), Parser: newTestpmdParser()}, o.tm, pids)
+	p.T, p.TErr = Measure(ctx, j, o.tm, pids)
 	if ctx.Err() != nil {
 		return p, ctx.Err()
 	}
@@ -397,7 +408,7 @@ func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcore
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return p, err
 	}
-	argv = append(slices.Clone(nice), filepath.Join(o.bin, "fulcrum"), "run", "-c", path, "--stats-interval", "1s", "--stats-json")
+	argv := append(slices.Clone(nice), filepath.Join(o.bin, "fulcrum"), "run", "-c", path, "--stats-interval", "1s", "--stats-json")
 	p.F, p.FErr = Measure(ctx, &Job{Label: "fulcrum", Argv: argv, Env: []string{"GODEBUG=gctrace=1"}, Prefix: fp, LogPath: filepath.Join(o.work, fp+".log"), Parser: newFulcrumParser(s.workers())}, o.tm, pids)
 	if ctx.Err() != nil {
 		return p, ctx.Err()
@@ -405,17 +416,11 @@ func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcore
 	if o.cref == "" || !s.CRef {
 		return p, nil
 	}
-	// The C pipeline takes testpmd's command line (its own file prefix)
-	// and prints testpmd's statistics; its conntrack is sized as
-	// Fulcrum's is.
-	cp := fmt.Sprintf("%s-%s-%s-c", o.prefix, s.Name, tag)
-	cargs, err := s.TestpmdArgs(cp, pcaps, lcores)
-	if err != nil {
+	// The C pipeline, its conntrack sized as Fulcrum's is.
+	if j, err = testpmdJob("cref", o.cref, "c", []string{fmt.Sprintf("CREF_CT_CAPACITY=%d", s.ctCapacity())}); err != nil {
 		return p, err
 	}
-	argv = append(append(slices.Clone(nice), "stdbuf", "-oL", o.cref), cargs...)
-	env := []string{fmt.Sprintf("CREF_CT_CAPACITY=%d", s.ctCapacity())}
-	p.C, p.CErr = Measure(ctx, &Job{Label: "cref", Argv: argv, Env: env, Prefix: cp, LogPath: filepath.Join(o.work, cp+".log"), Parser: newTestpmdParser()}, o.tm, pids)
+	p.C, p.CErr = Measure(ctx, j, o.tm, pids)
 	if ctx.Err() != nil {
 		return p, ctx.Err()
 	}
@@ -462,15 +467,17 @@ func (p *pair) cOK() bool { return p.CErr == nil && p.C.Mpps > 0 }
 // tcOK: testpmd and the C pipeline were both measured (C/testpmd).
 func (p *pair) tcOK() bool { return p.cOK() && p.TErr == nil && p.T.Mpps > 0 }
 
+// cRatio is the C pipeline's rate over testpmd's (tcOK), fcRatio
+// Fulcrum's over the C pipeline's (ok and cOK).
+func (p *pair) cRatio() float64  { return p.C.Mpps / p.T.Mpps }
+func (p *pair) fcRatio() float64 { return p.F.Mpps / p.C.Mpps }
+
 // cMpps is the C pipeline's cell: its rate, "failed", or "-" when not run.
 func cMpps(p *pair) string {
-	if p.CErr != nil {
-		return mpps(p.C, p.CErr)
-	}
-	if p.C.Mpps <= 0 {
+	if p.CErr == nil && p.C.Mpps <= 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f", p.C.Mpps)
+	return mpps(p.C, p.CErr)
 }
 
 func printScenario(w io.Writer, s *summary, maxOther float64) {
@@ -489,12 +496,12 @@ func printScenario(w io.Writer, s *summary, maxOther float64) {
 		}
 		fmt.Fprintf(tw, "%s\t", cMpps(&p))
 		if p.tcOK() {
-			fmt.Fprintf(tw, "%.3f\t", p.C.Mpps/p.T.Mpps)
+			fmt.Fprintf(tw, "%.3f\t", p.cRatio())
 		} else {
 			fmt.Fprint(tw, "-\t")
 		}
 		if p.ok() && p.cOK() {
-			fmt.Fprintf(tw, "%.3f\t", p.F.Mpps/p.C.Mpps)
+			fmt.Fprintf(tw, "%.3f\t", p.fcRatio())
 		} else {
 			fmt.Fprint(tw, "-\t")
 		}
@@ -608,7 +615,7 @@ func (s *summary) medians() (medians, bool) {
 		m.GCWindow, m.GCTotal = m.GCWindow+p.F.GCWindow, m.GCTotal+p.F.GCTotal
 		m.MinPctT, m.MinPctF = min(m.MinPctT, p.T.MinPct), min(m.MinPctF, p.F.MinPct)
 		if p.cOK() {
-			c, cr, fc = append(c, p.C.Mpps), append(cr, p.C.Mpps/p.T.Mpps), append(fc, p.F.Mpps/p.C.Mpps)
+			c, cr, fc = append(c, p.C.Mpps), append(cr, p.cRatio()), append(fc, p.fcRatio())
 		}
 	}
 	if len(t) == 0 {
@@ -660,7 +667,7 @@ func markdown(sums []summary, o *options) string {
 			var cv, crv []float64
 			for _, p := range s.Pairs {
 				if p.tcOK() {
-					cv, crv = append(cv, p.C.Mpps), append(crv, p.C.Mpps/p.T.Mpps)
+					cv, crv = append(cv, p.C.Mpps), append(crv, p.cRatio())
 				}
 			}
 			if len(cv) > 0 {
