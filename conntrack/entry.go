@@ -103,6 +103,9 @@ const entryChance = 1
 // Key is the flow's 5-tuple.
 func (e *Entry) Key() flow.Tuple { return e.key }
 
+// Is reports whether e is the entry of the flow key.
+func (e *Entry) Is(key *flow.Tuple) bool { return sameKey(&e.key, key) }
+
 // VIP is the id of the VIP the flow is addressed to.
 func (e *Entry) VIP() uint16 { return e.vip }
 

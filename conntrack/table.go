@@ -60,6 +60,7 @@ type Table struct {
 	sweep   int              // Sweep's next bucket
 	c       Counters
 	cs      candidates // lookupBurst's and ProbeBurst's per-burst scratch
+	evicts  uint64     // live entries evicted, of every state (Evictions)
 
 	external bool // entries and sigs came from Config.Memory
 }
@@ -352,6 +353,45 @@ func (t *Table) Lookup(hash uint64, key *flow.Tuple, now Time) *Entry {
 	return nil
 }
 
+// Evictions counts the live entries evicted so far to make room for
+// inserts. A caller holding entries from a lookup (a burst's, made before
+// its inserts) needs to check them again (Entry.Is, Stale) only when it
+// has changed since: an eviction is the one way an insert can give a live
+// entry's slot to another flow.
+func (t *Table) Evictions() uint64 { return t.evicts }
+
+// Stale reports whether e, found for key by a LookupBurst earlier in the
+// burst, now holds another flow: an insert since evicted it (Evictions
+// changed). Its lookup then counts as a miss instead of a hit, as if it
+// had been made now.
+func (t *Table) Stale(e *Entry, key *flow.Tuple) bool {
+	if e.Is(key) {
+		return false
+	}
+	t.c.Hits--
+	t.c.Misses++
+	return true
+}
+
+// LookupAgain looks up again a flow whose LookupBurst (or Lookup) missed
+// earlier in the same burst, because an insert since may have created it
+// (a burst with a flow's first packets): a hit turns the counted miss into
+// a hit, so that each packet counts once, as the lookup that decided it;
+// a miss counts nothing more.
+func (t *Table) LookupAgain(hash uint64, key *flow.Tuple, now Time) *Entry {
+	if s := t.find(hash, key); s >= 0 {
+		e := &t.entries[s]
+		if idle(e, now) <= t.timeout[e.state&3] {
+			t.c.Hits++
+			t.c.Misses--
+			return e
+		}
+		t.free(s)
+		t.c.Expired++
+	}
+	return nil
+}
+
 // LookupBurst looks up a burst: out[i] is Lookup(hashes[i], keys[i], now).
 // It handles min(len(hashes), len(keys), len(out)) packets and returns the
 // number of hits.
@@ -555,6 +595,7 @@ func (t *Table) evict(first int, st State, now Time) int {
 	}
 	if victim >= 0 {
 		t.c.Evicted[t.entries[victim].state]++
+		t.evicts++
 		t.free(victim)
 	}
 	return victim

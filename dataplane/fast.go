@@ -21,10 +21,22 @@ import (
 // sets only what the pipeline reads) and counters added once per burst.
 // A SYN of a known flow on a Maglev VIP (a retransmission, or a new
 // connection on a reused tuple) is fused too: it takes the table's choice,
-// from the fleet hash stored in the entry. Everything else (conntrack
-// misses, SYNs to VIPs of load-based schedulers, fragments, ICMP, VLAN tags, IP
-// options, punts, every-port VIPs, pins to a backend that left or is down,
-// too-big packets) goes through the general stages (process) afterwards.
+// from the fleet hash stored in the entry. So is a Maglev VIP's SYN that
+// misses, a new flow (fuseNew: the fleet hash, the table's choice, the
+// insert, with the burst's insert lines and table slots prefetched
+// together, as the general path does), which keeps a SYN flood on this
+// path. Everything else (other misses, SYNs to VIPs of load-based
+// schedulers, fragments, ICMP, VLAN tags, IP options, punts, every-port
+// VIPs, pins to a backend that left or is down, too-big packets) goes
+// through the general stages (process) afterwards.
+//
+// Inserts inside the burst. The burst's probe runs before its inserts, so
+// the commit looks again where an insert may have changed the answer: a
+// hit whose entry an insert evicted (Table.Evictions moved, and the slot
+// holds another flow now) is a miss, and a miss of a flow a fuseNew
+// inserted (a second filter, ins) is looked up again (Table.Peek). The
+// general path does the same (Table.Stale, Table.LookupAgain), so both
+// count each packet once, as the lookup that decided it.
 //
 // Order. The fused packets are committed before the general ones, so a
 // flow must never have a general packet before a fused one in the same
@@ -64,12 +76,15 @@ type fastScratch struct {
 	verd  [MaxBurst]Verdict
 	why   [MaxBurst]dropWhy // a fused packet's drop reason (0: none), moved to Worker.why
 	lines [MaxBurst]uintptr // the candidates' bucket lines, to prefetch
+	// The new flows' insert and Maglev slot lines, to prefetch.
+	newLines [(conntrack.BucketSlots + 1) * MaxBurst]uintptr
 }
 
 const (
 	fastOther     = iota // parsed, but no exact-port VIP: general, and no fused packet shares its flow
 	fastGeneral          // a VIP packet the general path must take (a SYN of a load-based VIP)
 	fastCandidate        // probed in conntrack; fused if its entry and backend allow
+	fastNew              // a candidate that missed, a pure SYN of a Maglev VIP: fused as a new flow (fuseNew) if it can be
 )
 
 // fastBurst runs the fused path over pkts and the general path over what
@@ -131,13 +146,17 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 		w.process(pkts, svc, now) // nothing to fuse: no gathering either
 		return
 	}
-	w.ct.ProbeBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m])
+	if w.ct.ProbeBurst(w.ctHashes[:m], w.ctKeys[:m], now, w.ctOut[:m]) < m {
+		w.fastMisses(cut)
+	}
 
 	c := &w.c
 	nh := &svc.NextHop
 	enc := svc.Enc
 	var seen flowFilter // the flows that had a general packet
-	nslow, fused, fdrops, j := 0, 0, 0, 0
+	var ins flowFilter  // the flows fuseNew inserted: their later packets look again
+	nslow, fused, fresh, fdrops, j := 0, 0, 0, 0, 0
+	ev := w.ct.Evictions() // fuseNew's inserts may evict a later packet's entry
 	var rxBytes uint64
 	for i := 0; i < cut; i++ {
 		switch f.kind[i] {
@@ -153,8 +172,36 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 		}
 		e := w.ctOut[j]
 		j++
+		if fresh > 0 {
+			// fuseNew's inserts earlier in the burst change what the
+			// probe saw: an entry evicted for one of them now holds
+			// another flow, and a flow they inserted has an entry now.
+			// The general path finds the same (Stale, LookupAgain).
+			key := w.ctKeys[j-1]
+			if e != nil && w.ct.Evictions() != ev && !e.Is(key) {
+				e = nil
+			}
+			if e == nil && ins.has(key) {
+				e = w.ct.Peek(w.ctHashes[j-1], key, now)
+			}
+		}
 		l := pkts[i].Len
-		if ok, res := w.fuse(&pkts[i], i, svc, nh, enc, e, &seen, now); ok {
+		var ok bool
+		var res encap.Result
+		if v := w.vips[i]; e == nil && w.parsed[i].TCPFlags&packet.TCPSyn != 0 && v.Table != nil {
+			key := w.ctKeys[j-1]
+			h := w.hashes[i] // fastMisses' when it marked it
+			if f.kind[i] != fastNew {
+				h = w.fleetHash(v, key)
+			}
+			if ok, res = w.fuseNew(&pkts[i], i, svc, nh, enc, w.ctHashes[j-1], h, &seen, now); ok {
+				fresh++
+				ins.mark(key)
+			}
+		} else {
+			ok, res = w.fuse(&pkts[i], i, svc, nh, enc, e, &seen, now)
+		}
+		if ok {
 			fused++
 			rxBytes += uint64(l)
 			f.verd[i] = Tx
@@ -182,9 +229,9 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 	}
 	c.RxPackets += uint64(fused)
 	c.RxBytes += rxBytes
-	c.CTHits += uint64(fused)
+	c.CTHits += uint64(fused - fresh)
 	c.Encap[encap.Forward] += uint64(fused)
-	w.ct.CountHits(fused)
+	w.ct.CountHits(fused - fresh)
 
 	switch nslow {
 	case 0:
@@ -211,6 +258,36 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 	}
 	copy(w.Verdicts[:n], f.verd[:n])
 	w.fusedWhy(n, fdrops)
+}
+
+// fastMisses marks the candidates among the first cut packets that
+// missed in conntrack and that fuseNew may take as new flows: pure SYNs of
+// VIPs with a Maglev table (fastBurst left SYNs of load-based VIPs to the
+// general path). Their fleet hash goes to Worker.hashes, and the entry
+// lines their inserts will touch and the table slots they will read are
+// prefetched together, as the general path does for its misses.
+func (w *Worker) fastMisses(cut int) {
+	f := &w.fast
+	nl, j := 0, 0
+	for i := 0; i < cut; i++ {
+		if f.kind[i] != fastCandidate {
+			continue
+		}
+		k := j
+		j++
+		ps := &w.parsed[i]
+		v := w.vips[i]
+		if w.ctOut[k] != nil || ps.TCPFlags&packet.TCPSyn == 0 || v.Table == nil {
+			continue
+		}
+		h := w.fleetHash(v, &ps.Tuple)
+		w.hashes[i] = h
+		f.kind[i] = fastNew
+		nl += w.ct.InsertLines(w.ctHashes[k], f.newLines[nl:])
+		f.newLines[nl] = v.Table.SlotLine(h)
+		nl++
+	}
+	prefetch.Lines(f.newLines[:nl])
 }
 
 // fusedWhy moves the drop reasons of the fused packets the burst dropped
@@ -314,12 +391,54 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 	if cht != nil {
 		c.SecondChance++
 	}
-	vc := &c.VIPs[v.ID]
-	vc.Packets++
-	vc.Bytes += uint64(p.Len)
-	bc := backendCounters(c, be)
-	bc.Packets++
-	bc.Bytes += uint64(p.Len)
+	countForward(c, v, be, p.Len)
+	p.Off, p.Len = start, length
+	return true, encap.Forward
+}
+
+// fuseNew forwards packet i, a pure SYN of a Maglev VIP's flow that
+// conntrack does not know, of fleet hash h, as a new flow and returns true
+// with Encap's result, or returns false, having changed nothing, when the
+// general path must take it. It does what the general path does for such
+// a miss (LookupBurst's miss, selectBackend's choice from the table, the
+// insert with the flow's fleet hash, the new-flow counters): the same
+// backend, the same entry.
+func (w *Worker) fuseNew(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Encapsulator, lh, h uint64, seen *flowFilter, now conntrack.Time) (ok bool, res encap.Result) {
+	ps := &w.parsed[i]
+	if seen.has(&ps.Tuple) {
+		seen.mark(&ps.Tuple)
+		return false, 0
+	}
+	v := w.vips[i]
+	be := w.fromTable(svc, v, h)
+	if be == nil {
+		seen.mark(&ps.Tuple)
+		return false, 0
+	}
+	dst, known := nh.mac(be.Target.OuterV6())
+	if !known || !be.Hdr.Fits(v.Encap, ps) || p.Off+int(ps.L3Off) < be.Hdr.HeaderLen() {
+		seen.mark(&ps.Tuple)
+		return false, 0
+	}
+	c := &w.c
+	c.CTMisses++
+	// The general path's LookupBurst would miss too: fastBurst looked
+	// again after any insert of the burst that could have made an entry,
+	// and ProbeBurst reclaimed an expired one.
+	w.ct.CountMiss()
+	w.countNew(c, v, be, true)
+	e := w.ct.Insert(lh, &ps.Tuple, conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
+	if e != nil {
+		e.SetFlowHash(h)
+	}
+	h = entropyHash(e, h)
+	start, length := be.Hdr.Encap(p.Buf, p.Off, p.Len, ps, v.Encap, h, dst, &w.portMAC)
+	if length == 0 {
+		if start, length, res = enc.EncapChance(p.Buf, p.Off, p.Len, ps, h, v.Encap, &be.Target, nil, *dst, w.portMAC); res != encap.Forward {
+			return true, res
+		}
+	}
+	countForward(c, v, be, p.Len)
 	p.Off, p.Len = start, length
 	return true, encap.Forward
 }

@@ -232,6 +232,7 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 	}
 	j := 0
 	w.burstNew = [4]uint64{}
+	ev := w.ct.Evictions() // an insert that evicts may give a hit's slot to another flow
 	for i := range pkts {
 		v := w.vips[i]
 		if v == nil {
@@ -242,9 +243,12 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 		var e *conntrack.Entry
 		if j < m && int(w.ctIdx[j]) == i {
 			e = w.ctOut[j]
+			if e != nil && w.ct.Evictions() != ev && w.ct.Stale(e, w.keys[i]) {
+				e = nil // evicted by an insert earlier in the burst: a miss now
+			}
 			if h := w.lhashes[i] >> 56; e == nil && w.burstNew[h>>6]&(1<<(h&63)) != 0 {
 				// Maybe a later packet of a flow this burst began.
-				e = w.ct.Lookup(w.lhashes[i], w.keys[i], now)
+				e = w.ct.LookupAgain(w.lhashes[i], w.keys[i], now)
 			}
 			j++
 		}
@@ -287,12 +291,7 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			if cht != nil {
 				c.SecondChance++
 			}
-			vc := &c.VIPs[v.ID]
-			vc.Packets++
-			vc.Bytes += uint64(p.Len)
-			bc := backendCounters(c, be)
-			bc.Packets++
-			bc.Bytes += uint64(p.Len)
+			countForward(c, v, be, p.Len)
 		}
 		p.Off, p.Len = start, length
 		w.Verdicts[i] = Tx
@@ -602,6 +601,17 @@ func (w *Worker) drop(i int, r DropReason) {
 
 // backendCounters is be's counter slot, reset when its id was handed to a
 // new backend since the last packet.
+// countForward counts a forwarded packet of length bytes on its VIP and
+// backend.
+func countForward(c *Counters, v *VIP, be *Backend, length int) {
+	vc := &c.VIPs[v.ID]
+	vc.Packets++
+	vc.Bytes += uint64(length)
+	bc := backendCounters(c, be)
+	bc.Packets++
+	bc.Bytes += uint64(length)
+}
+
 func backendCounters(c *Counters, be *Backend) *PacketBytes {
 	bc := &c.Backends[be.ID]
 	if bc.Gen != be.Gen {
