@@ -14,6 +14,7 @@ import "github.com/fulcrumlb/fulcrum/flow"
 // hash's bucket already (BucketLine), as early as it could (the fused path
 // does while it parses the burst), and a second prefetch of the same line
 // would only cost the call. It returns the number of live entries found.
+// lookupBurst runs it as its passes 1 and 2, then counts.
 func (t *Table) ProbeBurst(hashes []uint64, keys []*flow.Tuple, now Time, out []*Entry) (found int) {
 	n := min(len(hashes), len(keys), len(out), MaxBurst)
 	hashes, keys, out = hashes[:n], keys[:n], out[:n]

@@ -379,17 +379,9 @@ func (t *Table) Stale(e *Entry, key *flow.Tuple) bool {
 // a hit, so that each packet counts once, as the lookup that decided it;
 // a miss counts nothing more.
 func (t *Table) LookupAgain(hash uint64, key *flow.Tuple, now Time) *Entry {
-	if s := t.find(hash, key); s >= 0 {
-		e := &t.entries[s]
-		if idle(e, now) <= t.timeout[e.state&3] {
-			t.c.Hits++
-			t.c.Misses--
-			return e
-		}
-		t.free(s)
-		t.c.Expired++
-	}
-	return nil
+	e := t.Lookup(hash, key, now) // a hit or a miss more
+	t.c.Misses--                  // less the miss counted before
+	return e
 }
 
 // LookupBurst looks up a burst: out[i] is Lookup(hashes[i], keys[i], now).
@@ -475,25 +467,10 @@ func (t *Table) lookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 		lines[i&(MaxBurst-1)] = t.BucketLine(h)
 	}
 	prefetch.Lines(lines[:len(hashes)])
-	// Pass 1: bucket indices and signature compares, and the load of the
-	// first candidate entry line of each packet.
-	t.candidates(hashes)
-	// Pass 2: key compares on the candidate entry lines.
-	for i, k := range keys {
-		out[i] = nil
-		s := t.cs.find(t, i, k)
-		if s < 0 {
-			continue
-		}
-		e := &t.entries[s]
-		if idle(e, now) <= t.timeout[e.state&3] {
-			out[i] = e
-			hits++
-		} else if t.used(s) { // the same flow twice in a burst: free once
-			t.free(s)
-			t.c.Expired++
-		}
-	}
+	// Passes 1 and 2: bucket indices and signature compares, with the
+	// load of each packet's first candidate entry line, then the key
+	// compares on those lines; expired entries reclaimed.
+	hits = t.ProbeBurst(hashes, keys, now, out)
 	t.c.Hits += uint64(hits)
 	t.c.Misses += uint64(len(hashes) - hits)
 	return hits

@@ -17,10 +17,10 @@ import (
 // the burst's lookups ran before the insert, and the evicted flow's hit
 // now points at a slot that holds another flow. The packet is then a miss
 // (it re-chooses by the table: the same backend as its SYN), and the new
-// flow's entry (if no later insert evicts it in turn) keeps its own state, New, instead of being advanced by the
-// other flow's ACK to Established (which a SYN flood could otherwise use to
-// make its entries unevictable). Both paths, with the burst in every order
-// that puts the SYN first.
+// flow's entry (if no later insert evicts it in turn) keeps its own state,
+// New, instead of being advanced by the other flow's ACK to Established
+// (which a SYN flood could otherwise use to make its entries
+// unevictable). Both paths.
 func TestEvictionInsideABurstMissesTheEvictedFlow(t *testing.T) {
 	tcp := layers.IPProtocolTCP
 	for _, general := range []bool{false, true} {
@@ -136,18 +136,17 @@ func synFloodTwin(t *testing.T, seed uint64) {
 	if c.Evicted[conntrack.StateNew] == 0 || c.Hits == 0 || c.Expired == 0 {
 		t.Fatalf("the flood missed a case: %+v", c)
 	}
-	if tw.fast.w.parsed[0].NumVLANs = 3; true {
-		// One more burst of new SYNs: the fused path takes them all, so
-		// the general stages' Parse (which zeroes NumVLANs) never runs.
-		tw.fast.w.fastIdle = 0
-		frames := [][]byte{
-			frame(t, "198.19.0.1", "203.0.113.7", 1111, 80, tcp, "S", 0, true),
-			frame(t, "198.19.0.2", "203.0.113.7", 1112, 80, tcp, "S", 0, true),
-		}
-		tw.burst("new flows", frames)
-		if tw.fast.w.parsed[0].NumVLANs != 3 {
-			t.Fatal("the general stages parsed a new flow's SYN: the fused path did not take it")
-		}
-		tw.same("new flows")
+	// One more burst of new SYNs: the fused path takes them all, so the
+	// general stages' Parse (which zeroes NumVLANs) never runs.
+	tw.fast.w.parsed[0].NumVLANs = 3
+	tw.fast.w.fastIdle = 0
+	frames := [][]byte{
+		frame(t, "198.19.0.1", "203.0.113.7", 1111, 80, tcp, "S", 0, true),
+		frame(t, "198.19.0.2", "203.0.113.7", 1112, 80, tcp, "S", 0, true),
 	}
+	tw.burst("new flows", frames)
+	if tw.fast.w.parsed[0].NumVLANs != 3 {
+		t.Fatal("the general stages parsed a new flow's SYN: the fused path did not take it")
+	}
+	tw.same("new flows")
 }

@@ -170,31 +170,31 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 			nslow++
 			continue
 		}
-		e := w.ctOut[j]
+		e, k := w.ctOut[j], j
 		j++
 		if fresh > 0 {
 			// fuseNew's inserts earlier in the burst change what the
 			// probe saw: an entry evicted for one of them now holds
 			// another flow, and a flow they inserted has an entry now.
 			// The general path finds the same (Stale, LookupAgain).
-			key := w.ctKeys[j-1]
+			key := w.ctKeys[k]
 			if e != nil && w.ct.Evictions() != ev && !e.Is(key) {
 				e = nil
 			}
 			if e == nil && ins.has(key) {
-				e = w.ct.Peek(w.ctHashes[j-1], key, now)
+				e = w.ct.Peek(w.ctHashes[k], key, now)
 			}
 		}
 		l := pkts[i].Len
 		var ok bool
 		var res encap.Result
 		if v := w.vips[i]; e == nil && w.parsed[i].TCPFlags&packet.TCPSyn != 0 && v.Table != nil {
-			key := w.ctKeys[j-1]
+			key := w.ctKeys[k]
 			h := w.hashes[i] // fastMisses' when it marked it
 			if f.kind[i] != fastNew {
 				h = w.fleetHash(v, key)
 			}
-			if ok, res = w.fuseNew(&pkts[i], i, svc, nh, enc, w.ctHashes[j-1], h, &seen, now); ok {
+			if ok, res = w.fuseNew(&pkts[i], i, svc, nh, enc, w.ctHashes[k], h, &seen, now); ok {
 				fresh++
 				ins.mark(key)
 			}
@@ -431,12 +431,9 @@ func (w *Worker) fuseNew(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.E
 	if e != nil {
 		e.SetFlowHash(h)
 	}
-	h = entropyHash(e, h)
-	start, length := be.Hdr.Encap(p.Buf, p.Off, p.Len, ps, v.Encap, h, dst, &w.portMAC)
-	if length == 0 {
-		if start, length, res = enc.EncapChance(p.Buf, p.Off, p.Len, ps, h, v.Encap, &be.Target, nil, *dst, w.portMAC); res != encap.Forward {
-			return true, res
-		}
+	start, length, res := w.encapTo(enc, p, ps, entropyHash(e, h), v.Encap, be, nil, dst)
+	if res != encap.Forward {
+		return true, res
 	}
 	countForward(c, v, be, p.Len)
 	p.Off, p.Len = start, length
