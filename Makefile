@@ -22,7 +22,7 @@ UNITDIR ?= /lib/systemd/system
 # benchmark tools).
 INSTALL_CMDS := fulcrum fulcrumctl fulcrum-decap fulcrum-conncheck fulcrum-gen
 
-.PHONY: all setup build test lab-test deb-test vet unit fuzz bench cref microbench demo example install deb clean
+.PHONY: all setup build test lab-test deb-test vet unit fuzz bench pgo cref microbench demo example install deb clean
 
 all: build
 
@@ -75,6 +75,12 @@ deb-test: setup
 # and root; 15-20 minutes, QUICK=1 about 5). See docs/benchmarks.md.
 bench: setup
 	scripts/bench.sh
+
+# Profile-guided optimization: profile the daemon forwarding the bench's
+# scenarios and write cmd/fulcrum/default.pgo, which every later build of
+# the daemon uses (needs what bench needs; see scripts/pgo.sh).
+pgo: setup
+	scripts/pgo.sh
 
 # The yardstick: Fulcrum's fused fast path written in C (bench/cref/cref.c),
 # which fulcrum-bench runs beside testpmd and Fulcrum (-cref bin/cref).

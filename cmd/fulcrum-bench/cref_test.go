@@ -343,3 +343,37 @@ func TestRunPairCRef(t *testing.T) {
 		})
 	}
 }
+
+// runPair asks each measured Fulcrum run for a CPU profile in -profile's
+// directory, one file a run named by its file prefix, and asks nothing
+// without -profile.
+func TestRunPairProfile(t *testing.T) {
+	dir := t.TempDir()
+	for name, json := range map[string]bool{"testpmd": false, "fulcrum": true} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(fakeStats(json)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, profile := range []string{"", filepath.Join(t.TempDir(), "prof")} {
+		os.Remove(filepath.Join(dir, "fulcrum.ran"))
+		o := &options{bin: dir, testpmd: filepath.Join(dir, "testpmd"), work: t.TempDir(), profile: profile, prefix: fmt.Sprintf("fbench-proftest-%d", os.Getpid()),
+			tm: Timing{Warmup: 100 * time.Millisecond, Window: 200 * time.Millisecond, Startup: 30 * time.Second, Stall: 30 * time.Second, Exit: 5 * time.Second}}
+		p, err := runPair(context.Background(), o, scenarioNamed(t, "est-10k"), []string{"/cache/x.pcap"}, "0,1", "", "", "1", nil)
+		if err != nil || p.FErr != nil {
+			t.Fatalf("-profile %q: %v, Fulcrum: %v", profile, err, p.FErr)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "fulcrum.ran"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.TrimSuffix(strings.SplitN(string(b), "\n", 2)[1], "\n")
+		want := " --cpu-profile " + filepath.Join(profile, o.prefix+"-est-10k-1-f.pprof")
+		if profile == "" {
+			if strings.Contains(args, "--cpu-profile") {
+				t.Errorf("no -profile, but fulcrum ran with %q", args)
+			}
+		} else if !strings.HasSuffix(args, want) {
+			t.Errorf("-profile %s: fulcrum ran with %q, want it to end %q", profile, args, want)
+		}
+	}
+}

@@ -59,6 +59,7 @@ func main() { os.Exit(run()) }
 type options struct {
 	bin, testpmd, cache, work, prefix, out string
 	cref                                   string // the C pipeline's binary (-cref; "": not run)
+	profile                                string // directory of the Fulcrum runs' CPU profiles (-profile; "": none)
 	pairs, retries, nice                   int
 	maxOther                               float64
 	retryLeft                              time.Duration // time the remaining retries may take, to keep the whole run within its time
@@ -76,6 +77,7 @@ func run() int {
 	flag.StringVar(&o.work, "work", "", "directory for configurations and logs (default: a new temporary directory, removed at exit)")
 	flag.StringVar(&o.prefix, "prefix", fmt.Sprintf("fbench-%d", os.Getpid()), "EAL --file-prefix base; each run appends its own suffix")
 	flag.StringVar(&o.out, "o", "", "also write the markdown summary to this file")
+	flag.StringVar(&o.profile, "profile", "", "write a Go CPU profile of every measured Fulcrum run into this directory (fulcrum run --cpu-profile), one file a run: what make pgo merges into cmd/fulcrum/default.pgo")
 	flag.IntVar(&o.pairs, "pairs", 3, "A/B pairs per scenario (testpmd then Fulcrum)")
 	flag.IntVar(&o.retries, "retries", 1, "times a pair is measured again when other programs used more than -max-other CPUs during it")
 	flag.Float64Var(&o.maxOther, "max-other", 0.5, "CPUs other programs may use beside the measured one before a pair counts as noisy")
@@ -157,7 +159,18 @@ func run() int {
 		defer os.RemoveAll(d)
 		o.work = d
 	}
-	for _, d := range []string{o.cache, o.work} {
+	if o.profile != "" {
+		p, err := filepath.Abs(o.profile) // fulcrum may run elsewhere
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "fulcrum-bench: -profile: %v\n", err)
+			return 2
+		}
+		o.profile = p
+	}
+	for _, d := range []string{o.cache, o.work, o.profile} {
+		if d == "" {
+			continue
+		}
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			fmt.Fprintf(os.Stderr, "fulcrum-bench: %v\n", err)
 			return 1
@@ -409,6 +422,9 @@ func runPair(ctx context.Context, o *options, s *Scenario, pcaps []string, lcore
 		return p, err
 	}
 	argv := append(slices.Clone(nice), filepath.Join(o.bin, "fulcrum"), "run", "-c", path, "--stats-interval", "1s", "--stats-json")
+	if o.profile != "" {
+		argv = append(argv, "--cpu-profile", filepath.Join(o.profile, fp+".pprof"))
+	}
 	p.F, p.FErr = Measure(ctx, &Job{Label: "fulcrum", Argv: argv, Env: []string{"GODEBUG=gctrace=1"}, Prefix: fp, LogPath: filepath.Join(o.work, fp+".log"), Parser: newFulcrumParser(s.workers())}, o.tm, pids)
 	if ctx.Err() != nil {
 		return p, ctx.Err()

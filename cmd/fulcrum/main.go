@@ -37,7 +37,7 @@ const usage = `Fulcrum: a Maglev L4 load balancer over DPDK.
 usage:
   fulcrum run   [-c FILE] [--log-format text|json] [--log-level LEVEL]
                 [--stats-interval DURATION] [--stats-json]
-                [--exit-when-idle DURATION]
+                [--exit-when-idle DURATION] [--cpu-profile FILE]
   fulcrum check [-c FILE]
   fulcrum version
   fulcrum help
@@ -125,6 +125,7 @@ type runOptions struct {
 	exitIdle   time.Duration
 	statsEvery time.Duration
 	statsJSON  bool
+	cpuProfile string
 }
 
 // parseRun parses fulcrum run's flags; they live here so that
@@ -137,6 +138,7 @@ func parseRun(args []string, stdout, stderr io.Writer) (o runOptions, code int, 
 	fs.DurationVar(&o.exitIdle, "exit-when-idle", 0, "exit once packets have arrived and then none for `duration` (replaying a pcap); 0: run until signalled")
 	fs.DurationVar(&o.statsEvery, "stats-interval", 10*time.Second, "log the counters every `duration` (0: only at exit)")
 	fs.BoolVar(&o.statsJSON, "stats-json", false, "write the counters every stats interval to stdout as one JSON object a line (cumulative, summed over the workers and per worker) instead of logging them")
+	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile (pprof) of the whole run to `file`, written at exit: for `go tool pprof`, and the source of the build's profile-guided optimization (make pgo)")
 	code, done = parseFlags(fs, args)
 	return o, code, done
 }

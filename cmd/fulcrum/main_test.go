@@ -112,10 +112,10 @@ func TestHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"fulcrum run", "fulcrum check", "fulcrum version", "--log-format", "--log-level", "--stats-interval", "--exit-when-idle", defaultConfig, "SIGHUP", "READY"}},
+		{[]string{"--help"}, []string{"fulcrum run", "fulcrum check", "fulcrum version", "--log-format", "--log-level", "--stats-interval", "--exit-when-idle", "--cpu-profile", defaultConfig, "SIGHUP", "READY"}},
 		{[]string{"help"}, []string{"fulcrum run"}},
 		{[]string{"-h"}, []string{"fulcrum run"}},
-		{[]string{"run", "--help"}, []string{"-c file", defaultConfig, "-log-format", "-log-level", "-stats-interval", "-exit-when-idle"}},
+		{[]string{"run", "--help"}, []string{"-c file", defaultConfig, "-log-format", "-log-level", "-stats-interval", "-exit-when-idle", "-cpu-profile file"}},
 		{[]string{"run", "-h"}, []string{"-log-level"}},
 		{[]string{"check", "--help"}, []string{"-c file", defaultConfig}},
 	}

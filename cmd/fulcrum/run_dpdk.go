@@ -47,6 +47,19 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		log.Warn("DPDK log stays on stderr", "err", err)
 	}
 	log.Info("fulcrum starting", buildInfo()...)
+	if opt.cpuProfile != "" {
+		stop, err := startCPUProfile(opt.cpuProfile)
+		if err != nil {
+			log.Error("CPU profile", "file", opt.cpuProfile, "err", err)
+			return 2
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				log.Error("CPU profile", "file", opt.cpuProfile, "err", err)
+			}
+		}()
+		log.Info("writing a CPU profile at exit", "file", opt.cpuProfile)
+	}
 	raiseNoFileLimit(log) // before anything opens descriptors; see rlimit.go
 	path := &opt.config
 	// Through the logger, so --log-format json stays one object a line
