@@ -47,16 +47,31 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.stats.open.Add(1) <= l.max {
+		if l.take() {
 			return &limitConn{Conn: c, open: &l.stats.open}, nil
 		}
-		l.stats.open.Add(-1)
 		n := l.stats.refused.Add(1)
 		c.Close()
 		if now := time.Now(); now.Sub(l.lastLog) >= refusalLogEvery {
 			l.lastLog = now
 			l.log.Warn("admin API: connection refused, max_conns are open", "remote", c.RemoteAddr().String(),
 				"max_conns", l.max, "refused_total", n)
+		}
+	}
+}
+
+// take takes a slot if one of max is free. It never counts past max, not
+// even for an instant: an add-then-undo would let Conns (and the metric)
+// read max+1 open while a refused connection is counted in and out.
+// Slots come back concurrently (limitConn.Close), hence the compare-and-swap.
+func (l *limitListener) take() bool {
+	for {
+		n := l.stats.open.Load()
+		if n >= l.max {
+			return false
+		}
+		if l.stats.open.CompareAndSwap(n, n+1) {
+			return true
 		}
 	}
 }
