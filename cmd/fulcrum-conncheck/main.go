@@ -45,8 +45,15 @@ type Report struct {
 	// Stalled counts the connections still open whose last successful
 	// exchange is older than stallAfter (a lost path that TCP is still
 	// retransmitting into; it breaks only after -timeout).
-	Stalled int    `json:"stalled"`
-	Elapsed string `json:"elapsed"`
+	Stalled int `json:"stalled"`
+	// LongestStallMS is the longest time, in milliseconds, that any
+	// connection went without a successful exchange (counting an open
+	// connection's current wait); LongestStallConn is that connection.
+	// It shows how long a disturbance held traffic up even when nothing
+	// broke, and which connection to look for in a capture.
+	LongestStallMS   int64  `json:"longest_stall_ms"`
+	LongestStallConn int    `json:"longest_stall_conn"`
+	Elapsed          string `json:"elapsed"`
 }
 
 // Break is one broken connection.
@@ -68,6 +75,14 @@ type checker struct {
 	last  map[int]time.Time // open connections: last successful exchange
 }
 
+// noteGap records connection id's time since its last successful
+// exchange (or its opening) if it is the longest yet. c.mu is held.
+func (c *checker) noteGap(id int, now time.Time) {
+	if ms := now.Sub(c.last[id]).Milliseconds(); ms > c.rep.LongestStallMS {
+		c.rep.LongestStallMS, c.rep.LongestStallConn = ms, id
+	}
+}
+
 func (c *checker) snapshot() Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -79,9 +94,13 @@ func (c *checker) snapshot() Report {
 		r.PerBackend[k] = v
 	}
 	now := time.Now()
-	for _, at := range c.last {
-		if now.Sub(at) > stallAfter {
+	for id, at := range c.last {
+		gap := now.Sub(at)
+		if gap > stallAfter {
 			r.Stalled++
+		}
+		if ms := gap.Milliseconds(); ms > r.LongestStallMS {
+			r.LongestStallMS, r.LongestStallConn = ms, id
 		}
 	}
 	r.Elapsed = time.Since(c.start).Round(time.Millisecond).String()
@@ -180,6 +199,7 @@ func (c *checker) hold(ctx context.Context, id int, target string, interval, tim
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
+		c.noteGap(id, time.Now())
 		delete(c.last, id)
 		c.mu.Unlock()
 	}()
@@ -206,7 +226,9 @@ func (c *checker) hold(ctx context.Context, id int, target string, interval, tim
 		}
 		c.mu.Lock()
 		c.rep.Exchanges++
-		c.last[id] = time.Now()
+		now := time.Now()
+		c.noteGap(id, now)
+		c.last[id] = now
 		if first == "" {
 			first = backend
 			c.rep.PerBackend[backend]++

@@ -50,6 +50,9 @@ func TestAllAliveWithoutBreaks(t *testing.T) {
 	if r.Connections != 10 || len(r.Broken) != 0 || r.Alive != 10 {
 		t.Errorf("report %+v", r)
 	}
+	if r.LongestStallMS < 10 {
+		t.Errorf("exchanges every 20 ms: longest stall %d ms, want at least 10", r.LongestStallMS)
+	}
 }
 
 // A server that stops answering leaves its connections open but stalled:
@@ -85,6 +88,9 @@ func TestReportsStalledConnections(t *testing.T) {
 	}
 	if r.Stalled != 5 || len(r.Broken) != 0 {
 		t.Errorf("while the server hangs: report %+v, want 5 stalled, none broken", r)
+	}
+	if r.LongestStallMS < 1000 {
+		t.Errorf("while 5 connections stall: longest stall %d ms, want over 1000", r.LongestStallMS)
 	}
 	<-done
 }

@@ -208,6 +208,9 @@ type report struct {
 	PerBackend  map[string]int `json:"per_backend"`
 	Alive       int            `json:"alive"`
 	Stalled     int            `json:"stalled"` // open, no exchange for 1 s
+	// The longest time a connection went without an exchange, and which.
+	LongestStallMS   int64 `json:"longest_stall_ms"`
+	LongestStallConn int   `json:"longest_stall_conn"`
 }
 
 type brk struct {
@@ -570,8 +573,11 @@ func TestLBKilledNoConnectionBreaks(t *testing.T) {
 	// Broken means reset, or no progress for 30 s (as in check 12): a
 	// segment the client retransmits just before the router withdraws lb1
 	// (BGP hold 3 s) is next retransmitted 6.4 s later by TCP's backoff,
-	// so a healthy connection may stall for over 10 s and then go on.
-	cc := startConncheckWith(t, 200, 20*time.Second, 30*time.Second, "")
+	// so a healthy connection may stall for over 10 s and then go on. The
+	// checker runs until every connection has exchanged again after the
+	// withdrawal (a connection still in its backoff at a fixed end would
+	// count neither broken nor alive).
+	cc := startConncheckWith(t, 200, 90*time.Second, 30*time.Second, filepath.Join(t.TempDir(), "conncheck.json"))
 	start := time.Now()
 	lab(t, "stop-lb", "1", "KILL")
 	t.Cleanup(func() {
@@ -580,9 +586,13 @@ func TestLBKilledNoConnectionBreaks(t *testing.T) {
 		}
 	})
 	waitHops(t, 1)
-	t.Logf("router withdrew lb1 %v after the kill", time.Since(start).Round(100*time.Millisecond))
-	r := cc.wait(t)
-	t.Logf("connections %d, broken %d, switched backend %d, alive %d, per backend %v", r.Connections, len(r.Broken), r.Switched, r.Alive, r.PerBackend)
+	withdrawn := time.Now()
+	t.Logf("router withdrew lb1 %v after the kill", withdrawn.Sub(start).Round(100*time.Millisecond))
+	cc.settle(t, withdrawn.Add(time.Second), 40*time.Second)
+	t.Logf("every connection exchanging again %v after the kill", time.Since(start).Round(100*time.Millisecond))
+	r := cc.stop(t)
+	t.Logf("connections %d, broken %d, switched backend %d, alive %d, per backend %v; longest stall %d ms (connection %d)",
+		r.Connections, len(r.Broken), r.Switched, r.Alive, r.PerBackend, r.LongestStallMS, r.LongestStallConn)
 	if r.Connections != 200 || len(r.Broken) != 0 || r.Switched != 0 || r.Alive != 200 {
 		t.Errorf("after killing lb1: %d connections, %d broken (%v), %d switched, %d alive", r.Connections, len(r.Broken), r.Broken, r.Switched, r.Alive)
 	}
