@@ -12,7 +12,7 @@
 #   scripts/bench.sh -only est-1m -pairs 5 -window 10s   # any fulcrum-bench flag
 #   scripts/bench.sh -list
 #
-# Environment: QUICK=1; BENCH_CACHE (generated pcaps, kept; default
+# Environment: QUICK=1; CREF=0 (without the C pipeline); BENCH_CACHE (generated pcaps, kept; default
 # /var/tmp/fulcrum-bench-cache); KEEP=1 keeps the configurations and logs;
 # BENCH_OUT=FILE also writes the markdown summary there.
 #
@@ -71,14 +71,19 @@ args=(-bin "$work/bin" -cache "$cache" -work "$work" -prefix "$prefix")
 
 # The C pipeline, into the same directory as the Go binaries (make cref's
 # BIN): a failed build (gcc, pkg-config libdpdk) costs only its columns.
-echo "bench: building the C pipeline (make cref)"
-if make -s cref BIN="$work/bin" >"$work/cref-build.log" 2>&1; then
-	args+=(-cref "$work/bin/cref")
+# CREF=0 leaves it out (make pgo, which profiles only Fulcrum).
+if [ "${CREF:-1}" = 0 ]; then
+	echo "bench: CREF=0: without the C pipeline"
 else
-	{
-		echo "bench: make cref failed; running without the C pipeline (no C columns):"
-		tail -n 20 "$work/cref-build.log"
-	} >&2
+	echo "bench: building the C pipeline (make cref)"
+	if make -s cref BIN="$work/bin" >"$work/cref-build.log" 2>&1; then
+		args+=(-cref "$work/bin/cref")
+	else
+		{
+			echo "bench: make cref failed; running without the C pipeline (no C columns):"
+			tail -n 20 "$work/cref-build.log"
+		} >&2
+	fi
 fi
 [ "${QUICK:-0}" = 1 ] && args+=(-quick)
 [ -n "${BENCH_OUT:-}" ] && args+=(-o "$BENCH_OUT")

@@ -14,36 +14,29 @@
 #   scripts/pgo.sh                  # the default scenarios, 1 pair each
 #   scripts/pgo.sh -only est-10k    # any fulcrum-bench flag
 #
-# Needs what `make bench` needs: root, DPDK, dpdk-testpmd (make setup).
+# The runs are scripts/bench.sh's (its checks, its cleanup on error and
+# Ctrl-C, its tables on stdout), without the C pipeline, with the daemon
+# built without the current profile (GOFLAGS=-pgo=off) so that the new
+# profile describes code the compiler laid out by its own rules. Needs
+# what `make bench` needs: root, DPDK, dpdk-testpmd (make setup).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ "$(id -u)" != 0 ]; then
-	echo "pgo: DPDK needs root" >&2
-	exit 1
-fi
-work=$(mktemp -d /tmp/fulcrum-pgo.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-
-# Built without the current profile, so that the new one describes code
-# the compiler laid out by its own rules (the profile is of source lines
-# either way).
-echo "pgo: building fulcrum, fulcrum-gen, fulcrum-bench without a profile"
-go build -pgo=off -tags dpdk -o "$work/bin/" ./cmd/fulcrum ./cmd/fulcrum-gen ./cmd/fulcrum-bench
+prof=$(mktemp -d /tmp/fulcrum-pgo.XXXXXX)
+trap 'rm -rf "$prof"' EXIT
 
 # The mix an LB forwards: established flows in cache and beyond it, IPv6,
 # many VIPs and backends, SYNs of known flows and a flood of new ones.
 scenarios=est-10k,est-1m,syn-1m,syn-flood,ipv6-10k,vips-100,backends-1000
-"$work/bin/fulcrum-bench" -bin "$work/bin" -cache "${BENCH_CACHE:-/var/tmp/fulcrum-bench-cache}" \
-	-only "$scenarios" -pairs 1 -window 5s -verify=false -profile "$work/prof" "$@" >"$work/bench.txt"
+GOFLAGS="${GOFLAGS:+$GOFLAGS }-pgo=off" CREF=0 scripts/bench.sh \
+	-only "$scenarios" -pairs 1 -window 5s -verify=false -profile "$prof" "$@"
 
 shopt -s nullglob
-profiles=("$work"/prof/*.pprof)
+profiles=("$prof"/*.pprof)
 if [ ${#profiles[@]} = 0 ]; then
-	echo "pgo: no profile was written; the bench said:" >&2
-	cat "$work/bench.txt" >&2
+	echo "pgo: the bench wrote no profile" >&2
 	exit 1
 fi
-go tool pprof -proto "${profiles[@]}" >"$work/default.pgo"
-mv "$work/default.pgo" cmd/fulcrum/default.pgo
+go tool pprof -proto "${profiles[@]}" >"$prof/default.pgo"
+mv "$prof/default.pgo" cmd/fulcrum/default.pgo
 echo "pgo: cmd/fulcrum/default.pgo from ${#profiles[@]} profiles ($(stat -c %s cmd/fulcrum/default.pgo) bytes)"
