@@ -68,6 +68,12 @@ type Break struct {
 // before it counts as stalled: ten exchanges at the default interval.
 const stallAfter = time.Second
 
+// stopGrace is how long an exchange in flight when the checker stops may
+// still take and count its connection alive: a few of TCP's first
+// retransmissions, and room for a loaded machine (two busy-polling LBs on
+// two CPUs) to schedule 200 goroutines at once.
+const stopGrace = 3 * time.Second
+
 type checker struct {
 	mu    sync.Mutex
 	start time.Time
@@ -204,9 +210,9 @@ func (c *checker) hold(ctx context.Context, id int, target string, interval, tim
 		c.mu.Unlock()
 	}()
 	// Stopping must not wait for a stalled exchange's -timeout, but an
-	// exchange in flight gets stallAfter to finish: a working connection
+	// exchange in flight gets stopGrace to finish: a working connection
 	// is still counted alive.
-	defer context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now().Add(stallAfter)) })()
+	defer context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now().Add(stopGrace)) })()
 	br := bufio.NewReader(conn)
 	first := ""
 	switched := false
