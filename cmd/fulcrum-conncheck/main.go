@@ -81,13 +81,17 @@ type checker struct {
 	last  map[int]time.Time // open connections: last successful exchange
 }
 
-// noteGap records connection id's time since its last successful
-// exchange (or its opening) if it is the longest yet. c.mu is held.
-func (c *checker) noteGap(id int, now time.Time) {
-	if ms := now.Sub(c.last[id]).Milliseconds(); ms > c.rep.LongestStallMS {
-		c.rep.LongestStallMS, c.rep.LongestStallConn = ms, id
+// noteGap records that connection id went gap without a successful
+// exchange, if that is the longest yet.
+func (r *Report) noteGap(id int, gap time.Duration) {
+	if ms := gap.Milliseconds(); ms > r.LongestStallMS {
+		r.LongestStallMS, r.LongestStallConn = ms, id
 	}
 }
+
+// noteGap records connection id's time since its last successful
+// exchange (or its opening) at now. c.mu is held.
+func (c *checker) noteGap(id int, now time.Time) { c.rep.noteGap(id, now.Sub(c.last[id])) }
 
 func (c *checker) snapshot() Report {
 	c.mu.Lock()
@@ -105,9 +109,7 @@ func (c *checker) snapshot() Report {
 		if gap > stallAfter {
 			r.Stalled++
 		}
-		if ms := gap.Milliseconds(); ms > r.LongestStallMS {
-			r.LongestStallMS, r.LongestStallConn = ms, id
-		}
+		r.noteGap(id, gap) // an open connection's current wait counts too
 	}
 	r.Elapsed = time.Since(c.start).Round(time.Millisecond).String()
 	return r
