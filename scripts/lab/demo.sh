@@ -13,7 +13,13 @@ trap '$lab down >/dev/null 2>&1 || true' EXIT INT TERM
 say() { printf '\n== %s\n' "$*"; }
 ctl() { "$LAB/bin/fulcrumctl" --addr "unix:$LAB/lb$1.sock" "${@:2}"; }
 forwarded() { ctl "$1" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"]["forwarded"])'; }
-conncheck() { ip netns exec fl-client "$LAB/bin/fulcrum-conncheck" -target $VIP:80 -n "$1" -interval 100ms -timeout 10s -duration "$2"; }
+# conncheck N DURATION [ARGS]: starts the checker in the background (its
+# JSON report on stdout at the end); $cc is its pid (ip netns exec execs it).
+conncheck() { ip netns exec fl-client "$LAB/bin/fulcrum-conncheck" -target $VIP:80 -n "$1" -interval 100ms -timeout 10s -duration "$2" "${@:3}" & cc=$!; }
+# settled FILE SINCE: the checker's -report FILE was written after SINCE (in
+# seconds since the epoch) and shows no stalled connection: every one still
+# open has exchanged again since.
+settled() { python3 -c 'import json, os, sys; f = sys.argv[1]; sys.exit(not (os.path.exists(f) and os.stat(f).st_mtime > float(sys.argv[2]) and json.load(open(f))["stalled"] == 0))' "$@"; }
 summary() { # conncheck JSON on stdin
 	python3 -c "$(cat <<'PY'
 import json, sys
@@ -40,14 +46,28 @@ for i in $(seq 1 1000); do echo "-o /dev/null http://$VIP/"; done |
 echo "   packets forwarded: lb1 $(($(forwarded 1) - b1)), lb2 $(($(forwarded 2) - b2))  (the router spreads flows over both)"
 
 say "3. 200 long-lived connections; lb1 is killed (SIGKILL) after 3 s"
-conncheck 200 15s >"$LAB/cc1.json" &
-cc=$!
+rm -f "$LAB/cc1-progress.json"
+conncheck 200 2m -report "$LAB/cc1-progress.json" >"$LAB/cc1.json"
 sleep 3
 t0=$(date +%s.%N)
 $lab stop-lb 1 KILL
 until [ "$(ip netns exec fl-router ip route show $VIP | grep -c nexthop)" = 0 ]; do sleep 0.1; done
-printf '   the router took lb1 out of the ECMP route %.1f s after the kill (BGP session lost);\n' "$(python3 -c "import time; print(time.time() - $t0)")"
+t1=$(date +%s.%N)
+printf '   the router took lb1 out of the ECMP route %.1f s after the kill (BGP session lost);\n' "$(python3 -c "print($t1 - $t0)")"
 echo "   lb2 carries every flow to the same backends (same table, same hash)"
+# The checker runs until every held connection has exchanged again after
+# the withdrawal (one in TCP's backoff then goes on), at most 40 s.
+since=$(python3 -c "print($t1 + 1)") ok=no
+for i in $(seq 80); do
+	if settled "$LAB/cc1-progress.json" "$since"; then ok=yes; break; fi
+	sleep 0.5
+done
+if [ $ok = yes ]; then
+	printf '   every held connection exchanged again %.1f s after the kill\n' "$(python3 -c "import time; print(time.time() - $t0)")"
+else
+	echo "   some held connections had not exchanged again 40 s after the withdrawal"
+fi
+kill -INT $cc
 wait $cc
 summary <"$LAB/cc1.json"
 $lab start-lb 1
@@ -55,8 +75,7 @@ until [ "$(ip netns exec fl-router ip route show $VIP | grep -c nexthop)" = 2 ];
 echo "   lb1 restarted and announced again"
 
 say "5. 200 long-lived connections; backend be2 is killed after 3 s"
-conncheck 200 10s >"$LAB/cc2.json" &
-cc=$!
+conncheck 200 10s >"$LAB/cc2.json"
 sleep 3
 $lab stop-backend 2 KILL
 wait $cc

@@ -112,13 +112,22 @@ func lab(t *testing.T, args ...string) {
 
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
+	if !poll(timeout, cond) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+}
+
+// poll calls cond every 200 ms until it holds (true) or timeout has
+// passed (false).
+func poll(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			return false
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	return true
 }
 
 func ctl(t *testing.T, lb int, args ...string) []byte {
@@ -197,7 +206,7 @@ func curlMany(t *testing.T, n int) (map[string]int, int) {
 type conncheck struct {
 	cmd  *exec.Cmd
 	out  bytes.Buffer
-	file string // -report, or ""
+	file string // -report
 }
 
 type report struct {
@@ -225,23 +234,49 @@ func startConncheck(t *testing.T, n int, d time.Duration) *conncheck {
 
 // startConncheckWith also sets the checker's -timeout (an exchange that
 // makes no progress for that long breaks its connection) and its -report
-// file, which settle polls.
+// file (a temporary one if reportFile is ""), which settle polls. It
+// returns once the checker reports its n connections open.
 func startConncheckWith(t *testing.T, n int, d, timeout time.Duration, reportFile string) *conncheck {
 	t.Helper()
-	args := []string{filepath.Join(labDir, "bin", "fulcrum-conncheck"), "-target", vip + ":80",
-		"-n", fmt.Sprint(n), "-interval", "100ms", "-timeout", timeout.String(), "-duration", d.String()}
-	if reportFile != "" {
-		os.Remove(reportFile)
-		args = append(args, "-report", reportFile)
+	if reportFile == "" {
+		reportFile = filepath.Join(t.TempDir(), "conncheck.json")
 	}
-	c := &conncheck{cmd: ns("fl-client", args...), file: reportFile}
+	os.Remove(reportFile) // a report in the file is this checker's
+	c := &conncheck{file: reportFile, cmd: ns("fl-client", filepath.Join(labDir, "bin", "fulcrum-conncheck"), "-target", vip+":80",
+		"-n", fmt.Sprint(n), "-interval", "100ms", "-timeout", timeout.String(), "-duration", d.String(), "-report", reportFile)}
 	c.cmd.Stdout = &c.out
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.cmd.Process.Kill() })
-	time.Sleep(time.Duration(n)*time.Millisecond + time.Second) // the checker spreads its SYNs 1 ms apart
+	t.Cleanup(func() { c.cmd.Process.Kill(); c.cmd.Wait() }) // gone before its report's directory is removed
+	// The checker spreads its SYNs 1 ms apart and writes its report every
+	// second; a connection that failed to open never will.
+	var r report
+	const within = 30 * time.Second
+	if !poll(within, func() bool {
+		if q, ok := c.progress(time.Time{}); ok {
+			r = q
+		}
+		return r.Connections+r.DialErrors >= n
+	}) || r.Connections < n {
+		t.Fatalf("conncheck: %d of %d connections open (%d failed to open) after up to %v", r.Connections, n, r.DialErrors, within)
+	}
 	return c
+}
+
+// progress is the checker's latest report in its -report file, if one was
+// written after since.
+func (c *conncheck) progress(since time.Time) (report, bool) {
+	var r report
+	fi, err := os.Stat(c.file)
+	if err != nil || !fi.ModTime().After(since) {
+		return r, false
+	}
+	b, err := os.ReadFile(c.file)
+	if err != nil || json.Unmarshal(b, &r) != nil {
+		return r, false
+	}
+	return r, true
 }
 
 // settle polls the checker's report file until a report written after
@@ -252,12 +287,9 @@ func (c *conncheck) settle(t *testing.T, since time.Time, timeout time.Duration)
 	t.Helper()
 	var r report
 	waitFor(t, "every held connection exchanging again (conncheck: 0 stalled)", timeout, func() bool {
-		fi, err := os.Stat(c.file)
-		if err != nil || !fi.ModTime().After(since) {
-			return false
-		}
-		b, err := os.ReadFile(c.file)
-		return err == nil && json.Unmarshal(b, &r) == nil && r.Stalled == 0
+		var ok bool
+		r, ok = c.progress(since)
+		return ok && r.Stalled == 0
 	})
 	return r
 }

@@ -65,12 +65,14 @@ func TestSecondChanceSurvivesTwoChangesAtOnce(t *testing.T) {
 			_, in2 := backends(t, 2)["be4"]
 			return !in1 && !in2
 		})
-		// 40 s of exchanges every 100 ms; an exchange that makes no
-		// progress for 25 s breaks its connection, so one black-holed
-		// at the changes (about 8 s in) is counted broken before the end,
-		// while TCP's backoff over the ~3 s the router takes to withdraw
-		// lb1 (BGP hold) is not.
-		cc := startConncheckWith(t, 200, 40*time.Second, 25*time.Second, "")
+		// Exchanges every 100 ms until every connection has exchanged
+		// again after the router withdrew lb1 (the checker's 2 min are a
+		// bound); an exchange that makes no progress for 25 s breaks its
+		// connection, so one black-holed at the changes is counted broken
+		// before settle gives up (40 s after the withdrawal), while TCP's
+		// backoff over the ~3 s the router takes to withdraw lb1 (BGP
+		// hold) is not.
+		cc := startConncheckWith(t, 200, 2*time.Minute, 25*time.Second, "")
 		// The scenario needs the table without be4 to have been in force
 		// for dataplane.PrevMinAge: only then does it become the previous
 		// table when be4 comes back (a shorter-lived one is a ramp step).
@@ -92,7 +94,10 @@ func TestSecondChanceSurvivesTwoChangesAtOnce(t *testing.T) {
 		r1.Wait()
 		t.Logf("second_chance=%v: be4 added to both LBs and lb1 killed within %v", on, time.Since(start).Round(time.Millisecond))
 		waitHops(t, 1)
-		r := cc.wait(t)
+		withdrawn := time.Now()
+		cc.settle(t, withdrawn.Add(time.Second), 40*time.Second)
+		t.Logf("second_chance=%v: every connection exchanging again (or broken) %v after the changes", on, time.Since(start).Round(100*time.Millisecond))
+		r := cc.stop(t)
 		fwd := decapCounter(t, 4, "second_chance.forwarded") - fwd0
 		lab(t, "start-lb", "1")
 		waitHops(t, 2)
@@ -100,11 +105,11 @@ func TestSecondChanceSurvivesTwoChangesAtOnce(t *testing.T) {
 	}
 
 	on, fwdOn := run(true)
-	t.Logf("second chance on: connections %d, broken %d, switched %d, alive %d, per backend %v; be4's agent forwarded %d packets",
-		on.Connections, len(on.Broken), on.Switched, on.Alive, on.PerBackend, fwdOn)
+	t.Logf("second chance on: connections %d, broken %d, switched %d, alive %d, per backend %v, longest stall %d ms (connection %d); be4's agent forwarded %d packets",
+		on.Connections, len(on.Broken), on.Switched, on.Alive, on.PerBackend, on.LongestStallMS, on.LongestStallConn, fwdOn)
 	off, fwdOff := run(false)
-	t.Logf("second chance off: connections %d, broken %d, switched %d, alive %d, per backend %v; be4's agent forwarded %d packets",
-		off.Connections, len(off.Broken), off.Switched, off.Alive, off.PerBackend, fwdOff)
+	t.Logf("second chance off: connections %d, broken %d, switched %d, alive %d, per backend %v, longest stall %d ms (connection %d); be4's agent forwarded %d packets",
+		off.Connections, len(off.Broken), off.Switched, off.Alive, off.PerBackend, off.LongestStallMS, off.LongestStallConn, fwdOff)
 
 	if on.Connections != 200 || len(on.Broken) != 0 || on.Switched != 0 || on.Alive != 200 {
 		t.Errorf("second chance on: %d connections, %d broken (%v), %d switched, %d alive; want 200, 0, 0, 200", on.Connections, len(on.Broken), on.Broken, on.Switched, on.Alive)
