@@ -90,7 +90,7 @@ cref: setup
 
 # Micro-benchmarks of the per-packet stages (ns/op, allocs/op).
 microbench: setup
-	$(GO) test $(GOFLAGS_TAGS) -run '^$$' -bench . -benchmem -benchtime=$${BENCHTIME:-1s} ./flow ./packet ./maglev ./conntrack ./encap ./dataplane
+	$(GO) test $(GOFLAGS_TAGS) -run '^$$' -bench . -benchmem -benchtime=$${BENCHTIME:-1s} ./flow ./packet ./maglev ./conntrack ./encap ./dataplane ./bench/yardstick
 
 # The demo: the chapter's hashing comparison, a Maglev table, and (with
 # DPDK, as root) the fleet lab: requests over two instances, an instance
