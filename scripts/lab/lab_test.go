@@ -8,10 +8,12 @@
 package lab
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -22,6 +24,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,16 +344,18 @@ func forwarded(t *testing.T, lb int) uint64 { return status(t, lb).Total.Forward
 // 2. DSR: no reply from a backend reaches an LB; the client gets its
 // answers from the VIP.
 func TestDirectServerReturn(t *testing.T) {
-	counts := make(chan int, 2)
+	var caps []*capture
 	for _, lb := range []string{"fl-lb1", "fl-lb2"} {
-		go func() { counts <- captureFromVIP(t, lb, "wire0", 6*time.Second) }()
+		caps = append(caps, startCapture(t, lb, "wire0"))
 	}
-	time.Sleep(500 * time.Millisecond)
+	for _, c := range caps {
+		c.ready(t)
+	}
 	per, failed := curlMany(t, 200)
 	if failed != 0 || len(per) == 0 {
 		t.Fatalf("requests failed: %d", failed)
 	}
-	seen := <-counts + <-counts
+	seen := caps[0].count(t) + caps[1].count(t)
 	if seen != 0 {
 		t.Errorf("%d packets from the VIP (backend replies) reached an LB's wire", seen)
 	}
@@ -359,34 +364,75 @@ func TestDirectServerReturn(t *testing.T) {
 // captureEnv asks the test binary, re-run inside a namespace, to capture.
 const captureEnv = "FULCRUM_LAB_CAPTURE"
 
-// captureFromVIP counts frames with IPv4 source = VIP on ifname inside the
-// namespace, for d: the test binary re-runs itself there with ip netns
-// exec, so no thread of this process ever changes namespace.
-func captureFromVIP(t *testing.T, netns, ifname string, d time.Duration) int {
+// capture is a captureChild counting frames with IPv4 source = VIP on an
+// interface inside a namespace: the test binary re-runs itself there with
+// ip netns exec, so no thread of this process ever changes namespace. It
+// prints a line once its socket is bound, and captures until its stdin
+// closes; then it prints the count.
+type capture struct {
+	netns string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func startCapture(t *testing.T, netns, ifname string) *capture {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
-		t.Error(err)
-		return -1
+		t.Fatal(err)
 	}
-	c := ns(netns, self, "-test.run=^$")
-	c.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%s", captureEnv, ifname, d))
-	out, err := c.Output()
+	c := &capture{netns: netns, cmd: ns(netns, self, "-test.run=^$")}
+	c.cmd.Env = append(os.Environ(), captureEnv+"="+ifname)
+	c.cmd.Stderr = os.Stderr
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := c.cmd.StdoutPipe()
 	if err != nil {
-		t.Errorf("capture in %s: %v", netns, err)
-		return -1
+		t.Fatal(err)
+	}
+	c.out = bufio.NewReader(stdout)
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.cmd.Process.Kill(); c.cmd.Wait() })
+	return c
+}
+
+// ready returns once the capture's socket is bound (at most 30 s).
+func (c *capture) ready(t *testing.T) {
+	t.Helper()
+	line := make(chan string, 1)
+	go func() { s, _ := c.out.ReadString('\n'); line <- s }()
+	const within = 30 * time.Second
+	select {
+	case s := <-line:
+		if strings.TrimSpace(s) != "ready" {
+			t.Fatalf("capture in %s: %q before it was ready", c.netns, s)
+		}
+	case <-time.After(within):
+		t.Fatalf("capture in %s: not ready after %v", c.netns, within)
+	}
+}
+
+// count stops the capture and returns how many frames it counted.
+func (c *capture) count(t *testing.T) int {
+	t.Helper()
+	c.stdin.Close()
+	out, _ := io.ReadAll(c.out)
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("capture in %s: %v", c.netns, err)
 	}
 	var n int
 	if _, err := fmt.Sscan(string(out), &n); err != nil {
-		t.Errorf("capture in %s: %q", netns, out)
-		return -1
+		t.Fatalf("capture in %s: %q", c.netns, out)
 	}
 	return n
 }
 
-func captureChild(spec string) int {
-	parts := strings.SplitN(spec, ",", 2)
-	d, _ := time.ParseDuration(parts[1])
-	ifc, err := net.InterfaceByName(parts[0])
+func captureChild(ifname string) int {
+	ifc, err := net.InterfaceByName(ifname)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -403,9 +449,12 @@ func captureChild(spec string) int {
 	}
 	tv := unix.NsecToTimeval((100 * time.Millisecond).Nanoseconds())
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	fmt.Println("ready")
+	var stopped atomic.Bool
+	go func() { io.Copy(io.Discard, os.Stdin); stopped.Store(true) }()
 	buf := make([]byte, 2048)
 	n := 0
-	for end := time.Now().Add(d); time.Now().Before(end); {
+	for !stopped.Load() {
 		m, _, err := unix.Recvfrom(fd, buf, 0)
 		if err != nil || m < 34 {
 			continue
@@ -635,6 +684,7 @@ func TestLBKilledNoConnectionBreaks(t *testing.T) {
 // 4. A rolling restart of every LB with SIGTERM under wrk load: no
 // request fails (each withdraws its VIPs, drains, stops, comes back).
 func TestRollingRestartUnderLoad(t *testing.T) {
+	before := [3]uint64{0, forwarded(t, 1), forwarded(t, 2)}
 	wrk := ns("fl-client", "wrk", "-t", "2", "-c", "32", "-d", "40s", "--timeout", "5s", "http://"+vip+"/")
 	var out bytes.Buffer
 	wrk.Stdout, wrk.Stderr = &out, &out
@@ -642,12 +692,15 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wrk.Process.Kill() })
-	time.Sleep(2 * time.Second)
+	start := time.Now()
+	waitFor(t, "wrk's requests going through both LBs (100 packets forwarded by each)", 20*time.Second, func() bool {
+		return forwarded(t, 1) >= before[1]+100 && forwarded(t, 2) >= before[2]+100
+	})
 	for _, lb := range []string{"1", "2"} {
 		lab(t, "stop-lb", lb, "TERM")
 		lab(t, "start-lb", lb)
 		waitHops(t, 2)
-		t.Logf("lb%s restarted", lb)
+		t.Logf("lb%s restarted %v after wrk started", lb, time.Since(start).Round(100*time.Millisecond))
 	}
 	if err := wrk.Wait(); err != nil {
 		t.Fatalf("wrk: %v\n%s", err, out.String())
@@ -665,14 +718,29 @@ func TestRollingRestartUnderLoad(t *testing.T) {
 // 5. A backend killed: its connections break, the others' do not, and the
 // health checks take it out of both tables.
 func TestBackendKilledOnlyItsConnectionsBreak(t *testing.T) {
-	cc := startConncheck(t, 200, 8*time.Second)
-	time.Sleep(time.Second)
+	// The checker runs until every connection still open has exchanged
+	// again after both LBs took be2 out (the 2 min are a bound).
+	cc := startConncheck(t, 200, 2*time.Minute)
+	// Every connection has had its first exchange, so each break is
+	// counted against the backend it had.
+	waitFor(t, "a first exchange on each of the 200 connections (conncheck per_backend)", 10*time.Second, func() bool {
+		r, ok := cc.progress(time.Time{})
+		n := 0
+		for _, v := range r.PerBackend {
+			n += v
+		}
+		return ok && n == r.Connections
+	})
+	killed := time.Now()
 	lab(t, "stop-backend", "2", "KILL")
 	t.Cleanup(func() { exec.Command(script, "start-backend", "2").Run() })
 	for lb := 1; lb <= 2; lb++ {
 		waitFor(t, fmt.Sprintf("be2 down on lb%d", lb), 10*time.Second, func() bool { return backends(t, lb)["be2"].Health == "down" })
 	}
-	r := cc.wait(t)
+	down := time.Now()
+	cc.settle(t, down.Add(time.Second), 30*time.Second)
+	t.Logf("be2 down on both LBs %v after the kill; every connection still open exchanging again %v after that", down.Sub(killed).Round(100*time.Millisecond), time.Since(down).Round(100*time.Millisecond))
+	r := cc.stop(t)
 	other := 0
 	for _, b := range r.Broken {
 		if b.Backend != "be2" {
