@@ -355,20 +355,27 @@ func TestDirectServerReturn(t *testing.T) {
 	if failed != 0 || len(per) == 0 {
 		t.Fatalf("requests failed: %d", failed)
 	}
-	seen := caps[0].count(t) + caps[1].count(t)
-	if seen != 0 {
-		t.Errorf("%d packets from the VIP (backend replies) reached an LB's wire", seen)
+	from1, to1 := caps[0].count(t)
+	from2, to2 := caps[1].count(t)
+	t.Logf("frames from the VIP on lb1/lb2's wire: %d/%d; to the VIP: %d/%d", from1, from2, to1, to2)
+	if from1+from2 != 0 {
+		t.Errorf("%d packets from the VIP (backend replies) reached an LB's wire", from1+from2)
+	}
+	// The control: the same captures saw the requests (a SYN at least per
+	// request) arrive for the VIP, so a 0 above means something.
+	if to1+to2 < 200 {
+		t.Errorf("the captures saw %d+%d frames to the VIP for 200 requests: they did not capture the LBs' traffic", to1, to2)
 	}
 }
 
 // captureEnv asks the test binary, re-run inside a namespace, to capture.
 const captureEnv = "FULCRUM_LAB_CAPTURE"
 
-// capture is a captureChild counting frames with IPv4 source = VIP on an
-// interface inside a namespace: the test binary re-runs itself there with
-// ip netns exec, so no thread of this process ever changes namespace. It
-// prints a line once its socket is bound, and captures until its stdin
-// closes; then it prints the count.
+// capture is a captureChild counting IPv4 frames from the VIP and to the
+// VIP on an interface inside a namespace: the test binary re-runs itself
+// there with ip netns exec, so no thread of this process ever changes
+// namespace. It prints a line once its socket is bound, and captures until
+// its stdin closes; then it prints the two counts.
 type capture struct {
 	netns string
 	cmd   *exec.Cmd
@@ -416,19 +423,19 @@ func (c *capture) ready(t *testing.T) {
 	}
 }
 
-// count stops the capture and returns how many frames it counted.
-func (c *capture) count(t *testing.T) int {
+// count stops the capture and returns how many IPv4 frames it counted
+// from the VIP and to the VIP.
+func (c *capture) count(t *testing.T) (from, to int) {
 	t.Helper()
 	c.stdin.Close()
 	out, _ := io.ReadAll(c.out)
 	if err := c.cmd.Wait(); err != nil {
 		t.Fatalf("capture in %s: %v", c.netns, err)
 	}
-	var n int
-	if _, err := fmt.Sscan(string(out), &n); err != nil {
+	if _, err := fmt.Sscan(string(out), &from, &to); err != nil {
 		t.Fatalf("capture in %s: %q", c.netns, out)
 	}
-	return n
+	return from, to
 }
 
 func captureChild(ifname string) int {
@@ -453,17 +460,21 @@ func captureChild(ifname string) int {
 	var stopped atomic.Bool
 	go func() { io.Copy(io.Discard, os.Stdin); stopped.Store(true) }()
 	buf := make([]byte, 2048)
-	n := 0
+	want := netip.MustParseAddr(vip).As4()
+	from, to := 0, 0
 	for !stopped.Load() {
 		m, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil || m < 34 {
+		if err != nil || m < 34 || buf[12] != 0x08 || buf[13] != 0x00 {
 			continue
 		}
-		if buf[12] == 0x08 && buf[13] == 0x00 && fmt.Sprintf("%d.%d.%d.%d", buf[26], buf[27], buf[28], buf[29]) == vip {
-			n++
+		if [4]byte(buf[26:30]) == want {
+			from++
+		}
+		if [4]byte(buf[30:34]) == want {
+			to++
 		}
 	}
-	fmt.Println(n)
+	fmt.Println(from, to)
 	return 0
 }
 
@@ -747,9 +758,14 @@ func TestBackendKilledOnlyItsConnectionsBreak(t *testing.T) {
 			other++
 		}
 	}
-	t.Logf("connections %d; on be2 %d; broken %d, of which on other backends %d", r.Connections, r.PerBackend["be2"], len(r.Broken), other)
+	t.Logf("connections %d; on be2 %d; broken %d, of which on other backends %d; alive at the end %d", r.Connections, r.PerBackend["be2"], len(r.Broken), other, r.Alive)
 	if other != 0 || len(r.Broken) != r.PerBackend["be2"] || r.PerBackend["be2"] == 0 {
 		t.Errorf("broken %d (other backends %d), be2 had %d", len(r.Broken), other, r.PerBackend["be2"])
+	}
+	// Every connection of the other backends still exchanged at the end:
+	// none was lost without being counted broken.
+	if r.Alive != r.Connections-len(r.Broken) {
+		t.Errorf("alive at the end %d, want %d (connections %d, broken %d)", r.Alive, r.Connections-len(r.Broken), r.Connections, len(r.Broken))
 	}
 	per, failed := curlMany(t, 200)
 	if failed != 0 || per["be2"] != 0 {
