@@ -103,6 +103,9 @@ func NewCFrames(n, room, size int) *CFrames {
 	f.pkts = (*C.struct_yard_pkt)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.struct_yard_pkt{}))))
 	f.mem = C.calloc(C.size_t(n), C.size_t(room+size))
 	f.verd = (*C.uint8_t)(C.calloc(C.size_t(n), 1))
+	for i := range n { // a frame's buffer never moves: only its offset and length change
+		f.pkt(i).buf = (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(f.Buf(i))))
+	}
 	return f
 }
 
@@ -122,11 +125,10 @@ func (f *CFrames) Buf(i int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(f.mem, i*(f.room+f.size))), f.room+f.size)
 }
 
-// Reset makes frame i the l bytes at its buffer's offset room.
-func (f *CFrames) Reset(i, l int) {
+// Reset makes frame i the l bytes at offset off of its buffer.
+func (f *CFrames) Reset(i, off, l int) {
 	p := f.pkt(i)
-	p.buf = (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(f.Buf(i))))
-	p.off, p.len = C.uint16_t(f.room), C.uint16_t(l)
+	p.off, p.len = C.uint16_t(off), C.uint16_t(l)
 }
 
 // Frame is frame i as the pipeline left it, and whether it was forwarded.
@@ -174,6 +176,3 @@ func (CPipeline) Entries() ([]Entry, []uint64) {
 	e := unsafe.Slice((*Entry)(ep), int(n)*slots)
 	return e, sig
 }
-
-// C16 is v as the C frames' offset and length type.
-func C16(v int) C.uint16_t { return C.uint16_t(v) }

@@ -89,8 +89,7 @@ func TestGoMatchesC(t *testing.T) {
 					}
 					for _, f := range []*CFrames{cf, gf} {
 						copy(f.Buf(i)[off:], fr)
-						f.Reset(i, len(fr))
-						f.pkt(i).off = C16(off)
+						f.Reset(i, off, len(fr))
 					}
 					pkts[i] = Pkt{Buf: gf.Buf(i), Off: off, Len: len(fr)}
 				}
@@ -169,12 +168,11 @@ func BenchmarkPipeline(b *testing.B) {
 					copy(buf[room:room+14], base[:14]) // encapsulation overwrote the Ethernet header
 					copy(buf[room+26:room+30], src[f][:])
 					pkts[i] = Pkt{Buf: buf, Off: room, Len: len(base)}
-					p := fr.pkt(i)
-					p.off, p.len = C16(room), C16(len(base))
+					fr.Reset(i, room, len(base))
 				}
 				for i := range burst {
 					copy(fr.Buf(i)[room:], base)
-					fr.Reset(i, len(base))
+					fr.Reset(i, room, len(base))
 				}
 				run := func() {
 					switch impl {
