@@ -20,6 +20,20 @@ conncheck() { ip netns exec fl-client "$LAB/bin/fulcrum-conncheck" -target $VIP:
 # seconds since the epoch) and shows no stalled connection: every one still
 # open has exchanged again since.
 settled() { python3 -c 'import json, os, sys; f = sys.argv[1]; sys.exit(not (os.path.exists(f) and os.stat(f).st_mtime > float(sys.argv[2]) and json.load(open(f))["stalled"] == 0))' "$@"; }
+# started FILE N: the checker's -report FILE shows its N connections open,
+# each with a first exchange (so each break counts against its backend).
+started() { python3 -c 'import json, os, sys; f = sys.argv[1]; r = json.load(open(f)) if os.path.exists(f) else {}; sys.exit(not (r.get("connections") == int(sys.argv[2]) and sum((r.get("per_backend") or {}).values()) == r["connections"]))' "$@"; }
+# wait_for WHAT SECONDS CMD...: polls CMD every 0.2 s until it succeeds, or
+# says what it waited for and fails the demo after SECONDS.
+wait_for() {
+	local what=$1 end=$(($(date +%s) + $2))
+	shift 2
+	until "$@"; do
+		if [ "$(date +%s)" -ge $end ]; then echo "   gave up waiting for $what"; exit 1; fi
+		sleep 0.2
+	done
+}
+be2_down() { ctl "$1" --json backends web | python3 -c 'import json, sys; sys.exit(not any(b["name"] == "be2" and b["health"] == "down" for b in json.load(sys.stdin)["backends"]))'; }
 summary() { # conncheck JSON on stdin
 	python3 -c "$(cat <<'PY'
 import json, sys
@@ -45,12 +59,12 @@ for i in $(seq 1 1000); do echo "-o /dev/null http://$VIP/"; done |
 	sort | uniq -c | sed 's/^/   /'
 echo "   packets forwarded: lb1 $(($(forwarded 1) - b1)), lb2 $(($(forwarded 2) - b2))  (the router spreads flows over both)"
 
-say "3. 200 long-lived connections; lb1 is killed (SIGKILL) after 3 s"
+say "3. 200 long-lived connections; lb1 is killed (SIGKILL) once all are open"
 rm -f "$LAB/cc1-progress.json"
 # A connection may wait out TCP's backoff (over 10 s) across the
 # withdrawal: as the lab's check, 30 s before one counts as broken.
 conncheck 200 2m -report "$LAB/cc1-progress.json" -timeout 30s >"$LAB/cc1.json"
-sleep 3
+wait_for "the 200 connections to open" 30 started "$LAB/cc1-progress.json" 200
 t0=$(date +%s.%N)
 $lab stop-lb 1 KILL
 until [ "$(ip netns exec fl-router ip route show $VIP | grep -c nexthop)" = 0 ]; do sleep 0.1; done
@@ -76,10 +90,18 @@ $lab start-lb 1
 until [ "$(ip netns exec fl-router ip route show $VIP | grep -c nexthop)" = 2 ]; do sleep 0.5; done
 echo "   lb1 restarted and announced again"
 
-say "5. 200 long-lived connections; backend be2 is killed after 3 s"
-conncheck 200 10s >"$LAB/cc2.json"
-sleep 3
+say "5. 200 long-lived connections; backend be2 is killed once all are open"
+rm -f "$LAB/cc2-progress.json"
+conncheck 200 2m -report "$LAB/cc2-progress.json" >"$LAB/cc2.json"
+wait_for "the 200 connections to open" 30 started "$LAB/cc2-progress.json" 200
 $lab stop-backend 2 KILL
+# The checker runs until both LBs' health checks have taken be2 out and
+# every connection still open has exchanged again after that.
+wait_for "be2 down on lb1" 15 be2_down 1
+wait_for "be2 down on lb2" 15 be2_down 2
+since=$(python3 -c "import time; print(time.time() + 1)")
+wait_for "every connection still open to exchange again" 30 settled "$LAB/cc2-progress.json" "$since"
+kill -INT $cc
 wait $cc
 summary <"$LAB/cc2.json"
 echo "   only be2's connections broke; the health checks took it out of the tables:"
