@@ -625,6 +625,96 @@ func TestSweep(t *testing.T) {
 	}
 }
 
+// TestSweepPaced checks the pace: a full pass over the buckets per half
+// the shortest timeout, whatever the call rate; at most maxPacedBuckets a
+// call; a backlog of at most one pass; and that entries idle past their
+// timeout are gone within that half timeout more.
+func TestSweepPaced(t *testing.T) {
+	tb := newTable(t, 4096)
+	nb := tb.Buckets()
+	pass := int(DefaultTCPNewTimeout/Resolution) / 2 // the shortest default timeouts, 10 s
+	if int(tb.pass) != pass {
+		t.Fatalf("pass %d, want %d", tb.pass, pass)
+	}
+	visited := 0 // buckets visited, from the cursor's moves
+	call := func(now Time) {
+		before := tb.sweep
+		tb.SweepPaced(now)
+		d := (tb.sweep - before + nb) % nb
+		if d > maxPacedBuckets {
+			t.Fatalf("one call at %d visited %d buckets", now, d)
+		}
+		visited += d
+	}
+	// The first call only starts the clock; calls with the clock still
+	// visit nothing, however many.
+	now := Time(1000)
+	for range 100_000 {
+		call(now)
+	}
+	if visited != 0 {
+		t.Fatalf("%d buckets visited with the clock standing still", visited)
+	}
+	// A call a millisecond (a quiet link) and a hundred calls a millisecond
+	// (busy) both make one pass in pass milliseconds.
+	for _, perMs := range []int{1, 100} {
+		visited = 0
+		for range pass {
+			now++
+			for range perMs {
+				call(now)
+			}
+		}
+		if visited < nb-1 || visited > nb+1 {
+			t.Errorf("%d calls a ms: %d buckets visited in %d ms, want %d", perMs, visited, pass, nb)
+		}
+	}
+	// After a long stall (a minute without a call) the backlog is one pass
+	// at most, worked off 8 buckets a call.
+	visited = 0
+	now += 60 * sec
+	calls := 0
+	for ; calls < 10*nb; calls++ {
+		before := visited
+		call(now)
+		if visited == before {
+			break
+		}
+	}
+	if visited != nb || calls != nb/maxPacedBuckets {
+		t.Errorf("after a stall: %d buckets in %d calls, want %d in %d", visited, calls, nb, nb/maxPacedBuckets)
+	}
+	// The clock going back counts as a pass, not as 49 days.
+	visited = 0
+	call(now - 5*sec)
+	if visited != maxPacedBuckets {
+		t.Errorf("clock back: %d buckets visited, want %d", visited, maxPacedBuckets)
+	}
+
+	// Expiry: half-open flows inserted now, never seen again, are all
+	// swept once idle past their timeout plus one pass, at a call a ms.
+	tb = newTable(t, 4096)
+	keys := make([]flow.Tuple, 2000)
+	now = 5 * sec
+	for i := range keys {
+		keys[i] = tuple4(i)
+		tb.Insert(testHasher.Hash(&keys[i]), &keys[i], StateNew, 1, 1, 1, now)
+	}
+	live := tb.Len()
+	if live == 0 {
+		t.Fatal("nothing inserted")
+	}
+	swept := 0
+	end := now + Time(DefaultTCPNewTimeout/Resolution) + Time(pass) + 2
+	for now < end {
+		swept += tb.SweepPaced(now)
+		now++
+	}
+	if swept != live || tb.Len() != 0 {
+		t.Errorf("swept %d of %d; %d left", swept, live, tb.Len())
+	}
+}
+
 func TestDropAndScan(t *testing.T) {
 	tb := newTable(t, 4096)
 	perBackend := map[uint32]int{}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"unsafe"
 
 	"github.com/fulcrumlb/fulcrum/flow"
@@ -58,9 +59,15 @@ type Table struct {
 	live    int              // occupied slots
 	per     []int32          // live entries per backend id (Config.Backends)
 	sweep   int              // Sweep's next bucket
-	c       Counters
-	cs      candidates // lookupBurst's and ProbeBurst's per-burst scratch
-	evicts  uint64     // live entries evicted, of every state (Evictions)
+	// SweepPaced's schedule: a full pass every pass (Time units, half the
+	// shortest timeout); owed is the buckets due, times pass; pacedAt is
+	// the clock of the last call.
+	pass, owed uint64
+	pacedAt    Time
+	paced      bool
+	c          Counters
+	cs         candidates // lookupBurst's and ProbeBurst's per-burst scratch
+	evicts     uint64     // live entries evicted, of every state (Evictions)
 
 	external bool // entries and sigs came from Config.Memory
 }
@@ -76,6 +83,7 @@ func New(cfg Config) (*Table, error) {
 		mask:    uint64(nb - 1),
 		timeout: cfg.timeouts(),
 	}
+	t.pass = uint64(max(slices.Min(t.timeout[:])/2, 1))
 	if cfg.Backends > 0 {
 		t.per = make([]int32, cfg.Backends)
 	}
@@ -624,7 +632,8 @@ func (t *Table) Delete(hash uint64, key *flow.Tuple) bool {
 
 // Sweep removes the expired entries of the next budget buckets (it keeps its
 // own cursor and wraps around) and returns how many it removed. The lcore
-// calls it between bursts: the work is bounded by budget buckets, each one
+// calls it when idle, and SweepPaced between bursts: the work is bounded
+// by budget buckets, each one
 // signature word and one entry line per occupied slot. Visiting every bucket
 // at least once per shortest timeout (10 s by default: Buckets()/10 buckets
 // a second) keeps expired entries from holding slots long.
@@ -648,6 +657,39 @@ func (t *Table) Sweep(now Time, budget int) (expired int) {
 	}
 	t.c.Expired += uint64(expired)
 	return expired
+}
+
+// maxPacedBuckets bounds the buckets one SweepPaced call visits, so that no
+// burst's sweep is long; what is left is done by the next calls.
+const maxPacedBuckets = 8
+
+// SweepPaced is Sweep at the pace the timeouts need, for a forwarding loop
+// to call after every burst: over time it visits every bucket once per
+// half of the shortest timeout (5 s with the default 10 s), at most
+// maxPacedBuckets a call, and nothing when no bucket is due yet. A
+// per-burst Sweep(now, 1) visited buckets as fast as bursts came: at 5.5M
+// packets a second, 172,000 buckets a second where a table of 262,144
+// buckets needs 52,000, and at 1M flows each visit reads entry lines that
+// are misses (3% of a forwarding core's samples; docs/benchmarks.md, round
+// 12). An expired entry it has not reached yet is no risk: lookups treat it
+// as a miss and inserts reclaim it (evict); it only holds its slot, and
+// Len counts it, for at most that half timeout longer. Calls between which
+// the clock went back or jumped by more than a pass count as one pass.
+func (t *Table) SweepPaced(now Time) (expired int) {
+	nb := uint64(t.Buckets())
+	if !t.paced {
+		t.paced, t.pacedAt = true, now
+		return 0
+	}
+	dt := uint64(min(uint32(now-t.pacedAt), uint32(t.pass)))
+	t.pacedAt = now
+	t.owed = min(t.owed+dt*nb, nb*t.pass)
+	due := min(t.owed/t.pass, maxPacedBuckets)
+	if due == 0 {
+		return 0
+	}
+	t.owed -= due * t.pass
+	return t.Sweep(now, int(due))
 }
 
 // Selector picks the entries Drop removes.

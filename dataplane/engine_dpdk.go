@@ -387,7 +387,7 @@ func (e *Engine) loop(i int) error {
 		// The burst's packets wait in txWire and txTap until the next
 		// turn's FlushRx, right after this, which also counts them.
 		drops.FreeAll()
-		w.ct.Sweep(now, 1)
+		w.ct.SweepPaced(now)
 		c.Bursts++
 	}
 	// The last burst's packets, and their counts.
