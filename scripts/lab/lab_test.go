@@ -695,26 +695,46 @@ func TestLBKilledNoConnectionBreaks(t *testing.T) {
 // 4. A rolling restart of every LB with SIGTERM under wrk load: no
 // request fails (each withdraws its VIPs, drains, stops, comes back).
 func TestRollingRestartUnderLoad(t *testing.T) {
-	before := [3]uint64{0, forwarded(t, 1), forwarded(t, 2)}
-	wrk := ns("fl-client", "wrk", "-t", "2", "-c", "32", "-d", "40s", "--timeout", "5s", "http://"+vip+"/")
+	// wrk runs until both LBs are back and carrying its requests again
+	// (the 3 minutes are a bound), so the load covers the whole restart;
+	// SIGINT makes it stop and print its summary.
+	wrk := ns("fl-client", "wrk", "-t", "2", "-c", "32", "-d", "3m", "--timeout", "5s", "http://"+vip+"/")
 	var out bytes.Buffer
 	wrk.Stdout, wrk.Stderr = &out, &out
 	if err := wrk.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wrk.Process.Kill() })
+	done := make(chan error, 1)
+	go func() { done <- wrk.Wait() }()
 	start := time.Now()
-	waitFor(t, "wrk's requests going through both LBs (100 packets forwarded by each)", 20*time.Second, func() bool {
-		return forwarded(t, 1) >= before[1]+100 && forwarded(t, 2) >= before[2]+100
-	})
+	carrying := func(what string) {
+		before := [3]uint64{0, forwarded(t, 1), forwarded(t, 2)}
+		waitFor(t, what+" (100 packets forwarded by each LB)", 20*time.Second, func() bool {
+			return forwarded(t, 1) >= before[1]+100 && forwarded(t, 2) >= before[2]+100
+		})
+	}
+	carrying("wrk's requests going through both LBs")
 	for _, lb := range []string{"1", "2"} {
 		lab(t, "stop-lb", lb, "TERM")
 		lab(t, "start-lb", lb)
 		waitHops(t, 2)
 		t.Logf("lb%s restarted %v after wrk started", lb, time.Since(start).Round(100*time.Millisecond))
 	}
-	if err := wrk.Wait(); err != nil {
-		t.Fatalf("wrk: %v\n%s", err, out.String())
+	carrying("wrk's requests going through both restarted LBs")
+	select {
+	case err := <-done:
+		t.Fatalf("wrk ended before the rolling restart did (err %v)\n%s", err, out.String())
+	default:
+	}
+	wrk.Process.Signal(os.Interrupt)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("wrk: %v\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("wrk did not stop within 30 s of SIGINT\n%s", out.String())
 	}
 	s := out.String()
 	t.Logf("wrk:\n%s", s)
