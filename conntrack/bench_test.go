@@ -120,7 +120,7 @@ func BenchmarkLookupBurst(b *testing.B) {
 				if kind == "miss" {
 					ks = f.misses
 				}
-				sweep := kind == "hit+sweep" // as the dataplane's loop: one bucket a burst
+				sweep := kind == "hit+sweep" // one bucket a burst, as the forwarding loop swept before SweepPaced
 				var out [benchBurst]*Entry
 				n, found := len(ks.keys)/benchBurst*benchBurst, 0
 				b.ResetTimer()

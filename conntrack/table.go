@@ -633,8 +633,8 @@ func (t *Table) Delete(hash uint64, key *flow.Tuple) bool {
 // Sweep removes the expired entries of the next budget buckets (it keeps its
 // own cursor and wraps around) and returns how many it removed. The lcore
 // calls it when idle, and SweepPaced between bursts: the work is bounded
-// by budget buckets, each one
-// signature word and one entry line per occupied slot. Visiting every bucket
+// by budget buckets, each one signature word and one entry line per
+// occupied slot. Visiting every bucket
 // at least once per shortest timeout (10 s by default: Buckets()/10 buckets
 // a second) keeps expired entries from holding slots long.
 func (t *Table) Sweep(now Time, budget int) (expired int) {
