@@ -23,16 +23,18 @@ settled() { python3 -c 'import json, os, sys; f = sys.argv[1]; sys.exit(not (os.
 # started FILE N: the checker's -report FILE shows its N connections open,
 # each with a first exchange (so each break counts against its backend).
 started() { python3 -c 'import json, os, sys; f = sys.argv[1]; r = json.load(open(f)) if os.path.exists(f) else {}; sys.exit(not (r.get("connections") == int(sys.argv[2]) and sum((r.get("per_backend") or {}).values()) == r["connections"]))' "$@"; }
-# wait_for WHAT SECONDS CMD...: polls CMD every 0.2 s until it succeeds, or
+# wait_for WHAT SECONDS CMD...: polls CMD every 0.1 s until it succeeds, or
 # says what it waited for and fails the demo after SECONDS.
 wait_for() {
 	local what=$1 end=$(($(date +%s) + $2))
 	shift 2
 	until "$@"; do
 		if [ "$(date +%s)" -ge $end ]; then echo "   gave up waiting for $what"; exit 1; fi
-		sleep 0.2
+		sleep 0.1
 	done
 }
+# hops N: the router's route to the VIP has N ECMP next hops (0: one or none).
+hops() { [ "$(ip netns exec fl-router ip route show $VIP | grep -c nexthop)" = "$1" ]; }
 be2_down() { ctl "$1" --json backends web | python3 -c 'import json, sys; sys.exit(not any(b["name"] == "be2" and b["health"] == "down" for b in json.load(sys.stdin)["backends"]))'; }
 summary() { # conncheck JSON on stdin
 	python3 -c "$(cat <<'PY'
@@ -67,7 +69,7 @@ conncheck 200 2m -report "$LAB/cc1-progress.json" -timeout 30s >"$LAB/cc1.json"
 wait_for "the 200 connections to open" 30 started "$LAB/cc1-progress.json" 200
 t0=$(date +%s.%N)
 $lab stop-lb 1 KILL
-until [ "$(ip netns exec fl-router ip route show $VIP | grep -c nexthop)" = 0 ]; do sleep 0.1; done
+wait_for "the router to take lb1 out of the ECMP route" 60 hops 0
 t1=$(date +%s.%N)
 printf '   the router took lb1 out of the ECMP route %.1f s after the kill (BGP session lost);\n' "$(python3 -c "print($t1 - $t0)")"
 echo "   lb2 carries every flow to the same backends (same table, same hash)"
@@ -87,7 +89,7 @@ kill -INT $cc
 wait $cc
 summary <"$LAB/cc1.json"
 $lab start-lb 1
-until [ "$(ip netns exec fl-router ip route show $VIP | grep -c nexthop)" = 2 ]; do sleep 0.5; done
+wait_for "the router to have both LBs again" 60 hops 2
 echo "   lb1 restarted and announced again"
 
 say "5. 200 long-lived connections; backend be2 is killed once all are open"
