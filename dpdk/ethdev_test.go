@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -405,5 +406,30 @@ func TestLaunchWorkers(t *testing.T) {
 	err = RunOnLcore(workers[0], func() error { panic("lcore panic") })
 	if err == nil || !strings.Contains(err.Error(), "lcore panic") {
 		t.Errorf("panicking lcore function = %v, want the panic as an error", err)
+	}
+}
+
+// TestReserveProcs checks that ReserveProcs raises GOMAXPROCS to the loops
+// plus two when it is lower, leaves it when it is not, and leaves it when
+// the GOMAXPROCS environment variable is set.
+func TestReserveProcs(t *testing.T) {
+	was := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(was) })
+	if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
+		t.Cleanup(func() { os.Setenv("GOMAXPROCS", v) })
+	}
+	os.Unsetenv("GOMAXPROCS")
+	runtime.GOMAXPROCS(2)
+	if got := ReserveProcs(2); got != 4 || runtime.GOMAXPROCS(0) != 4 {
+		t.Errorf("2 loops, GOMAXPROCS 2: ReserveProcs %d, GOMAXPROCS %d; want 4, 4", got, runtime.GOMAXPROCS(0))
+	}
+	runtime.GOMAXPROCS(8)
+	if got := ReserveProcs(2); got != 8 || runtime.GOMAXPROCS(0) != 8 {
+		t.Errorf("2 loops, GOMAXPROCS 8: ReserveProcs %d, GOMAXPROCS %d; want 8, 8", got, runtime.GOMAXPROCS(0))
+	}
+	t.Setenv("GOMAXPROCS", "2")
+	runtime.GOMAXPROCS(2)
+	if got := ReserveProcs(3); got != 2 || runtime.GOMAXPROCS(0) != 2 {
+		t.Errorf("GOMAXPROCS=2 in the environment: ReserveProcs %d, GOMAXPROCS %d; want 2, 2", got, runtime.GOMAXPROCS(0))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -171,7 +172,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		log.Error("launching forwarding loops", "err", err)
 		return 1
 	}
-	log.Info("forwarding", "vips", len(cfg.VIPs), "config", cfg.File)
+	// gomaxprocs: the loops hold one P each; dpdk.LaunchWorkers raised it
+	// to leave two for the rest unless GOMAXPROCS is set.
+	log.Info("forwarding", "vips", len(cfg.VIPs), "config", cfg.File, "gomaxprocs", runtime.GOMAXPROCS(0))
 	// Ports up, tables built, loops running: systemd may now start what
 	// is ordered after fulcrum.service (Type=notify).
 	notify(log, sdnotify.Ready)

@@ -53,6 +53,11 @@ func TestRunJSONLogs(t *testing.T) {
 			if _, err := net.ParseMAC(rec["mac"].(string)); err != nil {
 				t.Errorf("mac is not text: %s", line)
 			}
+		case "forwarding":
+			// One loop at least, and two Ps beside it (dpdk.ReserveProcs).
+			if n, _ := rec["gomaxprocs"].(float64); os.Getenv("GOMAXPROCS") == "" && n < 3 {
+				t.Errorf("forwarding with GOMAXPROCS %v, want 3 or more: %s", rec["gomaxprocs"], line)
+			}
 		case "input idle, exiting":
 			if rec["idle"] != "1s" {
 				t.Errorf("duration is not text: %s", line)
