@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -245,8 +246,9 @@ func (l *Launch) Wait() error {
 }
 
 // ReserveProcs raises GOMAXPROCS to loops+2 when it is lower, unless the
-// GOMAXPROCS environment variable sets it (the operator's choice wins), and
-// returns the value in force.
+// GOMAXPROCS environment variable sets it to a positive number (the
+// operator's choice wins; an empty or invalid value, which Go's runtime
+// ignores, does not count), and returns the value in force.
 //
 // A forwarding loop never blocks in Go and its cgo calls last microseconds,
 // so it keeps its P. With GOMAXPROCS at the CPU count (Go's default) and a
@@ -264,7 +266,7 @@ func (l *Launch) Wait() error {
 // An idle P costs nothing: no thread spins for it.
 func ReserveProcs(loops int) int {
 	cur := runtime.GOMAXPROCS(0)
-	if _, set := os.LookupEnv("GOMAXPROCS"); set || cur >= loops+2 {
+	if n, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil && n > 0 || cur >= loops+2 {
 		return cur
 	}
 	runtime.GOMAXPROCS(loops + 2)

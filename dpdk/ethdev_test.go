@@ -411,7 +411,8 @@ func TestLaunchWorkers(t *testing.T) {
 
 // TestReserveProcs checks that ReserveProcs raises GOMAXPROCS to the loops
 // plus two when it is lower, leaves it when it is not, and leaves it when
-// the GOMAXPROCS environment variable is set.
+// the GOMAXPROCS environment variable sets it, but not when the variable
+// is empty or not a positive number (Go's runtime ignores those too).
 func TestReserveProcs(t *testing.T) {
 	was := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(was) })
@@ -426,6 +427,13 @@ func TestReserveProcs(t *testing.T) {
 	runtime.GOMAXPROCS(8)
 	if got := ReserveProcs(2); got != 8 || runtime.GOMAXPROCS(0) != 8 {
 		t.Errorf("2 loops, GOMAXPROCS 8: ReserveProcs %d, GOMAXPROCS %d; want 8, 8", got, runtime.GOMAXPROCS(0))
+	}
+	for _, v := range []string{"", "0", "-4", "two"} {
+		t.Setenv("GOMAXPROCS", v)
+		runtime.GOMAXPROCS(2)
+		if got := ReserveProcs(3); got != 5 || runtime.GOMAXPROCS(0) != 5 {
+			t.Errorf("GOMAXPROCS=%q in the environment: ReserveProcs %d, GOMAXPROCS %d; want 5, 5", v, got, runtime.GOMAXPROCS(0))
+		}
 	}
 	t.Setenv("GOMAXPROCS", "2")
 	runtime.GOMAXPROCS(2)
