@@ -137,29 +137,6 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 		{gen.Config{VIPs: udpVIPs, Mode: gen.ModeUDP, Flows: 100, Seed: 3}, 15},
 		{gen.Config{VIPs: anyVIPs, Mode: gen.ModeMix, Flows: 50, Seed: 4}, 5},
 	}
-	hand := func(t *testing.T) [][]byte {
-		tcp := layers.IPProtocolTCP
-		f := [][]byte{
-			frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "S", 0, true),
-			frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "A", 0, true),
-			frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "PA", 20, true),
-			frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "FA", 0, true),
-			frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "R", 0, true),
-			frame(t, "2001:db8:aaaa::9", "2001:db8:ffff::7", 4001, 443, tcp, "A", 0, true),
-			frame(t, "2001:db8:aaaa::9", "2001:db8:ffff::7", 4001, 443, tcp, "S", 0, true),
-			frame(t, "192.0.2.99", "203.0.113.7", 4002, 80, tcp, "PA", 3000, false), // too big without DF
-			frame(t, "198.51.100.201", "203.0.113.9", 4003, 22, tcp, "A", 0, true),  // every-port VIP
-		}
-		// The same flow behind a VLAN tag: the rest of its burst is general.
-		v := frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "A", 0, true)
-		tagged := append(append(append([]byte(nil), v[:12]...), 0x81, 0, 0, 7), v[12:]...)
-		f = append(f, tagged)
-		// A first IPv4 fragment of a tracked flow.
-		fr := frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "A", 40, false)
-		fr[20] |= 0x20 // MF
-		f = append(f, fixIPv4Checksum(fr))
-		return f
-	}
 	for _, k := range sched.Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
 			cfg := fastTestConfig
@@ -177,7 +154,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 				gs = append(gs, gg)
 				weights = append(weights, g.weight)
 			}
-			extra := hand(t)
+			extra := handFrames(t)
 			rng := rand.New(rand.NewPCG(5, uint64(k)))
 			pick := func() []byte {
 				if rng.IntN(20) == 0 {
@@ -278,4 +255,31 @@ func TestFastPathKeepsFlowOrder(t *testing.T) {
 	if tw.fast.w.c.Backends[0].SYNs+tw.fast.w.c.Backends[1].SYNs+tw.fast.w.c.Backends[2].SYNs == 0 {
 		t.Fatal("no SYN counted")
 	}
+}
+
+// handFrames are hand-made frames the fused path must take, leave alone or
+// split a flow on: each TCP flag of one IPv4 flow, an IPv6 flow, a frame
+// too big without DF, an every-port VIP, a VLAN tag, a first fragment.
+func handFrames(t *testing.T) [][]byte {
+	tcp := layers.IPProtocolTCP
+	f := [][]byte{
+		frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "S", 0, true),
+		frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "A", 0, true),
+		frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "PA", 20, true),
+		frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "FA", 0, true),
+		frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "R", 0, true),
+		frame(t, "2001:db8:aaaa::9", "2001:db8:ffff::7", 4001, 443, tcp, "A", 0, true),
+		frame(t, "2001:db8:aaaa::9", "2001:db8:ffff::7", 4001, 443, tcp, "S", 0, true),
+		frame(t, "192.0.2.99", "203.0.113.7", 4002, 80, tcp, "PA", 3000, false), // too big without DF
+		frame(t, "198.51.100.201", "203.0.113.9", 4003, 22, tcp, "A", 0, true),  // every-port VIP
+	}
+	// The same flow behind a VLAN tag: the rest of its burst is general.
+	v := frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "A", 0, true)
+	tagged := append(append(append([]byte(nil), v[:12]...), 0x81, 0, 0, 7), v[12:]...)
+	f = append(f, tagged)
+	// A first IPv4 fragment of a tracked flow.
+	fr := frame(t, "198.51.100.200", "203.0.113.7", 4000, 80, tcp, "A", 40, false)
+	fr[20] |= 0x20 // MF
+	f = append(f, fixIPv4Checksum(fr))
+	return f
 }
