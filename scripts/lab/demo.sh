@@ -36,18 +36,25 @@ wait_for() {
 # hops N: the router's route to the VIP has N ECMP next hops (0: one or none).
 hops() { [ "$(ip netns exec fl-router ip route show $VIP | grep -c nexthop)" = "$1" ]; }
 be2_down() { ctl "$1" --json backends web | python3 -c 'import json, sys; sys.exit(not any(b["name"] == "be2" and b["health"] == "down" for b in json.load(sys.stdin)["backends"]))'; }
-summary() { # conncheck JSON on stdin
-	python3 -c "$(cat <<'PY'
+# summary FILE [BACKEND]: prints the checker's report FILE, and fails the
+# demo when a connection broke that should not have: any (no BACKEND), or
+# one of another backend than BACKEND (the killed one).
+summary() {
+	python3 - "$@" <<'PY'
 import json, sys
-r = json.load(sys.stdin)
+r = json.load(open(sys.argv[1]))
+allowed = sys.argv[2] if len(sys.argv) > 2 else None
 per = ", ".join("%s %d" % (k, v) for k, v in sorted(r["per_backend"].items()))
 broken = {}
 for b in r["broken"] or []:
     broken[b["backend"]] = broken.get(b["backend"], 0) + 1
 detail = " (" + ", ".join("%s %d" % kv for kv in sorted(broken.items())) + ")" if broken else ""
 print("   %d connections (%s); broken: %d%s; still alive at the end: %d" % (r["connections"], per, sum(broken.values()), detail, r["alive"]))
+wrong = sum(v for k, v in broken.items() if k != allowed)
+if wrong:
+    print("   FAILED: %d connection(s) broke that %s" % (wrong, "should not have" if allowed is None else "were not " + allowed + "'s"))
+    sys.exit(1)
 PY
-)"
 }
 
 say "Setting up the lab: client, bird2 router (ECMP), 2 Fulcrum instances, 4 backends (about a minute)"
@@ -82,12 +89,14 @@ for i in $(seq 80); do
 done
 if [ $ok = yes ]; then
 	printf '   every held connection exchanged again %.1f s after the kill\n' "$(python3 -c "import time; print(time.time() - $t0)")"
-else
-	echo "   some held connections had not exchanged again 40 s after the withdrawal"
 fi
 kill -INT $cc
 wait $cc
-summary <"$LAB/cc1.json"
+summary "$LAB/cc1.json"
+if [ $ok = no ]; then
+	echo "   FAILED: some held connections had not exchanged again 40 s after the withdrawal"
+	exit 1
+fi
 $lab start-lb 1
 wait_for "the router to have both LBs again" 60 hops 2
 echo "   lb1 restarted and announced again"
@@ -103,11 +112,13 @@ wait_for "be2 down on lb1" 15 be2_down 1
 wait_for "be2 down on lb2" 15 be2_down 2
 since=$(python3 -c "import time; print(time.time() + 1)")
 wait_for "every connection still open to exchange again" 30 settled "$LAB/cc2-progress.json" "$since"
+# The table while the surviving connections are still open.
+echo "   the health checks took be2 out of the tables (lb1's view, connections still open):"
+ctl 1 backends web | sed 's/^/   /'
 kill -INT $cc
 wait $cc
-summary <"$LAB/cc2.json"
-echo "   only be2's connections broke; the health checks took it out of the tables:"
-ctl 1 backends web | sed 's/^/   /'
+summary "$LAB/cc2.json" be2
+echo "   only be2's connections broke"
 $lab start-backend 2
 
 say "Tearing the lab down"
