@@ -241,7 +241,15 @@ func TestFlappingBackendEjected(t *testing.T) {
 	cfg.BackoffBase, cfg.BackoffMax = 40*time.Millisecond, 100*time.Millisecond
 	_, events := startChecker(t, Target{Addr: serverAddr(t, srv.URL), Config: cfg}, nil)
 
-	up := expect(t, events, Unknown, Up)
+	expect(t, events, Unknown, Up)
+	// The first fall ends the checker's first Up period, its first
+	// verdict: a failure, not a flap.
+	code.Store(http.StatusInternalServerError)
+	if down := next(t, events); down.New != Down || down.Ejected {
+		t.Fatalf("first fall: %v>%v, ejected %v; want down without an ejection", down.Old, down.New, down.Ejected)
+	}
+	code.Store(http.StatusOK)
+	up := expect(t, events, Down, Up)
 	var backoff time.Duration
 	for i := 1; i <= 4; i++ {
 		code.Store(http.StatusInternalServerError)

@@ -109,6 +109,13 @@ type machine struct {
 	// the window mean the same at any interval and under jitter.
 	upAt        uint64
 	provisional bool // Up by StartUp, not yet confirmed by a check
+	// recovered is true when the current Up period followed a Down: only
+	// such a period can end in a flap. The first Up of a checker (from
+	// Unknown, or StartUp's) is its first verdict, not a change of one:
+	// a backend that fails soon after an instance (re)started, or after
+	// a reload added it, has failed once, as every other instance of
+	// the fleet sees it, and is not held out longer there.
+	recovered bool
 }
 
 func newMachine(key string, addr netip.AddrPort, cfg Config, now time.Time) *machine {
@@ -182,6 +189,7 @@ func (m *machine) observe(now time.Time, rtt time.Duration, err error) (Event, b
 			s.State, s.Since = Up, now
 			s.Reason = fmt.Sprintf("%d consecutive checks passed", s.ConsecutiveOK)
 			m.upAt = s.Checks
+			m.recovered = old == Down
 			return m.event(now, old, nil, false), true
 		}
 		if err != nil && old == Unknown && s.ConsecutiveFail >= m.fall {
@@ -192,14 +200,15 @@ func (m *machine) observe(now time.Time, rtt time.Duration, err error) (Event, b
 }
 
 // down moves the backend Down because of err and decides whether the Up
-// period that ends was a flap: its Up transition is within the last
-// FlapWindow checks, so one whole up-and-down cycle fits in the window.
+// period that ends was a flap: it followed a Down (recovered) and its Up
+// transition is within the last FlapWindow checks, so one whole
+// down-up-down cycle fits in the window.
 func (m *machine) down(now time.Time, old State, err error) Event {
 	s := &m.st
-	flapped := old == Up && m.upAt != 0 && s.Checks-m.upAt < m.window
+	flapped := old == Up && m.recovered && m.upAt != 0 && s.Checks-m.upAt < m.window
 	s.State, s.Since = Down, now
 	m.upAt = 0
-	m.provisional = false
+	m.provisional, m.recovered = false, false
 	if !flapped {
 		s.Backoff = 0
 		s.Reason = err.Error()

@@ -137,6 +137,12 @@ func TestMachineFlapBackoff(t *testing.T) {
 		t.Fatal("never came up")
 	}
 	up()
+	// The first fall after the first Up (the checker's first verdict,
+	// not a change of one) is a failure, not a flap.
+	if ev, ok := step(time.Second, false); !ok || ev.New != Down || ev.Ejected || ev.Reason != errFail.Msg {
+		t.Fatalf("first fall: event %+v ok=%v, want down without an ejection", ev, ok)
+	}
+	up()
 	for i, want := range []time.Duration{10 * time.Second, 20 * time.Second, 25 * time.Second, 25 * time.Second} {
 		ev, ok := step(time.Second, false)
 		if !ok || ev.New != Down || !ev.Ejected || ev.Status.Backoff != want || ev.Status.Ejections != i+1 {
@@ -177,6 +183,36 @@ func TestMachineFlapBackoff(t *testing.T) {
 	up()
 	if ev, ok := step(time.Second, false); !ok || !ev.Ejected || ev.Status.Backoff != cfg.BackoffBase || ev.Status.Ejections != 5 {
 		t.Fatalf("first flap after the reset: %+v, want an ejection for the base %v", ev, cfg.BackoffBase)
+	}
+}
+
+// A checker's first Up (from Unknown, or StartUp's) is its first verdict,
+// not a change of one: a fall soon after it is a failure, as every other
+// instance of the fleet, whose checker has run longer, sees it. Only an Up
+// that followed a Down can end in a flap. (Found by the lab demo: the
+// instance restarted a few seconds before a backend was killed reported
+// "flapping" and held it out 2 s longer than its peer.)
+func TestMachineFirstUpIsNotAFlap(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		startUp bool
+		seq     string
+		want    string
+	}{
+		{"from unknown", false, "++-", "1:unknown>up 2:up>down"},
+		{"start_up confirmed", true, "+-", "1:up>down"},
+		{"then a short up again", false, "++-++-", "1:unknown>up 2:up>down 4:down>up 5:up>down!"},
+		{"down first, then a short up", false, "-++-", "0:unknown>down 2:down>up 3:up>down!"},
+		{"start_up failing at once, then a short up", true, "-++-", "0:up>down 2:down>up 3:up>down!"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Rise, cfg.Fall, cfg.StartUp = 2, 1, tc.startUp
+			m := newMachine("b", addr, cfg, t0) // the default window: 20 checks
+			if got := strings.Join(drive(m, tc.seq, t0, time.Second), " "); got != tc.want {
+				t.Fatalf("transitions %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
