@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/gopacket/layers"
 
+	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
@@ -27,32 +28,42 @@ func fuzzTemplates(t *testing.T) [][]byte {
 // FuzzFastPathMatchesGeneral is TestFastPathMatchesGeneral with the
 // bursts chosen by the fuzzer: hostile frames (any byte of a template
 // changed, cut short or grown), several events inside one burst and
-// between bursts (a backend down, the clock past every timeout), under
-// every scheduler. Both workers must produce the same frames, verdicts,
-// counters and conntrack tables, and neither may panic.
+// between bursts (a backend down, a reload that changes the VIPs' hash
+// fields, the clock past every timeout), under every scheduler. Both
+// workers must produce the same frames, verdicts, counters and conntrack
+// tables, and neither may panic.
 //
 // The input, byte by byte: the scheduler; then records of one frame each
 // (template, edits, then 2 bytes an edit: offset and XOR value; a
 // template byte of 0xF0 and above is an event instead: 0xF0 ends the
 // burst, 0xF1 advances the clock by the next byte in seconds, 0xF2 puts
 // backend be1 down, 0xF3 brings it back, 0xF4 cuts the last frame to the
-// next byte's length).
+// next byte's length, 0xF5 reloads to the hash setting the next byte
+// chooses).
 func FuzzFastPathMatchesGeneral(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 0, 2, 0, 0xF0, 1, 0, 1, 1, 40, 0x10})
 	f.Add([]byte{1, 6, 0, 7, 0, 0xF0, 7, 0, 0xF2, 7, 0, 1, 0, 0xF1, 200, 1, 0})
 	f.Add([]byte{2, 8, 0, 9, 0, 9, 1, 60, 0xff, 10, 0, 0xF4, 30, 14, 0, 15, 0})
 	f.Add([]byte{3, 0, 0, 1, 0, 3, 0, 1, 0, 0xF2, 2, 0, 0xF3, 2, 0, 4, 0, 0, 0})
+	f.Add([]byte{0, 0, 0, 1, 0, 6, 0, 0xF5, 1, 0, 0, 1, 0, 6, 0, 5, 0, 0xF5, 3, 0, 0, 12, 0, 13, 0})
+	// Every reload target must be a configuration the daemon accepts.
+	for _, k := range sched.Kinds() {
+		for i, c := range fuzzHashConfigs(k, fuzzConfig(k)) {
+			if _, err := config.Parse([]byte(c), "reload.toml"); err != nil {
+				f.Fatalf("%v, hash setting %d: %v", k, i, err)
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 || len(data) > 1024 {
 			return
 		}
 		kinds := sched.Kinds()
 		k := kinds[int(data[0])%len(kinds)]
-		cfg := fastTestConfig
-		if k != sched.Maglev {
-			cfg = withScheduler(k) + fastTestConfig[len(testConfig):]
-		}
+		cfg := fuzzConfig(k)
+		configs := fuzzHashConfigs(k, cfg)
 		tw := newTwin(t, cfg)
+		var over Overrides
 		tmpl := fuzzTemplates(t)
 		var frames [][]byte
 		publishes := 0
@@ -83,19 +94,30 @@ func FuzzFastPathMatchesGeneral(f *testing.F) {
 				tw.fast.now += d
 				tw.slow.now += d
 				continue
-			case b == 0xF2 || b == 0xF3:
+			case b == 0xF2 || b == 0xF3 || b == 0xF5:
 				// A snapshot costs both workers their Maglev tables:
 				// a few per input keep the fuzzer's rate.
 				if publishes++; publishes > 4 {
 					continue
 				}
-				var over Overrides
-				if b == 0xF2 {
-					over = Overrides{{"web", "be1"}: {Weight: 0, Down: true}}
-				}
 				// Between the bursts: the workers read the snapshot at
 				// a burst's start, as the daemon's do.
 				flush()
+				switch b {
+				case 0xF2:
+					over = Overrides{{"web", "be1"}: {Weight: 0, Down: true}}
+				case 0xF3:
+					over = nil
+				case 0xF5: // a reload to another hash setting
+					n, _ := next(&i)
+					for _, r := range []*rig{tw.fast, tw.slow} {
+						c, err := config.Parse([]byte(configs[int(n)%len(configs)]), "reload.toml")
+						if err != nil {
+							t.Fatal(err)
+						}
+						r.cfg = c
+					}
+				}
 				tw.fast.publish(over)
 				tw.slow.publish(over)
 				continue
@@ -105,7 +127,7 @@ func FuzzFastPathMatchesGeneral(f *testing.F) {
 					frames[len(frames)-1] = frames[len(frames)-1][:n]
 				}
 				continue
-			case b > 0xF4:
+			case b > 0xF5:
 				continue
 			}
 			fr := append([]byte(nil), tmpl[int(b)%len(tmpl)]...)
@@ -129,4 +151,29 @@ func FuzzFastPathMatchesGeneral(f *testing.F) {
 		}
 		flush()
 	})
+}
+
+// fuzzConfig is fastTestConfig with the web VIPs under scheduler k.
+func fuzzConfig(k sched.Kind) string {
+	if k == sched.Maglev {
+		return fastTestConfig
+	}
+	return withScheduler(k) + fastTestConfig[len(testConfig):]
+}
+
+// fuzzHashConfigs are the hash settings a reload (0xF5) may switch
+// between: the 5-tuple everywhere, then
+// TestFastPathMatchesGeneralUnderHashFields' settings. Under a load-based
+// scheduler the web VIPs keep the 5-tuple (config refuses anything else
+// there) and the UDP VIP, Maglev's, changes.
+func fuzzHashConfigs(k sched.Kind, cfg string) []string {
+	if k != sched.Maglev {
+		return []string{cfg, withHash(cfg, "", "", `hash = "src-ip"`), withHash(cfg, "", "", `hash = "3-tuple"`)}
+	}
+	return []string{
+		cfg,
+		withHash(cfg, `hash = "3-tuple"`, `hash = "src-ip-prefix"`, `hash = "src-ip"`),
+		withHash(cfg, "", `hash = "3-tuple"`, "hash = \"src-ip-prefix\"\nhash_prefix = 30"),
+		withHash(cfg, `hash = "src-ip"`, "", ""),
+	}
 }
