@@ -48,7 +48,7 @@ func FuzzFastPathMatchesGeneral(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 0, 6, 0, 0xF5, 1, 0, 0, 1, 0, 6, 0, 5, 0, 0xF5, 3, 0, 0, 12, 0, 13, 0})
 	// Every reload target must be a configuration the daemon accepts.
 	for _, k := range sched.Kinds() {
-		for i, c := range fuzzHashConfigs(k, fuzzConfig(k)) {
+		for i, c := range fuzzHashConfigs(k, fastConfig(k)) {
 			if _, err := config.Parse([]byte(c), "reload.toml"); err != nil {
 				f.Fatalf("%v, hash setting %d: %v", k, i, err)
 			}
@@ -60,7 +60,7 @@ func FuzzFastPathMatchesGeneral(f *testing.F) {
 		}
 		kinds := sched.Kinds()
 		k := kinds[int(data[0])%len(kinds)]
-		cfg := fuzzConfig(k)
+		cfg := fastConfig(k)
 		configs := fuzzHashConfigs(k, cfg)
 		tw := newTwin(t, cfg)
 		var over Overrides
@@ -110,13 +110,11 @@ func FuzzFastPathMatchesGeneral(f *testing.F) {
 					over = nil
 				case 0xF5: // a reload to another hash setting
 					n, _ := next(&i)
-					for _, r := range []*rig{tw.fast, tw.slow} {
-						c, err := config.Parse([]byte(configs[int(n)%len(configs)]), "reload.toml")
-						if err != nil {
-							t.Fatal(err)
-						}
-						r.cfg = c
+					c, err := config.Parse([]byte(configs[int(n)%len(configs)]), "reload.toml")
+					if err != nil {
+						t.Fatal(err)
 					}
+					tw.fast.cfg, tw.slow.cfg = c, c // read only: publish maps it to a snapshot
 				}
 				tw.fast.publish(over)
 				tw.slow.publish(over)
@@ -151,14 +149,6 @@ func FuzzFastPathMatchesGeneral(f *testing.F) {
 		}
 		flush()
 	})
-}
-
-// fuzzConfig is fastTestConfig with the web VIPs under scheduler k.
-func fuzzConfig(k sched.Kind) string {
-	if k == sched.Maglev {
-		return fastTestConfig
-	}
-	return withScheduler(k) + fastTestConfig[len(testConfig):]
 }
 
 // fuzzHashConfigs are the hash settings a reload (0xF5) may switch

@@ -139,11 +139,7 @@ func TestFastPathMatchesGeneral(t *testing.T) {
 	}
 	for _, k := range sched.Kinds() {
 		t.Run(k.String(), func(t *testing.T) {
-			cfg := fastTestConfig
-			if k != sched.Maglev {
-				cfg = withScheduler(k) + fastTestConfig[len(testConfig):]
-			}
-			tw := newTwin(t, cfg)
+			tw := newTwin(t, fastConfig(k))
 			var gs []*gen.Generator
 			var weights []int
 			for _, g := range gens {
@@ -282,4 +278,12 @@ func handFrames(t *testing.T) [][]byte {
 	fr[20] |= 0x20 // MF
 	f = append(f, fixIPv4Checksum(fr))
 	return f
+}
+
+// fastConfig is fastTestConfig with the web VIPs under scheduler k.
+func fastConfig(k sched.Kind) string {
+	if k == sched.Maglev {
+		return fastTestConfig
+	}
+	return withScheduler(k) + fastTestConfig[len(testConfig):]
 }
