@@ -128,6 +128,25 @@ func TestParseRejectsAtKeyAndLine(t *testing.T) {
 		// A backend the encapsulator cannot tunnel to (encap.Backend).
 		{"multicast backend", strings.Replace(base, `"10.0.1.1"`, `"224.0.0.1"`, 1), "vip[0].backend[0].address", 16},
 		{"loopback backend", strings.Replace(base, `"10.0.1.1"`, `"127.0.0.1"`, 1), "vip[0].backend[0].address", 16},
+		// Addresses that cannot work: a VIP no router forwards to, a
+		// backend or next hop that sends the tunnels back to the LB, a
+		// next-hop MAC of no single host.
+		{"vip unspecified", strings.Replace(base, `"203.0.113.7"`, `"0.0.0.0"`, 1), "vip[0].address", 12},
+		{"vip broadcast", strings.Replace(base, `"203.0.113.7"`, `"255.255.255.255"`, 1), "vip[0].address", 12},
+		{"vip multicast", strings.Replace(base, `"203.0.113.7"`, `"239.1.2.3"`, 1), "vip[0].address", 12},
+		{"vip loopback", strings.Replace(base, `"203.0.113.7"`, `"127.0.0.2"`, 1), "vip[0].address", 12},
+		{"vip link-local", strings.Replace(base, `"203.0.113.7"`, `"169.254.0.9"`, 1), "vip[0].address", 12},
+		{"vip6 link-local", strings.Replace(strings.Replace(base, `"203.0.113.7"`, `"fe80::7"`, 1), `lb_ipv4 = "192.0.2.10"`, `lb_ipv4 = "192.0.2.10"`+"\nlb_ipv6 = \"2001:db8::10\"", 1), "vip[0].address", 13},
+		{"backend at the vip", strings.Replace(base, `"10.0.1.1"`, `"203.0.113.7"`, 1), "vip[0].backend[0].address", 16},
+		{"backend at another vip", base + strings.Replace(secondVIP, `"10.0.1.2"`, `"203.0.113.7"`, 1), "vip[1].backend[0].address", 22},
+		{"backend at lb_ipv4", strings.Replace(base, `"10.0.1.1"`, `"192.0.2.10"`, 1), "vip[0].backend[0].address", 16},
+		{"gateway at the vip", strings.Replace(base, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv4 = "203.0.113.7"`, 1), "dataplane.gateway_ipv4", 8},
+		{"gateway at lb_ipv4", strings.Replace(base, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv4 = "192.0.2.10"`, 1), "dataplane.gateway_ipv4", 8},
+		{"gateway unspecified", strings.Replace(base, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv4 = "0.0.0.0"`, 1), "dataplane.gateway_ipv4", 8},
+		{"lb_ipv4 broadcast", strings.Replace(base, `lb_ipv4 = "192.0.2.10"`, `lb_ipv4 = "255.255.255.255"`, 1), "dataplane.lb_ipv4", 7},
+		{"next hop mac broadcast", strings.Replace(base, `gateway_ipv4 = "192.0.2.1"`, `next_hop_mac = "ff:ff:ff:ff:ff:ff"`, 1), "dataplane.next_hop_mac", 8},
+		{"next hop mac multicast", strings.Replace(base, `gateway_ipv4 = "192.0.2.1"`, `next_hop_mac = "33:33:00:00:00:01"`, 1), "dataplane.next_hop_mac", 8},
+		{"next hop mac zero", strings.Replace(base, `gateway_ipv4 = "192.0.2.1"`, `next_hop_mac = "00:00:00:00:00:00"`, 1), "dataplane.next_hop_mac", 8},
 		// A missing key is reported at its table's header.
 		{"missing vip address", strings.Replace(base, "address = \"203.0.113.7\"\n", "", 1), "vip[0].address", 11},
 		// [bgp] errors carry lines.
@@ -146,6 +165,24 @@ func TestParseRejectsAtKeyAndLine(t *testing.T) {
 	cases[14].key, cases[14].line = "bgp.drain_time", 20
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { wantProblemAt(t, tc.toml, tc.key, tc.line, "") })
+	}
+}
+
+// The addresses next to the ones refused above are accepted: a /24's
+// last address is an ordinary host behind a router, an IPv6 gateway is
+// usually link-local, a router may also be a backend, and a locally
+// administered unicast MAC is a host's.
+func TestAddressesNearTheRefusedOnesParse(t *testing.T) {
+	for name, toml := range map[string]string{
+		"vip ending in 255":           strings.Replace(base, `"203.0.113.7"`, `"203.0.113.255"`, 1),
+		"link-local ipv6 gateway":     strings.Replace(base, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv4 = "192.0.2.1"`+"\ngateway_ipv6 = \"fe80::1\"", 1),
+		"gateway that is a backend":   strings.Replace(base, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv4 = "10.0.1.1"`, 1),
+		"locally administered mac":    strings.Replace(base, `gateway_ipv4 = "192.0.2.1"`, `next_hop_mac = "02:00:00:00:00:fe"`, 1),
+		"backends shared by two vips": base + secondVIP,
+	} {
+		if _, err := Parse([]byte(toml), "f.toml"); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 

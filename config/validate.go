@@ -98,6 +98,7 @@ func (ck *checker) finish(c *Config) {
 	for i := range c.VIPs {
 		ck.finishVIP(c, i, keys, names)
 	}
+	ck.checkLoops(c)
 	ck.checkSnapshotLimits(c)
 	if !dpOK {
 		return // the next-hop check needs a valid [dataplane]
@@ -268,7 +269,14 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	}{{"dataplane.lb_ipv4", d.LBIPv4, true}, {"dataplane.lb_ipv6", d.LBIPv6, false}, {"dataplane.gateway_ipv4", d.GatewayIPv4, true}, {"dataplane.gateway_ipv6", d.GatewayIPv6, false}} {
 		if a.v.IsValid() && a.v.Is4() != a.v4 {
 			ck.bad(a.p, "%v is not an IPv%d address", a.v, map[bool]int{true: 4, false: 6}[a.v4])
+		} else if a.v.IsValid() && !unicast(a.v.Addr) {
+			ck.bad(a.p, "%v is not a unicast address", a.v)
 		}
+	}
+	if m := d.NextHopMAC; m.Set && (m.HW == [6]byte{} || m.HW[0]&1 != 0) {
+		// A group address would flood every tunnelled packet to the
+		// whole segment; the zero address reaches nobody.
+		ck.bad("dataplane.next_hop_mac", "%s is not a unicast MAC address (the zero address, or the group bit set: broadcast or multicast)", net.HardwareAddr(m.HW[:]))
 	}
 	if d.LBPrefix4 == 0 {
 		d.LBPrefix4 = DefaultLBPrefix4
@@ -474,6 +482,8 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 		keys[key] = i
 		if v.Address.Addr == d.LBIPv4.Addr || v.Address.Addr == d.LBIPv6.Addr {
 			ck.bad(at+".address", "%v is the LB's own address; a VIP must be a separate address", v.Address)
+		} else if why := notAVIP(v.Address.Addr); why != "" {
+			ck.bad(at+".address", "%v is %s: routers cannot bring a client's packets to it", v.Address, why)
 		}
 	}
 	// The default name is the VIP's key; it has a '/', and the admin API
@@ -586,6 +596,65 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 	}
 	if live == 0 && !badWeight {
 		ck.bad(at, "every backend has weight 0: the VIP could not take a new flow")
+	}
+}
+
+// unicast reports whether a names one node that packets can be sent to:
+// not unspecified, loopback, multicast, 0.0.0.0/8 or 240.0.0.0/4 (with
+// the broadcast address). Link-local addresses pass: an IPv6 gateway
+// is often one.
+func unicast(a netip.Addr) bool {
+	return !a.IsUnspecified() && !a.IsLoopback() && !a.IsMulticast() &&
+		!(a.Is4() && (a.As4()[0] == 0 || a.As4()[0] >= 240))
+}
+
+// notAVIP says why a cannot be a VIP, or "" when it can: a VIP is
+// announced to routers and reached by clients from other networks.
+func notAVIP(a netip.Addr) string {
+	switch {
+	case !unicast(a):
+		return "not a unicast address"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address"
+	}
+	return ""
+}
+
+// checkLoops refuses addresses that would send the LB's own tunnels back
+// to it: a backend or a gateway at a VIP's address or the LB's (the
+// routers bring packets for a VIP to the LB, which drops GRE, IPIP and
+// GUE to its VIPs as traffic of no service). A gateway that is also a
+// backend is allowed: a router may serve too.
+func (ck *checker) checkLoops(c *Config) {
+	d := &c.Dataplane
+	own := map[netip.Addr]string{}
+	for i, v := range c.VIPs {
+		if v.Address.IsValid() {
+			if _, dup := own[v.Address.Addr]; !dup {
+				own[v.Address.Addr] = fmt.Sprintf("the address of VIP %q (vip #%d)", v.Name, i+1)
+			}
+		}
+	}
+	if d.LBIPv4.IsValid() {
+		own[d.LBIPv4.Addr] = "the LB's own address (dataplane.lb_ipv4)"
+	}
+	if d.LBIPv6.IsValid() {
+		own[d.LBIPv6.Addr] = "the LB's own address (dataplane.lb_ipv6)"
+	}
+	for i, v := range c.VIPs {
+		for j, b := range v.Backends {
+			if what, ok := own[b.Address.Addr]; ok && b.Address.IsValid() {
+				ck.bad(fmt.Sprintf("vip[%d].backend[%d].address", i, j), "backend %v is %s: its tunnels would come back to the LB", b.Address, what)
+			}
+		}
+	}
+	for _, g := range []struct {
+		p string
+		a Addr
+	}{{"dataplane.gateway_ipv4", d.GatewayIPv4}, {"dataplane.gateway_ipv6", d.GatewayIPv6}} {
+		if what, ok := own[g.a.Addr]; ok && g.a.IsValid() {
+			ck.bad(g.p, "%v is %s: the next hop must be another host", g.a, what)
+		}
 	}
 }
 
