@@ -59,15 +59,15 @@ type collector struct {
 	adminConns, adminRefused                    *prometheus.Desc
 
 	// Per worker (lcore).
-	wRxBytes, wTxBytes, wTxFull, wMoved, wPunted, wFromKernel *prometheus.Desc
-	wHealthTunnel                                             *prometheus.Desc
-	wSecondChance, wSecondChanceFlows                         *prometheus.Desc
-	wFragments, wICMPRouted, wForwarded, wICMPReplies         *prometheus.Desc
-	wICMPLimited, wPolls, wBusy                               *prometheus.Desc
-	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups      *prometheus.Desc
-	wCTInserts, wCTExpired, wCTFlushed                        *prometheus.Desc
-	staleWorkers                                              *prometheus.Desc
-	wQUIC                                                     *prometheus.Desc
+	wRxBytes, wTxBytes, wTxFull, wMoved, wSYNKept, wPunted, wFromKernel *prometheus.Desc
+	wHealthTunnel                                                       *prometheus.Desc
+	wSecondChance, wSecondChanceFlows                                   *prometheus.Desc
+	wFragments, wICMPRouted, wForwarded, wICMPReplies                   *prometheus.Desc
+	wICMPLimited, wPolls, wBusy                                         *prometheus.Desc
+	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups                *prometheus.Desc
+	wCTInserts, wCTExpired, wCTFlushed                                  *prometheus.Desc
+	staleWorkers                                                        *prometheus.Desc
+	wQUIC                                                               *prometheus.Desc
 
 	// The wire port.
 	portPackets, portBytes, portMissed, portNoMbuf, portErrors *prometheus.Desc
@@ -130,6 +130,7 @@ func newCollector(s *Server) *collector {
 		wTxBytes:           d("worker_tx_bytes_total", "Bytes transmitted by a worker.", "worker"),
 		wTxFull:            d("worker_tx_full_total", "Packets a worker decided to send (forward, reply, punt) that the port's tx queue refused.", "worker"),
 		wMoved:             d("worker_moved_flows_total", "Tracked flows re-selected because their backend was removed or went down, or flushed by an operator.", "worker"),
+		wSYNKept:           d("worker_syn_kept_total", "SYNs on an established connection that kept its backend: a new connection on a reused 5-tuple whose end the LB missed, or a spoofed SYN, which must not move a live connection.", "worker"),
 		wPunted:            d("worker_punted_packets_total", "Packets a worker handed to the kernel (exception path).", "worker"),
 		wFromKernel:        d("worker_from_kernel_packets_total", "Packets from the kernel a worker sent on the wire.", "worker"),
 		wHealthTunnel:      d("worker_health_tunnel_packets_total", "Of the packets from the kernel, health checks encapsulated to their backend (checks through the tunnel).", "worker"),
@@ -174,7 +175,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced,
 		c.converging, c.convergingNewFlows,
 		c.adminConns, c.adminRefused,
-		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
+		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wSYNKept, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
 		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPolls, c.wBusy,
 		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
 		c.staleWorkers, c.wQUIC,
@@ -232,6 +233,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wTxBytes, w.TxBytes, id)
 		counter(c.wTxFull, w.TxFull, id)
 		counter(c.wMoved, w.Moved, id)
+		counter(c.wSYNKept, w.SYNKept, id)
 		counter(c.wPunted, w.Punted, id)
 		counter(c.wFromKernel, w.FromKernel, id)
 		counter(c.wHealthTunnel, w.HealthTunnelTx, id)

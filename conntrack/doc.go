@@ -75,12 +75,14 @@
 //	closing     a FIN or RST arrived; sticky until expiry or a new SYN
 //	other       UDP and every protocol without a handshake
 //
-// A SYN on an established or closing entry is port reuse: the server closed
-// and the LB never saw it. The entry goes back to new and keeps its backend
-// (the backend accepts a new SYN on a TIME_WAIT tuple, RFC 6191, and a stray
-// or spoofed SYN does not move a live connection); Touch reports it so the
-// dataplane may re-pin if the pinned backend has left, as IPVS's
-// conn_reuse_mode does. Each state has its own idle timeout (Config).
+// A SYN on an established or closing entry is port reuse (or spoofed): the
+// entry goes back to new, and Touch reports it. The dataplane decides the
+// pin: on an established entry it keeps its backend while that backend
+// serves (the backend accepts a new SYN on a TIME_WAIT tuple, RFC 6191,
+// and a stray or spoofed SYN does not move a live connection); on a
+// closing entry, whose end the LB saw, the SYN is a new connection and
+// takes the current choice, as IPVS's conn_reuse_mode does. Each state has
+// its own idle timeout (Config).
 //
 // # Eviction
 //

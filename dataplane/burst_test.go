@@ -186,7 +186,10 @@ func TestPingFloodLeavesTooBigBudget(t *testing.T) {
 }
 
 // An ICMP error is never sent to a VIP or to the LB's own address: such a
-// source is spoofed, and the reply would loop back into the LB.
+// source is spoofed, and the reply would loop back into the LB. A new
+// flow from such a source is dropped before it reaches the encapsulation
+// (martian-source); the too-big check behind it (icmp-error-to-self)
+// guards flows tracked before.
 func TestNoTooBigTowardVIPOrLB(t *testing.T) {
 	r := newRig(t, testConfig)
 	frames := [][]byte{
@@ -205,8 +208,8 @@ func TestNoTooBigTowardVIPOrLB(t *testing.T) {
 		}
 	}
 	c := &r.w.c
-	if c.Drops[DropICMPToSelf] != 4 || c.Encap[encap.ICMPReply] != 2 {
-		t.Errorf("dropped toward self %d, replies %d; want 4, 2", c.Drops[DropICMPToSelf], c.Encap[encap.ICMPReply])
+	if c.Drops[DropMartianSource] != 4 || c.Encap[encap.ICMPReply] != 2 {
+		t.Errorf("dropped as martian %d, replies %d; want 4, 2", c.Drops[DropMartianSource], c.Encap[encap.ICMPReply])
 	}
 	if got := c.Encap[encap.ICMPReply] + c.Dropped(); got != c.RxPackets {
 		t.Errorf("replies + drops = %d, received %d", got, c.RxPackets)
@@ -241,7 +244,7 @@ func TestImpossibleTCPFlagsDropped(t *testing.T) {
 
 // The paths this file tests allocate nothing either: a burst of new flows
 // with several packets each (the re-look-up), a ping, too-big replies to a
-// client and toward a VIP, and a packet with impossible flags.
+// client, a new flow from a VIP, and a packet with impossible flags.
 func TestNewPathsAllocateNothing(t *testing.T) {
 	for _, k := range []sched.Kind{sched.Maglev, sched.RoundRobin} {
 		r := newRig(t, withScheduler(k))
@@ -279,8 +282,8 @@ func TestNewPathsAllocateNothing(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%v: Process allocates %v times per burst", k, allocs)
 		}
-		if c := &r.w.c; c.CTMisses < 8*100 || c.Drops[DropICMPToSelf] == 0 || c.Parse[packet.BadTCPFlags] == 0 || c.EchoReplies == 0 {
-			t.Errorf("%v: paths not taken: misses %d, to-self %d, bad flags %d, echo %d", k, c.CTMisses, c.Drops[DropICMPToSelf], c.Parse[packet.BadTCPFlags], c.EchoReplies)
+		if c := &r.w.c; c.CTMisses < 8*100 || c.Drops[DropMartianSource] == 0 || c.Parse[packet.BadTCPFlags] == 0 || c.EchoReplies == 0 {
+			t.Errorf("%v: paths not taken: misses %d, from self %d, bad flags %d, echo %d", k, c.CTMisses, c.Drops[DropMartianSource], c.Parse[packet.BadTCPFlags], c.EchoReplies)
 		}
 	}
 }

@@ -30,6 +30,7 @@ const (
 	DropICMPToSelf                        // an ICMP error would go to a VIP or the LB's own address (a spoofed source)
 	DropHealthNoSlot                      // a health check from the kernel whose source port names no backend of its VIP (healthpath.go)
 	DropHealthNotSent                     // a health check from the kernel that could not be encapsulated (too big)
+	DropMartianSource                     // VIP traffic from an address no client has (multicast, loopback, ...) or, for a new flow, from a VIP or the LB's own address
 	NumDropReasons
 )
 
@@ -47,6 +48,7 @@ var dropNames = [NumDropReasons]string{
 	DropICMPToSelf:      "icmp-error-to-self",
 	DropHealthNoSlot:    "health-check-unknown-slot",
 	DropHealthNotSent:   "health-check-not-encapsulated",
+	DropMartianSource:   "martian-source",
 }
 
 // encapDropNames are the encapsulation drops as drop reasons: encap names
@@ -103,6 +105,7 @@ type Counters struct {
 	EchoReplies        uint64 // pings to a VIP answered by the LB
 	CTHits, CTMisses   uint64 // every VIP packet but fragments and QUIC Routed is exactly one of them
 	Moved              uint64 // conntrack hits whose backend was removed: re-selected
+	SYNKept            uint64 // SYNs on an established flow that kept its backend (port reuse, or a spoofed SYN)
 	SecondChance       uint64 // packets forwarded naming a second-chance backend (docs/second-chance.md)
 	SecondChanceFlows  uint64 // flows (mid-connection, unknown here) given a second chance
 	Bursts, IdlePolls  uint64
@@ -336,6 +339,7 @@ func (sum *Counters) Add(c *Counters) {
 	sum.CTHits += c.CTHits
 	sum.CTMisses += c.CTMisses
 	sum.Moved += c.Moved
+	sum.SYNKept += c.SYNKept
 	sum.SecondChance += c.SecondChance
 	sum.SecondChanceFlows += c.SecondChanceFlows
 	sum.Bursts += c.Bursts

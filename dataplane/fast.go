@@ -20,8 +20,9 @@ import (
 // candidates; commit in order), with no Parsed zeroing (packet.ParseFlow
 // sets only what the pipeline reads) and counters added once per burst.
 // A SYN of a known flow on a Maglev VIP (a retransmission, or a new
-// connection on a reused tuple) is fused too: it takes the table's choice,
-// from the fleet hash stored in the entry. So is a Maglev VIP's SYN that
+// connection on a tuple whose end the LB saw) is fused too: it takes the
+// table's choice, from the fleet hash stored in the entry; a SYN on an
+// established flow keeps its pin and is the general path's. So is a Maglev VIP's SYN that
 // misses, a new flow (fuseNew: the fleet hash, the table's choice, the
 // insert, with the burst's insert lines and table slots prefetched
 // together, as the general path does), which keeps a SYN flood on this
@@ -114,8 +115,8 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 			v = svc.index.get(&k)
 			lastK, lastV = k, v
 		}
-		if v == nil {
-			f.kind[i] = fastOther
+		if v == nil || martian(&ps.Tuple) {
+			f.kind[i] = fastOther // a martian source: the general path drops it
 			continue
 		}
 		if ps.TCPFlags&packet.TCPSyn != 0 && (ps.TCPFlags&packet.TCPAck != 0 || v.Sched.IsPicker()) || v.QUIC != nil {
@@ -322,9 +323,14 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 	var be *Backend
 	var cht *encap.Backend // the flow's second chance (secondchance.go), as selectBackend finds it
 	if syn {
-		// A SYN takes the table's current choice under the VIP's current
-		// hash setting; an entry hashed under an older one is the general
-		// path's (hashfields.go).
+		// A SYN on an established flow keeps its pin (selectBackend):
+		// rare, and the general path's. Any other SYN takes the table's
+		// current choice under the VIP's current hash setting; an entry
+		// hashed under an older one is the general path's (hashfields.go).
+		if e.State() == conntrack.StateEstablished {
+			seen.mark(&ps.Tuple)
+			return false, 0
+		}
 		h := w.fleetHash(v, &ps.Tuple)
 		if h != e.FlowHash() {
 			seen.mark(&ps.Tuple)
@@ -411,7 +417,7 @@ func (w *Worker) fuseNew(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.E
 	}
 	v := w.vips[i]
 	be := w.fromTable(svc, v, h)
-	if be == nil {
+	if be == nil || isSelf(svc, enc, &ps.Tuple.Src) { // from a VIP or the LB: the general path drops it
 		seen.mark(&ps.Tuple)
 		return false, 0
 	}

@@ -295,7 +295,7 @@ func TestSecondChanceFastMatchesGeneral(t *testing.T) {
 	tw := newTwin(t, testConfig)
 	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
 	t0 := time.Unix(1_000_000, 0)
-	for _, kind := range []encap.Kind{encap.GRE, encap.GUE} {
+	for ki, kind := range []encap.Kind{encap.GRE, encap.GUE} {
 		s0, err := NewServicesAt(nil, tw.fast.enc, nh, chanceSpecs(3, kind, chanceWindow, nil), t0)
 		if err != nil {
 			t.Fatal(err)
@@ -318,17 +318,39 @@ func TestSecondChanceFastMatchesGeneral(t *testing.T) {
 		if tw.fast.w.c.SecondChance == 0 {
 			t.Fatalf("%s: no packet carried a second chance", kind)
 		}
-		// A SYN on a tuple that has a chance clears it, on both paths.
-		tw.burst(kind.String()+" syn", [][]byte{frame(t, "198.51.100.9", chanceVIP, moved[0], 80, layers.IPProtocolTCP, "S", 0, true)})
-		tw.same(kind.String() + " syn")
-		for _, r := range []*rig{tw.fast, tw.slow} {
+		// A SYN on an established flow that has a chance keeps its pin
+		// and the chance (it may be spoofed: the connection lives on);
+		// after the flow's FIN, a SYN starts a new connection and clears
+		// it. The same on both paths. (Each kind takes its own flow: the
+		// twins' tables carry the first kind's entries into the second.)
+		port := moved[ki]
+		hasChance := func(r *rig) (has bool) {
 			r.w.ct.ForEach(func(e *conntrack.Entry) {
-				if k := e.Key(); k.SrcPort == moved[0] {
-					if _, ok := e.Chance(); ok {
-						t.Errorf("%s: the SYN left the second chance in the entry", kind)
-					}
+				if k := e.Key(); k.SrcPort == port {
+					_, has = e.Chance()
 				}
 			})
+			return has
+		}
+		for _, r := range []*rig{tw.fast, tw.slow} {
+			if !hasChance(r) {
+				t.Fatalf("%s: the flow has no second chance to start with", kind)
+			}
+		}
+		syn := frame(t, "198.51.100.9", chanceVIP, port, 80, layers.IPProtocolTCP, "S", 0, true)
+		tw.burst(kind.String()+" syn", [][]byte{syn})
+		tw.same(kind.String() + " syn")
+		for _, r := range []*rig{tw.fast, tw.slow} {
+			if !hasChance(r) {
+				t.Errorf("%s: a SYN on the established flow took its second chance", kind)
+			}
+		}
+		tw.burst(kind.String()+" fin, syn", [][]byte{frame(t, "198.51.100.9", chanceVIP, port, 80, layers.IPProtocolTCP, "FA", 0, true), syn})
+		tw.same(kind.String() + " fin, syn")
+		for _, r := range []*rig{tw.fast, tw.slow} {
+			if hasChance(r) {
+				t.Errorf("%s: the SYN after the FIN left the second chance in the entry", kind)
+			}
 		}
 	}
 }

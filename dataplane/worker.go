@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,10 @@ type Worker struct {
 	hasher  flow.Hasher      // the fleet hash (under each VIP's fields): Maglev, and the tunnel's entropy fields
 	local   flow.LocalHasher // conntrack's buckets and signatures
 	portMAC [6]byte
+
+	// selfSource: selectBackend refused a new flow from a VIP or the
+	// LB's own address (the caller counts it as a martian source).
+	selfSource bool
 
 	// Per-burst scratch, reused.
 	parsed   [MaxBurst]packet.Parsed
@@ -258,7 +263,11 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			be = w.selectBackend(svc, v, i, e, now)
 		}
 		if be == nil {
-			w.drop(i, DropNoBackend)
+			r := DropNoBackend
+			if w.selfSource {
+				r, w.selfSource = DropMartianSource, false
+			}
+			w.drop(i, r)
 			continue
 		}
 		dst, ok := nh.mac(be.Target.OuterV6())
@@ -340,6 +349,10 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		// packet for an exact port.
 		k := makeVIPKey(&ps.Tuple.Dst, ps.Tuple.DstPort, ps.Proto)
 		if v := svc.index.get(&k); v != nil { // VIPs are TCP or UDP: ICMP never matches
+			if martian(&ps.Tuple) {
+				w.drop(i, DropMartianSource)
+				return nil
+			}
 			w.keys[i] = &ps.Tuple
 			return v
 		}
@@ -349,6 +362,10 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		// ssh), anything else: the kernel decides.
 		c.Punted++
 		w.Verdicts[i] = Punt
+		return nil
+	}
+	if martian(&ps.Tuple) {
+		w.drop(i, DropMartianSource)
 		return nil
 	}
 	w.keys[i] = &ps.Tuple
@@ -413,6 +430,22 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		if !icmp {
 			was, lastSeen := e.State(), e.LastSeen()
 			w.ct.Touch(e, now, ps.TCPFlags)
+			if syn && was == conntrack.StateEstablished {
+				// A SYN on a live connection keeps its backend while that
+				// backend serves: the LB sees no sequence numbers, so a
+				// blind spoofer with the connection's 5-tuple could move
+				// it otherwise (and every connection, under a load-based
+				// scheduler or once a drain or a table change has left
+				// pins that differ from the table). A real new connection
+				// on the reused tuple reaches the backend that has the
+				// old one, which accepts it (RFC 6191) or answers with a
+				// challenge ACK that the client's RST settles (RFC 5961).
+				if be := w.pinned(svc, v, e); be != nil && !be.Down {
+					w.countNew(c, v, be, true) // a new connection on a reused tuple, as far as the LB can tell
+					c.SYNKept++
+					return be
+				}
+			}
 			if syn && v.Sched.IsPicker() && was == conntrack.StateNew {
 				// A retransmitted SYN under a load-based scheduler keeps
 				// its first choice (choosing again would pick afresh).
@@ -421,14 +454,14 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 					return be
 				}
 			} else if syn {
-				// A SYN starts a connection, whatever the entry says: a
-				// retransmission of the first SYN, or a new connection
-				// reusing the 5-tuple of one that ended (the LB may have
-				// missed its end: DSR hides the server's FIN and RST). It
-				// takes the current choice, like any new flow, so that
-				// every instance of the fleet agrees on it; an old pin may
-				// come from a table the fleet no longer uses. While the
-				// table is unchanged this is the same backend.
+				// Any other SYN starts a connection: a retransmission of
+				// the first SYN, a new connection reusing the 5-tuple of
+				// one whose end (FIN or RST) the LB saw, or a connection
+				// whose backend left or is down. It takes the current
+				// choice, like any new flow, so that every instance of the
+				// fleet agrees on it; an old pin may come from a table the
+				// fleet no longer uses. While the table is unchanged this
+				// is the same backend.
 				be := w.choose(svc, v, i)
 				if be == nil {
 					return nil
@@ -478,15 +511,44 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 	if !ps.Fragment {
 		c.CTMisses++
 	}
-	be := w.choose(svc, v, i)
+	if !icmp && isSelf(svc, svc.Enc, &ps.Tuple.Src) {
+		// A new flow from a VIP or from the LB itself: spoofed (the
+		// backend's answer would come to the LB), or a loop.
+		w.selfSource = true
+		return nil
+	}
+	picker := v.Sched.IsPicker()
+	var be *Backend
+	if picker && ps.Proto == packet.ProtoTCP && ps.TCPFlags&packet.TCPSyn == 0 && !ps.Fragment {
+		// A load-based scheduler places connections, at their SYN. A
+		// segment of a connection this instance does not know (ECMP
+		// moved it here, its entry expired, or its SYN found no slot)
+		// is placed by the VIP's Maglev table: the same answer for each
+		// of its packets, and on every instance.
+		be = w.fromTable(svc, v, w.hashes[i])
+	}
+	if be == nil {
+		be = w.choose(svc, v, i)
+	}
 	if be == nil || ps.Fragment || icmp {
 		// Fragments and ICMP errors for a flow this instance has not
 		// seen are routed by the scheduler alone; they never create
 		// state, and are not new flows.
 		return be
 	}
-	w.countNew(c, v, be, syn)
 	e = w.ct.Insert(w.lhashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
+	if e == nil && picker {
+		// No slot (a full table under a flood): an untracked flow's
+		// later packets would choose again, and go elsewhere. The
+		// table's answer is the one they will all get.
+		if tb := w.fromTable(svc, v, w.hashes[i]); tb != nil && tb != be {
+			if w.localNew[be.ID] > 0 {
+				w.localNew[be.ID]-- // the scheduler's choice was not used
+			}
+			be = tb
+		}
+	}
+	w.countNew(c, v, be, syn)
 	if e != nil {
 		e.SetFlowHash(w.hashes[i]) // the fused path's hits read it instead of hashing again
 		h := w.lhashes[i] >> 56
@@ -648,6 +710,23 @@ func (b *tokenBucket) take(now conntrack.Time, rate, burst int) bool {
 	}
 	b.tokens--
 	return true
+}
+
+// martian reports whether t's source is an address no client has:
+// unspecified, loopback, multicast, 0.0.0.0/8 or 240.0.0.0/4 (with the
+// broadcast address); for IPv6 ::, ::1 and ff00::/8. A few compares of
+// the first bytes: the fused path makes them on every packet.
+func martian(t *flow.Tuple) bool {
+	s := &t.Src
+	if !t.V6 {
+		return s[12] == 0 || s[12] == 127 || s[12] >= 224
+	}
+	if s[0] == 0xff {
+		return true
+	}
+	hi := binary.BigEndian.Uint64(s[0:8])
+	lo := binary.BigEndian.Uint64(s[8:16])
+	return hi == 0 && lo <= 1
 }
 
 // isSelf reports whether a is a VIP address or one of the LB's own (the

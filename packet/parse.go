@@ -142,7 +142,12 @@ func parseIPv6(frame []byte, off int, p *Parsed) Reason {
 		case header.IPv6ExtTruncated:
 			return TruncatedExtHeader
 		}
-		if w.Fragment {
+		// An atomic fragment (offset 0, no more fragments: a whole
+		// packet behind a Fragment header, which hosts send after a
+		// Packet Too Big below 1280) is not a fragment: RFC 6946 has it
+		// processed as the packet it carries, so it stays with its
+		// connection.
+		if w.Fragment && (w.FragOffset != 0 || w.MoreFragments) {
 			p.Fragment = true
 			p.FragOffset = w.FragOffset
 			p.MoreFragments = w.MoreFragments

@@ -169,6 +169,11 @@ func TestParseValid(t *testing.T) {
 		{"ipv6 later fragment", build(t, eth(layers.EthernetTypeIPv6), ip6("2001:db8::1", "2001:db8::7", layers.IPProtocolIPv6Fragment),
 			&rawFrag{next: layers.IPProtocolTCP, offset: 100, id: 1}, payload),
 			want{l3: L3IPv6, et: 0x86dd, src: "2001:db8::1", dst: "2001:db8::7", proto: 6, l3off: 14, l4off: 62, payloadOff: 62, frag: true, fragOff: 800, ttl: 33, tos: 0x48}},
+		// RFC 6946: an atomic fragment (offset 0, M clear) is the whole
+		// packet: its ports are in the tuple, it is not a fragment.
+		{"ipv6 atomic fragment", build(t, eth(layers.EthernetTypeIPv6), ip6("2001:db8::1", "2001:db8::7", layers.IPProtocolIPv6Fragment),
+			&rawFrag{next: layers.IPProtocolTCP, id: 7}, tcp(9, 10, false, true), payload),
+			want{l3: L3IPv6, et: 0x86dd, src: "2001:db8::1", dst: "2001:db8::7", sport: 9, dport: 10, proto: 6, flags: TCPAck, l3off: 14, l4off: 62, payloadOff: 82, ttl: 33, tos: 0x48}},
 		{"icmpv6 echo", build(t, eth(layers.EthernetTypeIPv6), ip6("2001:db8::1", "2001:db8::7", layers.IPProtocolICMPv6), &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(128, 0)}, &layers.ICMPv6Echo{Identifier: 1}),
 			want{l3: L3IPv6, et: 0x86dd, src: "2001:db8::1", dst: "2001:db8::7", proto: 58, icmpType: 128, l3off: 14, l4off: 54, payloadOff: 62, ttl: 33, tos: 0x48}},
 		{"arp", build(t, eth(layers.EthernetTypeARP), &layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: 1,

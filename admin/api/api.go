@@ -180,6 +180,7 @@ type Worker struct {
 	Fragments   uint64            `json:"fragments"`
 	ICMPErrors  uint64            `json:"icmp_errors"` // routed to the backend of the quoted flow
 	Moved       uint64            `json:"moved"`       // pinned flows re-selected (backend gone)
+	SYNKept     uint64            `json:"syn_kept"`    // SYNs on an established flow that kept its backend (port reuse, or spoofed)
 	TxFull      uint64            `json:"tx_full"`
 	Dropped     uint64            `json:"dropped"`
 	Drops       map[string]uint64 `json:"drops"` // by reason; zero counters are left out

@@ -1,0 +1,263 @@
+package dataplane
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/gopacket/layers"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/sched"
+)
+
+// Spoofed packets against live connections. The LB sees no sequence
+// numbers and only the client's side (DSR): a blind attacker who knows or
+// guesses a connection's 5-tuple can send it anything. What such packets
+// must not do is move the connection to another backend.
+
+// tunnelDst is the tunnel destination of a forwarded frame, or an invalid
+// address when the packet was not tunnelled (dropped, or answered by the
+// LB itself).
+func tunnelDst(t *testing.T, out []byte, v Verdict) netip.Addr {
+	t.Helper()
+	if v != Tx || len(out) < 54 {
+		return netip.Addr{}
+	}
+	switch {
+	case out[12] == 0x08 && out[13] == 0 && netip.AddrFrom4([4]byte(out[26:30])).String() != lb4:
+		return netip.Addr{} // an ICMP reply from the VIP, or an echo reply
+	case out[12] == 0x86 && out[13] == 0xdd && netip.AddrFrom16([16]byte(out[22:38])).String() != "2001:db8:100::10":
+		return netip.Addr{}
+	}
+	d, _, _ := decodeTunnel(t, out)
+	return d
+}
+
+// wantBalance checks that every received packet is accounted for once:
+// an encapsulation result (forwarded, too-big reply, or an encapsulation
+// drop), a drop or parse drop, a punt or an echo reply.
+func wantBalance(t *testing.T, r *rig) {
+	t.Helper()
+	c := &r.w.c
+	var n uint64
+	for _, k := range c.Drops {
+		n += k
+	}
+	for _, k := range c.Parse {
+		n += k
+	}
+	for _, k := range c.Encap {
+		n += k
+	}
+	if n += c.Punted + c.EchoReplies; n != c.RxPackets {
+		t.Errorf("counters do not add up: %d received, %d accounted for (drops %v, parse %v, encap %v, punted %d, echo %d)",
+			c.RxPackets, n, c.Drops, c.Parse, c.Encap, c.Punted, c.EchoReplies)
+	}
+}
+
+// A spoofed SYN with a live connection's 5-tuple does not move it, under
+// every scheduler: a load-based scheduler would pick afresh, and under
+// Maglev a drain leaves pins that differ from the table. After the flow's
+// FIN a SYN is a new connection on a reused tuple and takes the current
+// choice (the drained backend gets no new connection).
+func TestSpoofedSYNKeepsEstablishedFlow(t *testing.T) {
+	for _, k := range sched.Kinds() {
+		t.Run(k.String(), func(t *testing.T) {
+			r := newRig(t, withScheduler(k))
+			const n = 60
+			client := "198.51.100.90"
+			seg := func(sp uint16, flags string, payload int) []byte {
+				return frame(t, client, "203.0.113.7", sp, 80, layers.IPProtocolTCP, flags, payload, true)
+			}
+			owner := make([]netip.Addr, n)
+			for i := range n {
+				sp := uint16(20000 + i)
+				out, v := r.run(seg(sp, "S", 0))
+				owner[i] = tunnelDst(t, out[0], v[0])
+				r.run(seg(sp, "A", 0), seg(sp, "PA", 100))
+			}
+			be1 := backendAddr(r, "web", "be1")
+			on1 := 0
+			for _, o := range owner {
+				if o == be1 {
+					on1++
+				}
+			}
+			if on1 == 0 {
+				t.Fatal("no connection on be1: the drain below would show nothing")
+			}
+			// Drain be1: its connections must stay, new ones go elsewhere.
+			r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
+			// Another client opens a connection (round-robin's turn).
+			r.run(frame(t, "198.51.100.99", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "S", 0, true))
+			kept0 := r.w.c.SYNKept
+			moved := 0
+			for i := range n {
+				sp := uint16(20000 + i)
+				// The attacker's SYN (alone, and in one burst with the
+				// victim's next segment), then the victim's segment.
+				out, v := r.run(seg(sp, "S", 0), seg(sp, "PA", 100))
+				out2, v2 := r.run(seg(sp, "PA", 100))
+				if tunnelDst(t, out[0], v[0]) != owner[i] || tunnelDst(t, out[1], v[1]) != owner[i] || tunnelDst(t, out2[0], v2[0]) != owner[i] {
+					moved++
+				}
+			}
+			if moved > 0 {
+				t.Errorf("%d of %d established connections moved by a spoofed SYN", moved, n)
+			}
+			if got := r.w.c.SYNKept - kept0; got != n {
+				t.Errorf("SYNKept counted %d, want %d", got, n)
+			}
+			// A SYN after the connection's FIN: a new connection, which
+			// the drained be1 must not take.
+			for i := range n {
+				sp := uint16(20000 + i)
+				out, v := r.run(seg(sp, "FA", 0), seg(sp, "S", 0))
+				if d := tunnelDst(t, out[1], v[1]); d == be1 || !d.IsValid() {
+					t.Errorf("port %d: a SYN after FIN went to %v (be1 is drained)", sp, d)
+				}
+			}
+			wantBalance(t, r)
+		})
+	}
+}
+
+// A blind spoofer can fill the table with entries that look established
+// (two packets a tuple: the LB cannot tell a handshake it never sees the
+// SYN-ACK of from a forged one). Under a load-based scheduler the new
+// connections that then find no slot must still reach one backend with
+// every packet: an untracked flow, and a segment of a connection the LB
+// does not know, follow the VIP's Maglev table.
+func TestUntrackedConnectionsKeepOneBackend(t *testing.T) {
+	for _, k := range []sched.Kind{sched.Maglev, sched.RoundRobin, sched.LeastConn} {
+		t.Run(k.String(), func(t *testing.T) {
+			r := newRig(t, withScheduler(k))
+			slots := r.w.ct.Slots()
+			ack := frame(t, "100.64.0.1", "203.0.113.7", 1, 80, layers.IPProtocolTCP, "A", 0, true)
+			var frames [][]byte
+			for i := range 3 * slots {
+				f := append([]byte(nil), ack...)
+				f[27], f[28], f[29] = byte(64+i>>16&63), byte(i>>8), byte(i)
+				sp := uint16(1024 + i%50000)
+				f[34], f[35] = byte(sp>>8), byte(sp)
+				frames = append(frames, f, f)
+			}
+			for len(frames) > 0 {
+				n := min(MaxBurst, len(frames))
+				r.run(frames[:n]...)
+				frames = frames[n:]
+			}
+			failed0 := r.w.ct.Counters().InsertFailed
+			const n = 200
+			split := 0
+			for i := range n {
+				sp := uint16(30000 + i)
+				syn := frame(t, "198.51.100.91", "203.0.113.7", sp, 80, layers.IPProtocolTCP, "S", 0, true)
+				ack := frame(t, "198.51.100.91", "203.0.113.7", sp, 80, layers.IPProtocolTCP, "A", 0, true)
+				data := frame(t, "198.51.100.91", "203.0.113.7", sp, 80, layers.IPProtocolTCP, "PA", 100, true)
+				out, v := r.run(syn)
+				first := tunnelDst(t, out[0], v[0])
+				out, v = r.run(ack, data)
+				if !first.IsValid() || tunnelDst(t, out[0], v[0]) != first || tunnelDst(t, out[1], v[1]) != first {
+					split++
+				}
+			}
+			if failed := r.w.ct.Counters().InsertFailed - failed0; failed < n {
+				t.Fatalf("only %d inserts failed: the table is not full, the test shows nothing", failed)
+			}
+			if split > 0 {
+				t.Errorf("%d of %d untracked connections had packets on more than one backend", split, n)
+			}
+			wantBalance(t, r)
+		})
+	}
+}
+
+// VIP traffic from a source no client has is dropped and counted, never
+// tunnelled (the backend's SYN-ACK would go to that address: a
+// reflection through the LB), and takes no conntrack slot; a new flow from
+// a VIP or the LB's own address too. A backend may be a client of a VIP.
+// Both paths, the fused one included.
+func TestMartianSourcesDropped(t *testing.T) {
+	for _, fused := range []bool{true, false} {
+		r := newRig(t, testConfig)
+		r.w.generalOnly = !fused
+		cases := []struct {
+			src  string
+			dst  string
+			port uint16
+			drop bool
+		}{
+			{"0.0.0.0", "203.0.113.7", 80, true},
+			{"0.1.2.3", "203.0.113.7", 80, true},
+			{"127.0.0.1", "203.0.113.7", 80, true},
+			{"224.0.0.1", "203.0.113.7", 80, true},
+			{"240.1.2.3", "203.0.113.7", 80, true},
+			{"255.255.255.255", "203.0.113.7", 80, true},
+			{"203.0.113.7", "203.0.113.7", 80, true}, // the VIP
+			{lb4, "203.0.113.7", 80, true},           // the LB
+			{"::", "2001:db8:ffff::7", 443, true},
+			{"::1", "2001:db8:ffff::7", 443, true},
+			{"ff02::1", "2001:db8:ffff::7", 443, true},
+			{"2001:db8:ffff::7", "2001:db8:ffff::7", 443, true},
+			{"2001:db8:100::10", "2001:db8:ffff::7", 443, true},
+			{"10.0.1.1", "203.0.113.7", 80, false}, // a backend, as a client
+			{"198.51.100.1", "203.0.113.7", 80, false},
+			{"223.255.255.254", "203.0.113.7", 80, false},
+			{"2001:db8:aaaa::1", "2001:db8:ffff::7", 443, false},
+		}
+		for _, tc := range cases {
+			for _, flags := range []string{"S", "A"} {
+				before := r.w.c.Drops[DropMartianSource]
+				entries := r.w.ct.Len()
+				out, v := r.run(frame(t, tc.src, tc.dst, 4000, tc.port, layers.IPProtocolTCP, flags, 0, true))
+				dropped := r.w.c.Drops[DropMartianSource] - before
+				switch {
+				case tc.drop && (v[0] != Drop || dropped != 1 || r.w.ct.Len() != entries):
+					t.Errorf("fused %v: %s %q: verdict %v, martian-source +%d, entries %d -> %d; want Drop, +1, no new entry",
+						fused, tc.src, flags, v[0], dropped, entries, r.w.ct.Len())
+				case !tc.drop && (!tunnelDst(t, out[0], v[0]).IsValid() || dropped != 0):
+					t.Errorf("fused %v: %s %q: verdict %v, martian-source +%d; want it forwarded", fused, tc.src, flags, v[0], dropped)
+				}
+			}
+		}
+		wantBalance(t, r)
+	}
+}
+
+// RFC 6946: an IPv6 atomic fragment (a Fragment header with offset 0 and
+// M clear, as hosts send after a Packet Too Big below 1280) is processed
+// as the whole packet it is, so it stays with its connection's backend
+// instead of being routed like a fragment.
+func TestAtomicFragmentStaysWithItsConnection(t *testing.T) {
+	r := newRig(t, testConfig)
+	const n = 40
+	for i := range n {
+		sp := uint16(6000 + i)
+		out, v := r.run(frame(t, "2001:db8:aaaa::9", "2001:db8:ffff::7", sp, 443, layers.IPProtocolTCP, "S", 0, true))
+		home := tunnelDst(t, out[0], v[0])
+		f := frame(t, "2001:db8:aaaa::9", "2001:db8:ffff::7", sp, 443, layers.IPProtocolTCP, "A", 20, true)
+		fh := []byte{6, 0, 0, 0, 0, 0, 0x12, byte(i)} // next header TCP, offset 0, M 0
+		g := append(append(append([]byte(nil), f[:54]...), fh...), f[54:]...)
+		g[20] = 44 // IPv6 next header: Fragment
+		pl := len(g) - 54
+		g[18], g[19] = byte(pl>>8), byte(pl)
+		out, v = r.run(g)
+		if d := tunnelDst(t, out[0], v[0]); d != home {
+			t.Errorf("port %d: the atomic fragment went to %v, its connection is on %v", sp, d, home)
+		}
+	}
+	if r.w.c.Fragments != 0 {
+		t.Errorf("%d atomic fragments counted as fragments", r.w.c.Fragments)
+	}
+	var est int
+	r.w.ct.ForEach(func(e *conntrack.Entry) {
+		if e.State() == conntrack.StateEstablished {
+			est++
+		}
+	})
+	if est != n {
+		t.Errorf("%d established entries, want %d: the atomic fragments are the connections' ACKs", est, n)
+	}
+	wantBalance(t, r)
+}
