@@ -52,6 +52,12 @@ func (t Target) Validate() error {
 	if !t.Addr.Addr().IsValid() {
 		return fmt.Errorf("address %v is not valid: %w", t.Addr, ErrConfig)
 	}
+	// An IPv6 zone ("fe80::1%eth0") cannot be checked over HTTP (a URL's
+	// host has no zone: "invalid URL escape"); package config refuses
+	// zones too.
+	if t.Addr.Addr().Zone() != "" {
+		return fmt.Errorf("address %v: IPv6 zones are not allowed: %w", t.Addr, ErrConfig)
+	}
 	if err := t.Config.Validate(); err != nil {
 		return err
 	}
@@ -65,6 +71,8 @@ func (t Target) Validate() error {
 	case !t.Config.Tunnelled():
 	case !tu.VIP.IsValid() || !tu.Source.Addr().IsValid() || tu.Source.Port() == 0:
 		return fmt.Errorf("address %v: a check through the tunnel needs the VIP and a source address and port: %w", t.Addr, ErrConfig)
+	case tu.VIP.Zone() != "" || tu.Source.Addr().Zone() != "":
+		return fmt.Errorf("address %v: VIP %v or source %v has an IPv6 zone (not allowed): %w", t.Addr, tu.VIP, tu.Source, ErrConfig)
 	case tu.VIP.Is4() != tu.Source.Addr().Is4():
 		return fmt.Errorf("address %v: VIP %v and source %v are of different families: %w", t.Addr, tu.VIP, tu.Source, ErrConfig)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -277,5 +278,62 @@ func TestFlappingBackendEjected(t *testing.T) {
 	}
 	if backoff != cfg.BackoffMax {
 		t.Fatalf("after 4 flaps the backoff is %v, want the max %v", backoff, cfg.BackoffMax)
+	}
+}
+
+// A target with an IPv6 zone is refused: the HTTP check's URL cannot carry
+// one ("invalid URL escape"), so every check of it failed before it
+// connected, although Validate had accepted it (found by a probe). Package
+// config refuses zones too. An IPv6 address without one is fine.
+func TestTargetValidateZone(t *testing.T) {
+	cfg := fastConfig(KindHTTP)
+	tcfg := cfg
+	tcfg.Through = ThroughTunnel
+	for _, tc := range []struct {
+		name string
+		t    Target
+		ok   bool
+	}{
+		{"ipv6", Target{Addr: netip.MustParseAddrPort("[fe80::1]:80"), Config: cfg}, true},
+		{"ipv6 with zone", Target{Addr: netip.MustParseAddrPort("[fe80::1%eth0]:80"), Config: cfg}, false},
+		{"loopback with zone", Target{Addr: netip.MustParseAddrPort("[::1%lo]:80"), Config: cfg}, false},
+		{"tcp check, zone", Target{Addr: netip.MustParseAddrPort("[fe80::1%eth0]:80"), Config: fastConfig(KindTCP)}, false},
+		{"tunnel, vip with zone", Target{Addr: netip.MustParseAddrPort("[2001:db8::5]:80"), Config: tcfg,
+			Tunnel: Tunnel{VIP: netip.MustParseAddr("fe80::7%eth0"), Source: netip.MustParseAddrPort("[2001:db8::1]:61000")}}, false},
+		{"tunnel, source with zone", Target{Addr: netip.MustParseAddrPort("[2001:db8::5]:80"), Config: tcfg,
+			Tunnel: Tunnel{VIP: netip.MustParseAddr("2001:db8::7"), Source: netip.MustParseAddrPort("[fe80::1%eth0]:61000")}}, false},
+	} {
+		err := tc.t.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: Validate = %v, want ok %v", tc.name, err, tc.ok)
+		}
+		if err != nil && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "zone")) {
+			t.Errorf("%s: %v does not wrap ErrConfig or name the zone", tc.name, err)
+		}
+	}
+	if _, err := NewChecker("b", Target{Addr: netip.MustParseAddrPort("[::1%lo]:80"), Config: cfg}, nil, nil); err == nil {
+		t.Error("NewChecker accepted a zoned address")
+	}
+}
+
+// The same end to end: a backend answering 200 and 503 in turn (a check
+// port behind a round robin of a good and a wedged worker) gets a verdict,
+// Down, after rise+fall checks; it stayed Unknown for ever, without an
+// event (found by a probe).
+func TestHTTPCheckAlternatingBackendGetsVerdict(t *testing.T) {
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	cfg := fastConfig(KindHTTP) // rise 2, fall 3
+	// Long enough that no check times out and upsets the pattern.
+	cfg.Interval, cfg.Timeout = 100*time.Millisecond, 90*time.Millisecond
+	_, events := startChecker(t, Target{Addr: serverAddr(t, srv.URL), Config: cfg}, nil)
+	e := expect(t, events, Unknown, Down)
+	if e.Ejected || e.Status.Checks != uint64(cfg.Rise+cfg.Fall) || !errors.Is(e.Err, ErrStatus) || !strings.HasPrefix(e.Reason, "no verdict: ") {
+		t.Fatalf("event %+v: want down without an ejection after %d checks, reason \"no verdict: ...\"", e, cfg.Rise+cfg.Fall)
 	}
 }

@@ -61,7 +61,7 @@ type Config struct {
 	// port of Target.Addr).
 	Port int `toml:"port"`
 	// Path is the request target of http and https checks; it starts with
-	// "/" and may carry a query.
+	// "/" and may carry a query, but no fragment ('#').
 	Path string `toml:"path"`
 	// Host is the Host header (and TLS server name) of http and https
 	// checks; empty means the backend's address.
@@ -72,8 +72,8 @@ type Config struct {
 	// Interval is the time from the start of one check to the start of the
 	// next, before jitter.
 	Interval time.Duration `toml:"interval"`
-	// Timeout bounds one check (connect, TLS, request and response
-	// headers); it must be shorter than Interval.
+	// Timeout bounds one check (connect, TLS, request, response headers
+	// and body); it must be shorter than Interval.
 	Timeout time.Duration `toml:"timeout"`
 	// Rise is the number of consecutive passing checks that take a
 	// backend Up.
@@ -232,6 +232,9 @@ func checkPath(p string) error {
 	}
 	if strings.ContainsFunc(p, isSpaceOrControl) {
 		return errors.New("must not contain spaces or control characters")
+	}
+	if strings.Contains(p, "#") {
+		return errors.New("must not contain '#' (a fragment is never sent to the backend; write %23 for a literal #)")
 	}
 	if _, err := url.ParseRequestURI(p); err != nil {
 		return errors.New("is not a request path")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,6 +33,10 @@ func TestValidate(t *testing.T) {
 		{"path relative", httpCfg(func(c *Config) { c.Path = "health" }), "path"},
 		{"path empty", httpCfg(func(c *Config) { c.Path = "" }), "path"},
 		{"path space", httpCfg(func(c *Config) { c.Path = "/a b" }), "path"},
+		// A fragment is never sent: the backend got "/health" (found by a probe).
+		{"path fragment", httpCfg(func(c *Config) { c.Path = "/health#x" }), "path"},
+		{"path empty fragment", httpCfg(func(c *Config) { c.Path = "/health?a=1#" }), "path"},
+		{"path escaped hash", httpCfg(func(c *Config) { c.Path = "/health%23x" }), ""},
 		{"host slash", httpCfg(func(c *Config) { c.Host = "a/b" }), "host"},
 		{"host space", httpCfg(func(c *Config) { c.Host = "a b" }), "host"},
 		{"codes empty", httpCfg(func(c *Config) { c.ExpectStatus = "" }), "expect"},
@@ -73,6 +78,9 @@ func TestValidate(t *testing.T) {
 			}
 			if ce.Field != tc.field {
 				t.Fatalf("error names field %q (%v), want %q", ce.Field, err, tc.field)
+			}
+			if strings.Contains(c.Path, "#") && !strings.Contains(ce.Msg, "must not contain '#'") {
+				t.Fatalf("error %q does not say why a '#' is refused", err)
 			}
 		})
 	}

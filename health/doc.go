@@ -10,8 +10,9 @@
 // TCPProber opens a TCP connection and closes it, HTTPProber sends
 // GET path (optionally with a Host header, over TLS for https) and compares
 // the status code with the expected ranges (2xx and 3xx by default, as
-// HAProxy's httpchk). A check that does not finish within Config.Timeout
-// fails with ErrTimeout.
+// HAProxy's httpchk); a response whose body is cut short (EOF before its
+// length, a reset) fails with ErrRequest. A check that does not finish
+// within Config.Timeout, body included, fails with ErrTimeout.
 //
 // A check goes to the backend's own address (Config.Through "direct"), or,
 // with "tunnel", to the VIP from the LB's address and a source port that
@@ -41,7 +42,12 @@
 // option makes that configurable); Config.StartUp gives that behaviour for
 // operators who prefer it: the backend starts Up, and its first failing
 // check takes it Down at once (it has not yet earned fall's tolerance). An
-// Unknown backend goes Down after fall failing checks, like an Up one.
+// Unknown backend goes Down after fall failing checks, like an Up one, and
+// also after rise+fall checks that gave neither rise passes nor fall
+// failures in a row (a backend that fails every other check): a backend
+// that cannot pass rise checks in a row is not working, and a checker must
+// not stay without a verdict for ever. This Down is a first verdict, not a
+// flap.
 //
 // # Flap damping
 //
@@ -69,8 +75,9 @@
 // address and config are unchanged keeps its checker, its goroutine and its
 // state. A target whose config changed but whose address did not gets a new
 // checker that inherits the old state (counters, ejection, RTT), so that
-// editing a check parameter does not send a whole VIP back to Unknown. A
-// target whose address changed starts afresh.
+// editing a check parameter does not send a whole VIP back to Unknown; a
+// running ejection longer than a lowered flap_backoff_max is cut to end that
+// long after it began. A target whose address changed starts afresh.
 //
 // # Events
 //

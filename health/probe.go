@@ -120,7 +120,8 @@ const maxBody = 64 << 10
 
 // HTTPProber sends GET Path to the backend over HTTP/1.1 (TLS for https),
 // one connection per check (no keep-alive: each check exercises the connect
-// path as a new flow does), and passes if the status is expected.
+// path as a new flow does), and passes if the status is expected and the
+// body arrives whole (up to maxBody, which is read and the rest dropped).
 // Redirects are not followed: a 3xx is judged by its own code. The round
 // trip is the time from the start of the connect to the response headers.
 type HTTPProber struct {
@@ -182,10 +183,17 @@ func (p *HTTPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Dur
 		return 0, p.requestError(err)
 	}
 	rtt := time.Since(start)
-	io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	// The body must arrive whole (or up to maxBody): a response cut short
+	// (EOF before Content-Length, a reset) or stalled until the deadline
+	// fails the check, whatever its status said.
+	_, berr := io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
 	resp.Body.Close()
 	if !p.codes.Contains(resp.StatusCode) {
 		return rtt, &CheckError{Kind: ErrStatus, Msg: fmt.Sprintf("http status %d not in %v", resp.StatusCode, p.codes)}
+	}
+	if berr != nil {
+		// A deadline reads as a timeout: Checker.check says so.
+		return 0, &CheckError{Kind: ErrRequest, Msg: fmt.Sprintf("%s: reading body after status %d: %v", p.scheme, resp.StatusCode, berr), Err: berr}
 	}
 	return rtt, nil
 }

@@ -10,13 +10,15 @@ import (
 type State uint8
 
 const (
-	// Unknown: not yet checked enough to say; not Routable. (Fulcrum's
-	// control plane routes the Unknown of a backend configured at start
-	// like Up, so a fresh instance matches its fleet: control/converge.go.)
+	// Unknown: not yet checked enough to say (for at most rise+fall-1
+	// checks: see Down); not Routable. (Fulcrum's control plane routes
+	// the Unknown of a backend configured at start like Up, so a fresh
+	// instance matches its fleet: control/converge.go.)
 	Unknown State = iota
 	// Up: passed rise consecutive checks (or started Up with StartUp).
 	Up
-	// Down: failed fall consecutive checks, or ejected for flapping.
+	// Down: failed fall consecutive checks, or ejected for flapping, or
+	// (from Unknown) gave no verdict in rise+fall checks.
 	Down
 )
 
@@ -48,8 +50,9 @@ type Status struct {
 	Since time.Time // when State was entered (the checker's start for the initial state)
 	// Reason says why the backend entered State: the failing check
 	// ("tcp connect: connection refused", "http status 503 not in
-	// 200-399", "timeout after 1s"), "2 consecutive checks passed", or
-	// "flapping: ejected for 40s (...)".
+	// 200-399", "timeout after 1s"), "2 consecutive checks passed",
+	// "flapping: ejected for 40s (...)", or "no verdict: 3 of 5 checks
+	// failed, never 2 passes in a row (...)".
 	Reason string
 
 	Checks          uint64 // checks completed
@@ -116,6 +119,14 @@ type machine struct {
 	// a reload added it, has failed once, as every other instance of
 	// the fleet sees it, and is not held out longer there.
 	recovered bool
+	// lastFail is the last failing check's error (nil if none failed):
+	// the cause named when checks that never settle decide Down
+	// (undecided).
+	lastFail error
+	// flapCause is the text of the failure that began the current or
+	// last ejection, so that configure can restate the reason when it
+	// shortens a running ejection.
+	flapCause string
 }
 
 func newMachine(key string, addr netip.AddrPort, cfg Config, now time.Time) *machine {
@@ -131,10 +142,23 @@ func newMachine(key string, addr netip.AddrPort, cfg Config, now time.Time) *mac
 
 // configure takes the counts and times from cfg; the state is kept, so a
 // checker whose config changed can inherit its predecessor's machine.
+//
+// An ejection running when flap_backoff_max is lowered is cut to the new
+// maximum from its start (EjectedUntil − Backoff, exact: Backoff is the
+// current ejection's length), so that an operator who lowers the maximum to
+// get a backend back does not wait out the old ejection (up to MaxBackoff).
+// An ejection whose cut end has passed ends at the next check.
 func (m *machine) configure(cfg Config) {
 	m.rise, m.fall = cfg.Rise, cfg.Fall
 	m.window = uint64(cfg.EffectiveFlapWindow())
 	m.base, m.max = cfg.BackoffBase, cfg.BackoffMax
+	s := &m.st
+	if !s.EjectedUntil.IsZero() && s.Backoff > m.max {
+		start := s.EjectedUntil.Add(-s.Backoff)
+		s.Backoff = m.max
+		s.EjectedUntil = start.Add(m.max)
+		s.Reason = flapReason(s.Backoff, m.flapCause) // still the ejection's: it holds the backend Down
+	}
 }
 
 // observe records one check that ended at now and returns the event of the
@@ -149,6 +173,7 @@ func (m *machine) observe(now time.Time, rtt time.Duration, err error) (Event, b
 		s.ConsecutiveFail++
 		s.ConsecutiveOK = 0
 		s.LastError = err.Error()
+		m.lastFail = err
 	} else {
 		s.ConsecutiveOK++
 		s.ConsecutiveFail = 0
@@ -195,8 +220,32 @@ func (m *machine) observe(now time.Time, rtt time.Duration, err error) (Event, b
 		if err != nil && old == Unknown && s.ConsecutiveFail >= m.fall {
 			return m.down(now, old, err), true
 		}
+		if old == Unknown && s.Checks >= uint64(m.rise+m.fall) {
+			return m.undecided(now), true
+		}
 		return Event{}, false
 	}
+}
+
+// undecided gives the first verdict of a backend whose checks have mixed
+// passes and failures for rise+fall checks without rise passes or fall
+// failures in a row (a check port behind a round robin of a good and a
+// wedged worker: +-+-...): Down, as it does not work reliably. Without it
+// such a backend stays Unknown for ever and never sends an event (package
+// control withholds a VIP's announcement until every backend configured at
+// start has given its first verdict). Like a Down after fall failures from
+// Unknown it is a first verdict, not a flap. The event's Err is the last
+// failing check, which the check that decides may not be.
+func (m *machine) undecided(now time.Time) Event {
+	s := &m.st
+	cause := m.lastFail
+	s.State, s.Since = Down, now
+	m.upAt = 0
+	m.provisional, m.recovered = false, false
+	s.Backoff = 0
+	s.Reason = fmt.Sprintf("no verdict: %d of %d checks failed, never %d passes in a row (last failure: %v)",
+		s.Failures, s.Checks, m.rise, cause)
+	return m.event(now, Unknown, cause, false)
 }
 
 // down moves the backend Down because of err and decides whether the Up
@@ -221,8 +270,13 @@ func (m *machine) down(now time.Time, old State, err error) Event {
 	}
 	s.Ejections++
 	s.EjectedUntil = now.Add(s.Backoff)
-	s.Reason = fmt.Sprintf("flapping: ejected for %v (%v)", s.Backoff, err)
+	m.flapCause = err.Error()
+	s.Reason = flapReason(s.Backoff, m.flapCause)
 	return m.event(now, old, err, true)
+}
+
+func flapReason(backoff time.Duration, cause string) string {
+	return fmt.Sprintf("flapping: ejected for %v (%s)", backoff, cause)
 }
 
 func (m *machine) event(now time.Time, old State, err error, ejected bool) Event {

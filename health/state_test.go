@@ -46,6 +46,11 @@ func TestMachineRiseFall(t *testing.T) {
 		{"unknown up after rise", 2, 3, false, "++", "1:unknown>up"},
 		{"unknown stays below rise", 3, 3, false, "++-++", ""},
 		{"unknown down after fall", 2, 3, false, "---", "2:unknown>down"},
+		{"unknown alternating: no verdict in rise+fall", 2, 3, false, "+-+-+-++", "4:unknown>down 7:down>up"},
+		{"unknown two thirds failing: no verdict", 2, 3, false, "+--+--+--", "4:unknown>down"},
+		{"unknown, fall on the last check", 2, 3, false, "-+---", "4:unknown>down"},
+		{"unknown, rise on the last check", 2, 3, false, "-+-++", "4:unknown>up"},
+		{"start_up alternating", 2, 3, true, "+-+-+-+-", ""},
 		{"up tolerates fall-1", 2, 3, false, "++--+--+---", "1:unknown>up 10:up>down"},
 		{"down needs rise in a row", 2, 2, false, "--+-++", "1:unknown>down 5:down>up"},
 		{"rise 1 fall 1", 1, 1, false, "+-+-", "0:unknown>up 1:up>down 2:down>up 3:up>down"},
@@ -264,5 +269,141 @@ func TestMachineFlapWindowInChecks(t *testing.T) {
 				t.Fatalf("status: ejections %d backoff %v", m.st.Ejections, m.st.Backoff)
 			}
 		})
+	}
+}
+
+// A backend whose checks never settle (alternating pass and fail, or two
+// failures to a pass: never rise passes nor fall failures in a row) gets a
+// verdict after rise+fall checks: Down, with a reason that says so. It
+// stayed Unknown for ever, without an event, and package control withholds
+// a VIP's announcement until every backend has given its first verdict
+// (found by a probe). Like any Down from Unknown it is a first verdict, not
+// a flap: no ejection, and the flap rules apply to the Up periods after it.
+func TestMachineNoVerdictDecidesDown(t *testing.T) {
+	for _, tc := range []struct {
+		rise, fall int
+		pattern    string
+		failed     int // of the first rise+fall checks
+	}{
+		{2, 3, "+-", 2},
+		{2, 3, "-+", 3},
+		{2, 3, "+--", 3},
+		{3, 3, "++-", 2},
+		{4, 2, "+++-", 1},
+	} {
+		name := fmt.Sprintf("rise %d fall %d %s", tc.rise, tc.fall, tc.pattern)
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Rise, cfg.Fall = tc.rise, tc.fall
+			m := newMachine("b", addr, cfg, t0)
+			n := tc.rise + tc.fall
+			all := strings.Repeat(tc.pattern, 100)
+			seq := all[:n]
+			var ev Event
+			var ok bool
+			for i, r := range seq {
+				var err error
+				if r == '-' {
+					err = errFail
+				}
+				ev, ok = m.observe(t0.Add(time.Duration(i)*time.Second), time.Millisecond, err)
+				if ok != (i == n-1) {
+					t.Fatalf("check %d of %q: event %v, want one at check %d alone", i, seq, ok, n-1)
+				}
+			}
+			if ev.Old != Unknown || ev.New != Down || ev.Ejected || ev.Status.Ejections != 0 || ev.Status.Backoff != 0 || !ev.Status.EjectedUntil.IsZero() {
+				t.Fatalf("event %+v, want unknown>down without an ejection", ev)
+			}
+			want := fmt.Sprintf("no verdict: %d of %d checks failed, never %d passes in a row (last failure: %v)", tc.failed, n, tc.rise, errFail)
+			if ev.Reason != want || m.st.Reason != want || !errors.Is(ev.Err, ErrConnect) || !ev.Time.Equal(m.st.Since) {
+				t.Fatalf("reason %q err %v, want %q and the last failure", ev.Reason, ev.Err, want)
+			}
+			// Down stays Down while the pattern goes on: the verdict holds.
+			if got := drive(m, all[n:], t0.Add(time.Hour), time.Second); len(got) != 0 {
+				t.Fatalf("after the verdict: %v", got)
+			}
+		})
+	}
+	// After that Down, a short Up period is a flap, as after any Down.
+	cfg := DefaultConfig()
+	m := newMachine("b", addr, cfg, t0)
+	if got := strings.Join(drive(m, "+-+-+-++---", t0, time.Second), " "); got != "4:unknown>down 7:down>up 10:up>down!" {
+		t.Fatalf("transitions %q", got)
+	}
+}
+
+// A reload that lowers flap_backoff_max cuts an ejection already running to
+// the new maximum from its start: the inherited state kept the old end, up
+// to an hour, which the operator who lowered it to get a backend back had
+// to wait out (found by a probe). A reload that raises it leaves the
+// running ejection alone.
+func TestMachineReloadCutsEjection(t *testing.T) {
+	eject := func() (*machine, Config, time.Time) {
+		cfg := DefaultConfig()
+		cfg.Rise, cfg.Fall = 1, 1
+		cfg.BackoffBase, cfg.BackoffMax = time.Hour, time.Hour
+		m := newMachine("b", addr, cfg, t0)
+		if got := strings.Join(drive(m, "-+-", t0, time.Second), " "); got != "0:unknown>down 1:down>up 2:up>down!" {
+			t.Fatalf("transitions %q, want an ejection", got)
+		}
+		start := t0.Add(2 * time.Second)
+		if !m.st.EjectedUntil.Equal(start.Add(time.Hour)) {
+			t.Fatalf("ejected until %v", m.st.EjectedUntil)
+		}
+		return m, cfg, start
+	}
+
+	// Cut to a maximum already over: the next passing check brings it Up.
+	m, cfg, start := eject()
+	cfg.BackoffBase, cfg.BackoffMax = time.Second, time.Second
+	m.configure(cfg)
+	if s := m.st; s.State != Down || s.Backoff != time.Second || !s.EjectedUntil.Equal(start.Add(time.Second)) ||
+		s.Reason != "flapping: ejected for 1s (tcp connect: connection refused)" || s.Ejections != 1 {
+		t.Fatalf("after the reload: %+v, want an ejection of 1s from %v", s, start)
+	}
+	if ev, ok := m.observe(start.Add(8*time.Second), time.Millisecond, nil); !ok || ev.New != Up {
+		t.Fatalf("pass 8s after the ejection began: %v %+v, want up", ok, ev)
+	}
+
+	// Cut to a maximum still running: held until start + the new maximum.
+	m, cfg, start = eject()
+	cfg.BackoffBase, cfg.BackoffMax = 10*time.Second, time.Minute
+	m.configure(cfg)
+	if !m.st.EjectedUntil.Equal(start.Add(time.Minute)) || m.st.Backoff != time.Minute {
+		t.Fatalf("after the reload: until %v backoff %v, want %v and 1m", m.st.EjectedUntil, m.st.Backoff, start.Add(time.Minute))
+	}
+	if _, ok := m.observe(start.Add(59*time.Second), time.Millisecond, nil); ok {
+		t.Fatal("up before the cut ejection ended")
+	}
+	if ev, ok := m.observe(start.Add(time.Minute), time.Millisecond, nil); !ok || ev.New != Up {
+		t.Fatalf("at the cut ejection's end: %v %+v, want up", ok, ev)
+	}
+
+	// The same through a reload's new checker, which inherits the state.
+	m, cfg, start = eject()
+	old, err := NewChecker("b", Target{Addr: addr, Config: cfg}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.m = m
+	cfg.BackoffBase, cfg.BackoffMax = time.Second, 5*time.Second
+	c, err := NewChecker("b", Target{Addr: addr, Config: cfg}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.inherit(old)
+	if s := c.Status(); !s.EjectedUntil.Equal(start.Add(5*time.Second)) || s.Backoff != 5*time.Second {
+		t.Fatalf("inherited: until %v backoff %v, want %v and 5s", s.EjectedUntil, s.Backoff, start.Add(5*time.Second))
+	}
+
+	// Raised, or lowered above the running ejection: unchanged.
+	for _, max := range []time.Duration{time.Hour, MaxBackoff} {
+		m, cfg, start = eject()
+		cfg.BackoffBase, cfg.BackoffMax = time.Second, max
+		before := m.st
+		m.configure(cfg)
+		if m.st != before {
+			t.Fatalf("max %v: status %+v, want unchanged %+v", max, m.st, before)
+		}
 	}
 }
