@@ -2,6 +2,9 @@ package config
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +30,9 @@ const (
 	// maxTokenFileBytes is as much of a token file as is read: the token
 	// is its first line.
 	maxTokenFileBytes = 4 << 10
+	// maxSocketPathLen is the longest [admin] listen = "unix:PATH" path:
+	// Linux's sun_path holds 108 bytes, the terminating NUL included.
+	maxSocketPathLen = 107
 )
 
 // AdminListenLocal reports whether an [admin] listen value can be reached
@@ -131,4 +137,79 @@ func readTokenFile(path string) (string, error) {
 		return "", fmt.Errorf("token file %s: the first line is empty", path)
 	}
 	return tok, nil
+}
+
+// checkAdminTLS loads tls_cert and tls_key as the daemon does at start
+// (tls.LoadX509KeyPair), so that `fulcrum check` refuses what `fulcrum
+// run` would: a file that is missing or unreadable, a certificate file
+// without a certificate, a key file without a key, a key that is not the
+// certificate's. Like token_file, the files are read when the
+// configuration is loaded.
+func (a *Admin) checkAdminTLS() error {
+	if a.TLSCert == "" && a.TLSKey == "" {
+		return nil
+	}
+	certPEM, err := readTLSFile(a.TLSCert)
+	if err != nil {
+		return errAt("admin.tls_cert", "%v", err)
+	}
+	keyPEM, err := readTLSFile(a.TLSKey)
+	if err != nil {
+		return errAt("admin.tls_key", "%v", err)
+	}
+	// The certificate on its own first, so that its problems name
+	// tls_cert; whatever X509KeyPair refuses after that is the key's.
+	if err := checkCertPEM(certPEM); err != nil {
+		return errAt("admin.tls_cert", "%s: %v", a.TLSCert, err)
+	}
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		return errAt("admin.tls_key", "%s (with tls_cert %s): %v", a.TLSKey, a.TLSCert, err)
+	}
+	return nil
+}
+
+// readTLSFile reads a PEM file of [admin], saying its path once.
+func readTLSFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
+}
+
+// checkCertPEM checks what tls.X509KeyPair takes from the certificate
+// file: at least one CERTIFICATE block, the first of which parses.
+func checkCertPEM(b []byte) error {
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return errors.New("holds no PEM CERTIFICATE block")
+		}
+		if block.Type == "CERTIFICATE" {
+			_, err := x509.ParseCertificate(block.Bytes)
+			return err
+		}
+	}
+}
+
+// checkAdminSocket checks the path of [admin] listen = "unix:PATH" as the
+// daemon's listener needs it: not empty, short enough for a socket
+// address, and a file, which it chmods (not an abstract socket, "@name").
+func checkAdminSocket(path string) error {
+	switch {
+	case path == "":
+		return errAt("admin.listen", `"unix:" has no path: write unix:/path/to/socket`)
+	case len(path) > maxSocketPathLen:
+		return errAt("admin.listen", "socket path %q is %d bytes long, longer than %d (sun_path)", path, len(path), maxSocketPathLen)
+	case path[0] == '@':
+		return errAt("admin.listen", "%q is an abstract socket: the admin socket must be a file (its mode is set to 0660)", "unix:"+path)
+	case strings.ContainsRune(path, 0):
+		return errAt("admin.listen", "socket path %q holds a NUL byte", path)
+	}
+	return nil
 }

@@ -1,12 +1,20 @@
 package config
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 var errAtAdmin = regexp.MustCompile(`^f\.toml:[1-9][0-9]*: admin\.(token|token_file): `)
@@ -131,5 +139,90 @@ func TestAdminTokenFileNotEncoded(t *testing.T) {
 	}
 	if c2.Admin.Secret() != secret {
 		t.Errorf("re-parsed Secret() = %q", c2.Admin.Secret())
+	}
+}
+
+// selfSigned writes a self-signed certificate and its key as PEM files in
+// dir, named NAME.crt and NAME.key, and returns their paths.
+func selfSigned(t *testing.T, dir, name string) (cert, key string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
+
+// Parse refuses the [admin] values admin.Server.Listen refuses when
+// `fulcrum run` starts (it promises to reject everything run would):
+// TLS files that are missing or do not make a key pair, a unix socket
+// path that is empty, too long or abstract, a port out of range. Each is
+// reported at its key's line (the [admin] header is line 17).
+func TestAdminRefusesWhatListenRefuses(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := selfSigned(t, dir, "a")
+	cert2, key2 := selfSigned(t, dir, "b")
+	missing := filepath.Join(dir, "missing.pem")
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not PEM\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsKeys := func(c, k string) string { return "tls_cert = \"" + c + "\"\ntls_key = \"" + k + "\"" } // lines 18, 19
+	for _, tc := range []struct {
+		name  string
+		admin string
+		key   string
+		line  int
+		msg   string
+	}{
+		{"missing cert", tlsKeys(missing, key), "admin.tls_cert", 18, missing + ": no such file"},
+		{"missing key", tlsKeys(cert, missing), "admin.tls_key", 19, missing + ": no such file"},
+		{"cert is a directory", tlsKeys(dir, key), "admin.tls_cert", 18, "is a directory"},
+		{"cert not PEM", tlsKeys(notPEM, key), "admin.tls_cert", 18, "holds no PEM CERTIFICATE block"},
+		{"cert is a key", tlsKeys(key, key), "admin.tls_cert", 18, "holds no PEM CERTIFICATE block"},
+		{"key not PEM", tlsKeys(cert, notPEM), "admin.tls_key", 19, "with tls_cert " + cert},
+		{"key of another certificate", tlsKeys(cert, key2), "admin.tls_key", 19, "does not match"},
+		{"empty unix path", `listen = "unix:"`, "admin.listen", 18, "has no path"},
+		{"abstract socket", `listen = "unix:@fulcrum"`, "admin.listen", 18, "abstract socket"},
+		{"unix path too long", `listen = "unix:/` + strings.Repeat("s", 107) + `"`, "admin.listen", 18, "longer than 107"},
+		{"port 99999", `listen = "127.0.0.1:99999"`, "admin.listen", 18, `"99999" is not a port`},
+		{"port 65536", `listen = "[::1]:65536"`, "admin.listen", 18, "is not a port"},
+		{"negative port", `listen = "127.0.0.1:-1"`, "admin.listen", 18, "is not a port"},
+		{"unknown service", `listen = "127.0.0.1:no-such-service"`, "admin.listen", 18, "is not a port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantProblemAt(t, base+"[admin]\n"+tc.admin+"\n", tc.key, tc.line, tc.msg)
+		})
+	}
+	for name, admin := range map[string]string{
+		"key pair":                tlsKeys(cert, key),
+		"other key pair":          tlsKeys(cert2, key2),
+		"unix path of 107 bytes":  `listen = "unix:/` + strings.Repeat("s", 106) + `"`,
+		"relative unix path":      `listen = "unix:fulcrum.sock"`,
+		"port 65535":              `listen = "127.0.0.1:65535"`,
+		"port 0 (any)":            `listen = "127.0.0.1:0"`,
+		"service name":            `listen = "127.0.0.1:http"`,
+		"off, with missing files": "listen = \"off\"\n" + tlsKeys(missing, missing), // run never reads them
+	} {
+		if _, err := Parse([]byte(base+"[admin]\n"+admin+"\n"), "f.toml"); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

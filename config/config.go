@@ -337,7 +337,7 @@ func Parse(data []byte, name string) (*Config, error) {
 		p.Line = max(p.Line, 1)
 		return nil, Errors{p}
 	}
-	ck := &checker{file: name, loc: newLocator(data), md: md}
+	ck := &checker{file: name, loc: newLocator(data), md: md, data: data}
 	// Undecoded and the parent set are computed once: per key they would
 	// make a file of many unknown keys quadratic (minutes for 20000).
 	und := md.Undecoded()
@@ -347,11 +347,18 @@ func Parse(data []byte, name string) (*Config, error) {
 			parents[k[:i].String()] = true
 		}
 	}
+	// A key is undecoded once per occurrence, in the file's order (the
+	// same typo in two backends is two keys): each is reported at its
+	// own line.
+	seen := map[string]int{} // unknown key -> occurrences reported
 	for _, k := range und {
-		if parents[k.String()] {
+		s := k.String()
+		if parents[s] {
 			continue // report the leaf keys, not the unknown table itself
 		}
-		ck.errs = append(ck.errs, &Problem{File: name, Line: max(ck.loc.lineOfKey(k), 1), Key: k.String(), Msg: fmt.Sprintf("unknown key %q", k.String())})
+		line := ck.loc.lineOfKey(k, seen[s])
+		seen[s]++
+		ck.errs = append(ck.errs, &Problem{File: name, Line: max(line, 1), Key: s, Msg: fmt.Sprintf("unknown key %q", s)})
 	}
 	c.File = name
 	// Unknown keys do not stop validation: the rest decoded, and the

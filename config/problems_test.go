@@ -14,6 +14,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/bgp"
 	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/health"
 )
 
 // problem is one line of a Parse error, in the documented
@@ -484,5 +485,151 @@ func TestMemoryCheckOnlyOnHugepages(t *testing.T) {
 	fits := strings.Replace(base, "memory_mb = 256", "memory_mb = 512\nhugepages = true", 1) + "[conntrack]\ncapacity = 4194304\n"
 	if _, err := Parse([]byte(fits), "fits.toml"); err != nil {
 		t.Fatalf("4M entries (260 MiB) and 16,383 mbufs (38 MiB) in 512 MiB on hugepages: %v", err)
+	}
+}
+
+// Health keys whose zero value means something keep an explicit zero:
+// jitter = 0 turns jitter off, port = 0 checks the backend's own port,
+// host = "" sends the backend's address, through = "" is direct. Before,
+// an explicit zero was taken for an absent key, so jitter could not be
+// turned off and [vip.health] could not undo a [health] port or host.
+// Left out, the keys still come from [health], then package health.
+func TestHealthZeroValuesAreKept(t *testing.T) {
+	tcp := "[health]\nkind = \"tcp\"\n"
+	for _, tc := range []struct {
+		name    string
+		toml    string
+		vip     int // the VIP whose check is looked at
+		jitter  float64
+		port    int
+		host    string
+		through string
+	}{
+		{"defaults", base, 0, health.DefaultJitter, 0, "", health.ThroughDirect},
+		{"[health] jitter = 0", base + tcp + "jitter = 0.0\n", 0, 0, 0, "", health.ThroughDirect},
+		{"[health] jitter = 0.3 inherited", base + tcp + "jitter = 0.3\n", 0, 0.3, 0, "", health.ThroughDirect},
+		{"[vip.health] jitter = 0", base + "[vip.health]\nkind = \"tcp\"\njitter = 0.0\n", 0, 0, 0, "", health.ThroughDirect},
+		{"[vip.health] jitter = 0 over [health]", strings.Replace(base, "[[vip.backend]]", "[vip.health]\n  jitter = 0.0\n  [[vip.backend]]", 1) + tcp + "jitter = 0.3\n", 0, 0, 0, "", health.ThroughDirect},
+		{"dotted key", strings.Replace(base, "port = 80\n", "port = 80\nhealth.jitter = 0.0\n", 1), 0, 0, 0, "", health.ThroughDirect},
+		{"inline table", strings.Replace(base, "port = 80\n", "port = 80\nhealth = {kind = \"tcp\", jitter = 0.0}\n", 1), 0, 0, 0, "", health.ThroughDirect},
+		{"second VIP inherits", strings.Replace(base, "[[vip.backend]]", "[vip.health]\n  jitter = 0.0\n  [[vip.backend]]", 1) + secondVIP + tcp + "jitter = 0.3\n", 1, 0.3, 0, "", health.ThroughDirect},
+		{"[health] port inherited", base + tcp + "port = 8080\n", 0, health.DefaultJitter, 8080, "", health.ThroughDirect},
+		{"[vip.health] port = 0 over [health]", strings.Replace(base, "[[vip.backend]]", "[vip.health]\n  port = 0\n  [[vip.backend]]", 1) + tcp + "port = 8080\n", 0, health.DefaultJitter, 0, "", health.ThroughDirect},
+		{"[vip.health] host = \"\" over [health]", strings.Replace(base, "[[vip.backend]]", "[vip.health]\n  host = \"\"\n  [[vip.backend]]", 1) + "[health]\nkind = \"http\"\nhost = \"lb.example\"\n", 0, health.DefaultJitter, 0, "", health.ThroughDirect},
+		{"[health] host inherited", base + "[health]\nkind = \"http\"\nhost = \"lb.example\"\n", 0, health.DefaultJitter, 0, "lb.example", health.ThroughDirect},
+		{"[vip.health] through = \"\" over [health]", strings.Replace(base, "[[vip.backend]]", "[vip.health]\n  through = \"\"\n  [[vip.backend]]", 1) + tcp + "through = \"tunnel\"\n", 0, health.DefaultJitter, 0, "", health.ThroughDirect},
+		{"[health] through inherited", base + tcp + "through = \"tunnel\"\n", 0, health.DefaultJitter, 0, "", health.ThroughTunnel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.toml), "f.toml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := c.VIPs[tc.vip].Health
+			if h.Jitter != tc.jitter || h.Port != tc.port || h.Host != tc.host || h.Through != tc.through {
+				t.Errorf("jitter %v port %d host %q through %q; want %v %d %q %q", h.Jitter, h.Port, h.Host, h.Through, tc.jitter, tc.port, tc.host, tc.through)
+			}
+			// The effective configuration keeps them.
+			s, err := c.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2, err := Parse([]byte(s), "encoded")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, s)
+			}
+			if h2 := c2.VIPs[tc.vip].Health; h2.Jitter != h.Jitter || h2.Port != h.Port || h2.Host != h.Host || h2.Through != h.Through {
+				t.Errorf("round trip: %+v, want %+v", h2.Config, h.Config)
+			}
+		})
+	}
+	// A VIP of every port still needs a port for its check, even one
+	// written as 0 over a [health] port.
+	all := strings.Replace(strings.Replace(base, "port = 80", "port = 0", 1), "[[vip.backend]]", "[vip.health]\n  port = 0\n  [[vip.backend]]", 1) + tcp + "port = 8080\n"
+	wantProblemAt(t, all, "vip[0].health.port", 16, "is required")
+}
+
+// VIP and backend names are path segments of the admin API: "." and ".."
+// are not (its router cleans them away, so /vip/web/backend/.. could not
+// drain the backend), and invisible format characters (zero-width,
+// bidirectional controls, the BOM) make one name look like another.
+func TestNamesRefusedForTheAdminAPI(t *testing.T) {
+	vipName := func(n string) string { return strings.Replace(base, "port = 80", "port = 80\nname = \""+n+"\"", 1) } // line 14
+	beName := func(n string) string { return base + "  name = \"" + n + "\"\n" }                                     // line 17
+	for _, n := range []string{".", "..", "a\u200bb", "\u200c", "web\u200d", "a\u200eb", "\u200f", "\u202ea", "a\u202ab", "\u2066x\u2069", "\u2068", "\ufeffweb"} {
+		t.Run(fmt.Sprintf("vip %+q", n), func(t *testing.T) { wantProblemAt(t, vipName(n), "vip[0].name", 14, "is not a name") })
+		t.Run(fmt.Sprintf("backend %+q", n), func(t *testing.T) { wantProblemAt(t, beName(n), "vip[0].backend[0].name", 17, "is not a name") })
+	}
+	for _, n := range []string{"a.b", "...", "..a", ".a", "web-1", "café", "東京"} {
+		for _, toml := range []string{vipName(n), beName(n)} {
+			if _, err := Parse([]byte(toml), "f.toml"); err != nil {
+				t.Errorf("name %q refused: %v", n, err)
+			}
+		}
+	}
+}
+
+// dataplane.exception_iface is refused where Linux refuses the name
+// (dev_valid_name: empty, "." or "..", 16 bytes or more, '/', ':' or a
+// blank byte, 0xA0 included), where the kernel would pick the name ('%'),
+// and where DPDK's "iface=NAME,mac=..." devargs could not carry it.
+func TestExceptionIfaceIsALinuxName(t *testing.T) {
+	with := func(n string) string {
+		return strings.Replace(base, `port = "net_ring0"`, "port = \"net_ring0\"\nexception_iface = \""+n+"\"", 1) // line 7
+	}
+	for _, n := range []string{"a:b", "a:0", "a/b", "a b", "a\\tb", ".", "..", "tap%d", "a,b", "a=b", "à", strings.Repeat("a", 16)} {
+		t.Run(fmt.Sprintf("%+q", n), func(t *testing.T) {
+			wantProblemAt(t, with(n), "dataplane.exception_iface", 7, "is not a Linux interface name")
+		})
+	}
+	for _, n := range []string{"fulcrum0", "lb-tap.1", "...", "é", strings.Repeat("a", 15)} {
+		if _, err := Parse([]byte(with(n)), "f.toml"); err != nil {
+			t.Errorf("%q refused: %v", n, err)
+		}
+	}
+}
+
+// Unknown keys are reported once per occurrence, each at its own line:
+// the same typo in two backends, keys inside inline tables and dotted
+// keys. Before, every occurrence was at the first one's line, and a key
+// only the decoder saw (in an inline table) at line 1.
+func TestUnknownKeysAtTheirOwnLines(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		toml string
+	}{
+		{"two backends", base + "  wieght = 2\n  [[vip.backend]]\n  address = \"10.0.1.2\"\n  wieght = 3\n"},
+		{"two vips", strings.Replace(base, "port = 80\n", "port = 80\nnmae = \"a\"\n", 1) + strings.Replace(secondVIP, "port = 80\n", "port = 80\nnmae = \"b\"\n", 1)},
+		{"inline table", strings.Replace(base, "  [[vip.backend]]\n  address = \"10.0.1.1\"\n", "backend = [{address = \"10.0.1.1\", wieght = 2}]\n", 1)},
+		{"inline tables on two lines", strings.Replace(base, "  [[vip.backend]]\n  address = \"10.0.1.1\"\n", "backend = [{address = \"10.0.1.1\"}, {address = \"10.0.1.2\", wieght = 2}]\n", 1) + strings.Replace(secondVIP, "  [[vip.backend]]\n  address = \"10.0.1.2\"\n", "backend = [{ address = \"10.0.1.2\", health = {x = 1}, wieght = 1 }]\n", 1)},
+		{"dotted keys", strings.Replace(base, "port = 80\n", "port = 80\nhealth.jitterr = 0.1\n", 1) + strings.Replace(secondVIP, "port = 80\n", "port = 80\nhealth . jitterr = 0.2\n", 1)},
+		{"a string that looks like a key", strings.Replace(base, "port = 80\n", "port = 80\nhealth = {kind = \"tcp\", path = \"/x, wieght = 1\", wieght = 2}\n", 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Each line that holds a typo (wieght, nmae, jitterr, x)
+			// holds one reported problem per typo on it.
+			want := map[int]int{}
+			for i, l := range strings.Split(tc.toml, "\n") {
+				l = strings.ReplaceAll(l, `"/x, wieght = 1"`, "")
+				want[i+1] += strings.Count(l, "wieght") + strings.Count(l, "nmae") + strings.Count(l, "jitterr") + strings.Count(l, "{x = ")
+			}
+			_, err := Parse([]byte(tc.toml), "f.toml")
+			var es Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("not Errors: %v", err)
+			}
+			got := map[int]int{}
+			for _, p := range es {
+				if !strings.HasPrefix(p.Msg, "unknown key") {
+					t.Errorf("unexpected problem %v", p)
+				}
+				got[p.Line]++
+			}
+			for line, n := range want {
+				if got[line] != n {
+					t.Errorf("line %d: %d unknown keys reported, want %d: %v", line, got[line], n, err)
+				}
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -42,6 +43,8 @@ type checker struct {
 	file string
 	loc  *locator
 	md   toml.MetaData
+	data []byte         // the file, for setAt
+	raw  map[string]any // the file decoded into maps; see setAt
 	errs Errors
 	// healthDefaultsBad: [health] had a problem, which every VIP inherits
 	// and which is reported once, at [health].
@@ -73,6 +76,58 @@ func (ck *checker) line(path string) int { return max(ck.loc.line(path), 1) }
 
 // defined reports whether the file sets the key at path (no indices).
 func (ck *checker) defined(path ...string) bool { return ck.md.IsDefined(path...) }
+
+// setAt reports whether the file sets the key at the indexed path
+// ("vip[1].health.jitter"), however it is written (under a table header,
+// as a dotted key, in an inline table). A path without indices is the
+// TOML metadata's answer (defined); MetaData cannot look into an array of
+// tables, so for one with indices the file is decoded once more, into
+// maps, on first use.
+func (ck *checker) setAt(path string) bool {
+	parts := strings.Split(path, ".")
+	if !strings.Contains(path, "[") {
+		return ck.defined(parts...)
+	}
+	if ck.raw == nil {
+		ck.raw = map[string]any{}
+		if _, err := toml.Decode(string(ck.data), &ck.raw); err != nil {
+			return false // cannot happen: the same text decoded before
+		}
+	}
+	var v any = ck.raw
+	for _, part := range parts {
+		name, idx, indexed := strings.Cut(part, "[")
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if v, ok = m[name]; !ok {
+			return false
+		}
+		if !indexed {
+			continue
+		}
+		i, err := strconv.Atoi(strings.TrimSuffix(idx, "]"))
+		if err != nil || i < 0 {
+			return false
+		}
+		switch a := v.(type) {
+		case []map[string]any: // [[array]] of tables
+			if i >= len(a) {
+				return false
+			}
+			v = a[i]
+		case []any: // an inline array of tables
+			if i >= len(a) {
+				return false
+			}
+			v = a[i]
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func boolPtr(b bool) *bool { return &b }
 
@@ -256,8 +311,8 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	if d.ExceptionIf == "" {
 		d.ExceptionIf = DefaultExceptionName
 	}
-	if len(d.ExceptionIf) > MaxIfaceNameLen || strings.ContainsFunc(d.ExceptionIf, badNameRune) {
-		ck.bad("dataplane.exception_iface", "%q is not an interface name of at most %d characters (Linux IFNAMSIZ)", d.ExceptionIf, MaxIfaceNameLen)
+	if err := checkIfaceName(d.ExceptionIf); err != nil {
+		ck.bad("dataplane.exception_iface", "%v", err)
 	}
 	if !d.LBIPv4.IsValid() && !d.LBIPv6.IsValid() {
 		ck.bad("dataplane", "needs lb_ipv4 or lb_ipv6: the LB's own address, used as the tunnels' outer source")
@@ -424,13 +479,26 @@ func (c *Config) finishAdmin() error {
 	if err := a.finishAdminToken(); err != nil {
 		return err
 	}
-	if a.Listen != "off" && !strings.HasPrefix(a.Listen, "unix:") {
-		if _, _, err := net.SplitHostPort(a.Listen); err != nil {
-			return errAt("admin.listen", "%q is not host:port, unix:/path or off", a.Listen)
-		}
-		if !AdminListenLocal(a.Listen) && a.Secret() == "" {
-			return errAt("admin.token", "is required (or token_file) when admin.listen (%s) is not loopback: every call from the network must be authenticated", a.Listen)
-		}
+	if a.Listen == "off" {
+		return nil // the daemon reads nothing more of [admin]
+	}
+	if err := a.checkAdminTLS(); err != nil {
+		return err
+	}
+	if path, ok := strings.CutPrefix(a.Listen, "unix:"); ok {
+		return checkAdminSocket(path)
+	}
+	_, port, err := net.SplitHostPort(a.Listen)
+	if err != nil {
+		return errAt("admin.listen", "%q is not host:port, unix:/path or off", a.Listen)
+	}
+	// The daemon's net.Listen resolves the port the same way: a number
+	// in 0..65535 or a service name ("https").
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return errAt("admin.listen", "%q: %q is not a port (0..65535 or a service name)", a.Listen, port)
+	}
+	if !AdminListenLocal(a.Listen) && a.Secret() == "" {
+		return errAt("admin.token", "is required (or token_file) when admin.listen (%s) is not loopback: every call from the network must be authenticated", a.Listen)
 	}
 	return nil
 }
@@ -448,10 +516,51 @@ func badNameRune(r rune) bool {
 	return r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar
 }
 
+// invisibleRune reports format characters (Unicode category Cf): they
+// print as nothing, so two names that differ by one look the same, and
+// the bidirectional controls among them (U+202A..U+202E, U+2066..U+2069)
+// reorder the text shown around them. The zero-width characters
+// (U+200B..U+200F) and the byte order mark (U+FEFF) are of them.
+func invisibleRune(r rune) bool { return unicode.Is(unicode.Cf, r) }
+
 // checkName checks an operator-given VIP or backend name.
 func checkName(s string) error {
 	if len(s) < 1 || len(s) > MaxNameLen || strings.ContainsFunc(s, badNameRune) {
 		return fmt.Errorf("%q is not a name: 1..%d bytes, no '/', spaces or control characters (it is a path segment of the admin API)", s, MaxNameLen)
+	}
+	if s == "." || s == ".." {
+		// The admin API's router cleans the URL path: /vip/web/backend/..
+		// is redirected elsewhere, so the backend could not be drained
+		// by name.
+		return fmt.Errorf("%q is not a name: \".\" and \"..\" are path steps, not path segments of the admin API", s)
+	}
+	if i := strings.IndexFunc(s, invisibleRune); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return fmt.Errorf("%q is not a name: it holds the invisible format character %U (zero-width, bidirectional control or the like), which makes a name look like another", s, r)
+	}
+	return nil
+}
+
+// checkIfaceName refuses what Linux refuses as an interface name
+// (dev_valid_name in net/core/dev.c: empty, "." or "..", IFNAMSIZ bytes
+// or more, a '/', ':' or blank, which is a byte isspace takes: tab, LF,
+// VT, FF, CR, space and 0xA0) or would rename ('%', a printf format for
+// the kernel to fill in), what DPDK's devargs cannot carry (the tap is
+// created with "iface=NAME,mac=..."), and control characters.
+func checkIfaceName(s string) error {
+	const why = "a Linux interface name: 1..%d bytes, not \".\" or \"..\", no '/', ':', '%%', ',', '=', blanks or control characters"
+	if s == "" || s == "." || s == ".." || len(s) > MaxIfaceNameLen {
+		return fmt.Errorf("%q is not "+why, s, MaxIfaceNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '/' || c == ':' || c == '%' || c == ',' || c == '=',
+			c == ' ' || c >= '\t' && c <= '\r' || c == 0xa0:
+			return fmt.Errorf("%q is not "+why+" (byte %d is %q)", s, MaxIfaceNameLen, i, c)
+		}
+	}
+	if strings.ContainsFunc(s, badNameRune) {
+		return fmt.Errorf("%q is not "+why, s, MaxIfaceNameLen)
 	}
 	return nil
 }
@@ -662,11 +771,24 @@ func (ck *checker) checkLoops(c *Config) {
 // health's defaults, and has package health validate the check. The kind
 // "none" and the passive checks are config's own.
 func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
+	// Keys whose zero value is a setting of its own, not "absent": port 0
+	// checks the backend's own port (the VIP's), host "" sends the
+	// backend's address, jitter 0 turns jitter off and through "" is
+	// direct. Written, they hold even when zero; left out, they come from
+	// [health] (a VIP) or package health's defaults ([health]).
+	written := func(key string) func() bool { return func() bool { return ck.setAt(at + "." + key) } }
+	hd := health.DefaultConfig()
+	jitter := hd.Jitter
+	if def != nil {
+		jitter = def.Jitter
+		inheritUnwritten(&h.Port, def.Port, written("port"))
+		inheritUnwritten(&h.Host, def.Host, written("host"))
+		inheritUnwritten(&h.Through, def.Through, written("through"))
+	}
+	inheritUnwritten(&h.Jitter, jitter, written("jitter"))
 	if def != nil {
 		inherit(&h.Kind, def.Kind)
-		inherit(&h.Port, def.Port)
 		inherit(&h.Path, def.Path)
-		inherit(&h.Host, def.Host)
 		inherit(&h.ExpectStatus, def.ExpectStatus)
 		inherit(&h.Interval, def.Interval)
 		inherit(&h.Timeout, def.Timeout)
@@ -674,15 +796,12 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 		inherit(&h.BackoffMax, def.BackoffMax)
 		inherit(&h.Rise, def.Rise)
 		inherit(&h.Fall, def.Fall)
-		inherit(&h.Jitter, def.Jitter)
 		inherit(&h.FlapWindow, def.FlapWindow)
 		inherit(&h.Passive, def.Passive)
 		inherit(&h.PassiveWindow, def.PassiveWindow)
 		inherit(&h.PassiveMin, def.PassiveMin)
 		inherit(&h.PassiveThreshold, def.PassiveThreshold)
-		inherit(&h.Through, def.Through)
 	}
-	hd := health.DefaultConfig()
 	inherit(&h.Kind, HealthNone)
 	inherit(&h.Path, hd.Path)
 	inherit(&h.ExpectStatus, hd.ExpectStatus)
@@ -690,11 +809,10 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 	inherit(&h.Timeout, hd.Timeout)
 	inherit(&h.Rise, hd.Rise)
 	inherit(&h.Fall, hd.Fall)
-	inherit(&h.Jitter, hd.Jitter)
 	inherit(&h.BackoffBase, hd.BackoffBase)
 	inherit(&h.BackoffMax, hd.BackoffMax)
 	inherit(&h.FlapWindow, health.DefaultFlapWindow)
-	inherit(&h.Through, hd.Through)
+	inherit(&h.Through, hd.Through) // "" is direct: written so
 	inherit(&h.Passive, "on")
 	inherit(&h.PassiveWindow, DefaultPassiveWindow)
 	inherit(&h.PassiveMin, DefaultPassiveMin)
@@ -750,6 +868,16 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 func inherit[T comparable](v *T, def T) {
 	var zero T
 	if *v == zero {
+		*v = def
+	}
+}
+
+// inheritUnwritten is inherit for a key whose zero value means
+// something: *v is set to def only when it is zero and the file does not
+// write the key (written, asked only then), so an explicit zero is kept.
+func inheritUnwritten[T comparable](v *T, def T, written func() bool) {
+	var zero T
+	if *v == zero && !written() {
 		*v = def
 	}
 }
