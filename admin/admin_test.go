@@ -437,6 +437,8 @@ func TestDrainUndrainWeightOverUnixSocket(t *testing.T) {
 		{"?weight=abc", "", `"abc"`},
 		{"?weight=", "", "weight"},
 		{"?weight=2", `{"weight": 2}`, "not both"},
+		{"?weight=1&weight=70000", "", "once"}, // not the first of two
+		{"?weight=70000&weight=1", "", "once"},
 	} {
 		e.fails("POST", wpath+tc.query, tc.body, 400, tc.word)
 	}
@@ -695,15 +697,32 @@ func TestToken(t *testing.T) {
 		t.Errorf("authorized drain: %+v", b)
 	}
 	e.ok("POST", api.ActionPath("web", "be1", api.ActionUndrain), "", &b, "authorization", "bearer "+token)
-	// Reads need no token; a token server serves any Host (it may listen
-	// beyond loopback under a DNS name).
+	// Reads need no token on loopback, so the DNS-rebinding guard stays:
+	// a page on evil.example resolving to 127.0.0.1 reads nothing.
 	var st api.Status
 	e.get(api.StatusPath, &st)
-	if code, _ := e.call("GET", api.VIPsPath, "", "Host", "lb1.example.net:9180"); code != 200 {
-		t.Errorf("GET with a DNS Host on a token server: %d", code)
-	}
 	if code, _ := e.call("GET", api.MetricsPath, ""); code != 200 {
 		t.Errorf("GET /metrics without token: %d", code)
+	}
+	for _, p := range []string{api.ConnsPath, api.StatusPath, api.VIPsPath, api.TablePath("web"), api.MetricsPath} {
+		if code, b := e.call("GET", p, "", "Host", "evil.example:9180"); code != 403 || !strings.Contains(string(b), "rebinding") {
+			t.Errorf("GET %s with Host evil.example on a loopback token server: %d %.80s; want 403", p, code, b)
+		}
+	}
+	e.failsWith("POST", drain, "", 403, []string{"Host", "evil.example", "Authorization", "Bearer " + token}, "rebinding")
+	// Beyond loopback every call needs the token, and any Host is served
+	// (it may listen under a DNS name). Configured as a network listener;
+	// bound, for the test, on loopback.
+	p := admintest.New(t, admintest.Config)
+	srv := admin.New(p.Plane, config.Admin{Listen: "192.0.2.10:9180", Token: token}, "", nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveOn(t, srv, ln)
+	off := &env{t: t, plane: p, srv: srv, base: "http://" + ln.Addr().String(), hc: &http.Client{Timeout: 20 * time.Second}}
+	if code, b := off.call("GET", api.VIPsPath, "", "Host", "lb1.example.net:9180", "Authorization", "Bearer "+token); code != 200 {
+		t.Errorf("GET with a DNS Host and the token off loopback: %d %.80s", code, b)
 	}
 }
 

@@ -2,12 +2,19 @@ package admin_test
 
 import (
 	"fmt"
+	"log/slog"
+	"net/http/httptest"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/fulcrumlb/fulcrum/admin"
 	"github.com/fulcrumlb/fulcrum/admin/admintest"
 	"github.com/fulcrumlb/fulcrum/admin/api"
+	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
 )
@@ -122,4 +129,30 @@ func TestConnsAndFlush(t *testing.T) {
 	e.fails("GET", api.ConnsPath+"?limit=0", "", 400, "limit")
 	e.fails("GET", api.ConnsPath+fmt.Sprintf("?limit=%d", 1<<20), "", 400, "limit")
 	e.fails("POST", api.ActionPath("web", "nope", api.ActionFlush), "", 404)
+}
+
+// TestConnsCursorNoWorkers: a cursor sent to a plane with no workers is
+// refused with 400, not a panic (the message named the buckets of worker
+// 0).
+func TestConnsCursorNoWorkers(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "fulcrum.toml")
+	if err := os.WriteFile(file, []byte(admintest.Config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane, err := control.New(cfg, &dataplane.Shared{}, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := admin.New(plane, loopback(), "", nil).Handler()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", api.ConnsQuery("", "", 10, "0.0"), nil)
+	req.Host = "127.0.0.1"
+	h.ServeHTTP(rec, req)
+	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "0 workers") {
+		t.Errorf("cursor 0.0 with no workers: %d %s; want 400 naming 0 workers", rec.Code, rec.Body)
+	}
 }

@@ -11,3 +11,11 @@ func (s *Server) SetTimeouts(readHeader, read, write, idle time.Duration) {
 // CaptureWriteGrace is how long a capture's answer may take to write
 // after its duration.
 const CaptureWriteGrace = captureWriteGrace
+
+// SetTableWait sets how long a table read waits for the one in progress,
+// until the test ends.
+func SetTableWait(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := tableWait
+	tableWait = d
+	t.Cleanup(func() { tableWait = old })
+}

@@ -2,8 +2,6 @@ package admin
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,7 +61,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(api.StatusPath, s.read(s.getStatus))
 	mux.Handle(api.VIPsPath, s.read(s.getVIPs))
 	mux.Handle(api.VIPsPath+"/{vip}", s.read(s.getVIP))
-	mux.Handle(api.VIPsPath+"/{vip}/table", s.read(s.getTable))
+	mux.Handle(api.VIPsPath+"/{vip}/table", s.methods(http.HandlerFunc(s.serveTable), http.MethodGet, http.MethodHead)) // table.go
 	mux.Handle(api.VIPsPath+"/{vip}/backends/{backend}", s.read(s.getBackend))
 	mux.Handle(api.VIPsPath+"/{vip}/backends/{backend}/{action}", s.mutate(s.postAction))
 	mux.Handle(api.LookupPath, s.read(s.getLookup))
@@ -248,7 +246,7 @@ func workerJSON(id int, c *dataplane.Counters) api.Worker {
 	w := api.Worker{
 		Worker: id, RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
 		Forwarded: c.Encap[encap.Forward], ICMPReplies: c.Encap[encap.ICMPReply], EchoReplies: c.EchoReplies, Punted: c.Punted,
-		FromKernel: c.FromKernel, HealthTunnelTx: c.HealthTunnelTx, Fragments: c.Fragments, ICMPErrors: c.ICMPErrors, Moved: c.Moved,
+		FromKernel: c.FromKernel, HealthTunnelTx: c.HealthTunnelTx, Fragments: c.Fragments, ICMPErrors: c.ICMPErrors, Moved: c.Moved, SYNKept: c.SYNKept,
 		TxFull: c.TxFull, Dropped: c.Dropped(), Drops: map[string]uint64{},
 		SecondChance: c.SecondChance, SecondChanceFlows: c.SecondChanceFlows,
 		Conntrack: api.Conntrack{Flows: c.Flows, Hits: c.CTHits, Misses: c.CTMisses, Inserts: c.Conntrack.Inserts,
@@ -397,26 +395,6 @@ func effectiveWeight(b *control.BackendStatus) float64 {
 	return float64(b.Effective) / effectiveScale
 }
 
-func (s *Server) getTable(r *http.Request) (any, error) {
-	name, err := s.resolveVIP(r.PathValue("vip"))
-	if err != nil {
-		return nil, err
-	}
-	keys, err := s.plane.Table(name)
-	if err != nil {
-		return nil, err
-	}
-	out := api.Table{VIP: name, Size: len(keys), Slots: make([]string, len(keys))}
-	h := sha256.New()
-	for i, k := range keys {
-		out.Slots[i] = k // a backend name
-		io.WriteString(h, out.Slots[i])
-		io.WriteString(h, "\n")
-	}
-	out.Digest = hex.EncodeToString(h.Sum(nil))
-	return out, nil
-}
-
 func (s *Server) getLookup(r *http.Request) (any, error) {
 	q := r.URL.Query()
 	addr := func(key string) (netip.Addr, error) {
@@ -530,7 +508,11 @@ func (s *Server) getConns(r *http.Request) (any, error) {
 		// with an empty last page that looks like the end of a listing.
 		buckets := s.plane.ConnBuckets()
 		if wi >= len(buckets) || bi >= buckets[wi] {
-			return nil, badRequest("cursor %q: past the end (%d workers, %d buckets each): not a cursor from an earlier page", c, len(buckets), buckets[0])
+			each := "no buckets"
+			if len(buckets) > 0 {
+				each = fmt.Sprintf("%d buckets each", buckets[0])
+			}
+			return nil, badRequest("cursor %q: past the end (%d workers, %s): not a cursor from an earlier page", c, len(buckets), each)
 		}
 		cq.From = control.ConnCursor{Worker: wi, Bucket: bi}
 	}
@@ -603,6 +585,8 @@ func weightOf(r *http.Request) (int, error) {
 	switch {
 	case inQuery && len(body) > 0:
 		return 0, badRequest("weight: give it in the query or in the body, not both")
+	case inQuery && len(qs) != 1:
+		return 0, badRequest("weight: given %d times in the query; give it once", len(qs))
 	case inQuery:
 		if w, err = strconv.Atoi(qs[0]); err != nil {
 			return 0, badRequest("weight %q: not an integer", qs[0])
@@ -634,7 +618,11 @@ func (s *Server) postReload(r *http.Request) (any, error) {
 	if s.reloadPath == "" {
 		return nil, &httpError{http.StatusConflict, "reload: the daemon was not started from a configuration file"}
 	}
-	if err := s.plane.Reload(s.reloadPath); err != nil {
+	if err := s.plane.Reload(s.reloadPath); errors.Is(err, control.ErrExceptionNotUpdated) {
+		// Applied: the snapshot is published; the kernel's side failed
+		// (the next reload retries it).
+		return nil, &httpError{http.StatusInternalServerError, fmt.Sprintf("reload %s: %v", s.reloadPath, err)}
+	} else if err != nil {
 		return nil, &httpError{http.StatusUnprocessableEntity, fmt.Sprintf("reload %s rejected, the running configuration stays: %v", s.reloadPath, err)}
 	}
 	st := s.status(false)

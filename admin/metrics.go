@@ -161,7 +161,7 @@ func newCollector(s *Server) *collector {
 
 		buildInfo:  d("build_info", "Always 1; the labels name the build.", "version", "goversion"),
 		configGen:  d("config_generation", "Configurations applied since start: 1 plus the successful reloads."),
-		reloads:    d("reloads_total", "Configuration reloads, by result: ok, refused (invalid, or needs a restart: the running one stays), error (the file could not be read).", "result"),
+		reloads:    d("reloads_total", "Configuration reloads, by result: ok, refused (invalid, or needs a restart: the running one stays), error (the file could not be read, or the configuration is in force but the exception interface was not updated).", "result"),
 		lastReload: d("last_reload_success_timestamp_seconds", "Unix time the running configuration was applied (start, or the last successful reload)."),
 	}
 }

@@ -28,15 +28,21 @@
 // On a local listener with a token, the mutating calls (drain, undrain,
 // weight, reload) need "Authorization: Bearer <token>" and reads stay open,
 // so a local monitoring agent needs no secret. Tokens are compared as
-// SHA-256 digests in constant time. The token is read at start; change it
-// with a restart.
+// SHA-256 digests in constant time. The token is read at start. A
+// reload re-reads token_file: a new token in the same file replaces the
+// old one for every request from the moment the reload is in force (the
+// old one is refused from then on), so a leaked token is rotated without a
+// restart. Changing token itself, or token_file's path, needs a restart
+// (the reload is refused).
 //
 // Browsers are the other way in to a loopback listener: a web page can make
 // the operator's browser send requests to 127.0.0.1. Mutating calls that a
 // browser marks as cross-origin are refused (net/http's
-// CrossOriginProtection), and without a token a TCP listener answers only
-// requests whose Host is an IP address or "localhost", so a DNS-rebinding
-// page cannot pass as same-origin.
+// CrossOriginProtection), and a loopback TCP listener, whose reads need no
+// token whether one is set or not, answers only requests whose Host is an
+// IP address or "localhost", so a DNS-rebinding page can neither pass as
+// same-origin nor read. A listener beyond loopback, where every call
+// needs the token, answers any Host (it may be reached by a DNS name).
 //
 // # Exhaustion
 //
@@ -68,6 +74,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -125,10 +132,9 @@ type Server struct {
 	reloadPath string
 	log        *slog.Logger
 
-	token     string            // cfg.Secret(): [admin] token or the token_file's
-	tokenSum  [sha256.Size]byte // of token, compared in constant time
-	local     bool              // loopback or unix listener; else every call needs the token
-	checkHost bool              // TCP listener without a token: DNS-rebinding guard
+	token     atomic.Pointer[secret] // [admin] token or the token_file's; a reload may replace the file's (takeToken)
+	local     bool                   // loopback or unix listener; else every call needs the token
+	checkHost bool                   // loopback TCP listener (reads need no token): DNS-rebinding guard
 	timeouts  timeouts
 	tls       *tls.Config // nil: plain HTTP
 	conns     connStats
@@ -161,17 +167,48 @@ func New(plane *control.Plane, cfg config.Admin, reloadPath string, log *slog.Lo
 	}
 	s := &Server{plane: plane, cfg: cfg, reloadPath: reloadPath, log: log.With("component", "admin"),
 		cop: http.NewCrossOriginProtection(), timeouts: defaultTimeouts, started: time.Now()}
-	s.token = cfg.Secret()
-	if s.token != "" {
-		s.tokenSum = sha256.Sum256([]byte(s.token))
+	s.token.Store(newSecret(cfg.Secret()))
+	if cfg.TokenFile != "" && plane != nil {
+		plane.OnConfig(func(c *config.Config) { s.takeToken(&c.Admin) })
 	}
 	s.local = config.AdminListenLocal(cfg.Listen)
-	s.checkHost = s.token == "" && !strings.HasPrefix(cfg.Listen, "unix:")
+	s.checkHost = s.local && !strings.HasPrefix(cfg.Listen, "unix:")
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(newCollector(s))
 	s.reg.MustRegister(prometheusGoCollectors()...)
 	s.handler = s.routes()
 	return s
+}
+
+// secret is the admin token in force and its digest.
+type secret struct {
+	token string
+	sum   [sha256.Size]byte // of token, compared in constant time
+}
+
+func newSecret(tok string) *secret {
+	s := &secret{token: tok}
+	if tok != "" {
+		s.sum = sha256.Sum256([]byte(tok))
+	}
+	return s
+}
+
+// takeToken takes the token of a configuration a reload put in force, if
+// it comes from this server's token_file (a reload that changes the path
+// or sets token instead is refused before it gets here). Every request
+// from then on is checked against the new token only. A reload never
+// takes the token away: package config refuses an empty token file.
+func (s *Server) takeToken(a *config.Admin) {
+	if a.TokenFile != s.cfg.TokenFile {
+		return
+	}
+	tok := a.Secret()
+	if tok == "" || tok == s.token.Load().token {
+		return
+	}
+	s.token.Store(newSecret(tok))
+	s.log.Warn("admin token replaced: the reload read a new one from token_file; the old one is refused from now on", "token_file", a.TokenFile)
 }
 
 // Handler is the API's HTTP handler (for tests and for embedding).
@@ -195,7 +232,7 @@ func (s *Server) Listen() (net.Listener, error) {
 	if _, _, err := net.SplitHostPort(l); err != nil {
 		return nil, fmt.Errorf("admin listen %q: %w", l, err)
 	}
-	if s.token == "" && !s.local {
+	if s.token.Load().token == "" && !s.local {
 		return nil, fmt.Errorf("admin listen %q: not loopback, and no admin.token or admin.token_file is set", l)
 	}
 	ln, err := net.Listen("tcp", l)
@@ -298,7 +335,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("admin API listening", "addr", ln.Addr().String(), "token", s.token != "",
+	s.log.Info("admin API listening", "addr", ln.Addr().String(), "token", s.token.Load().token != "",
 		"token_for_reads", !s.local, "tls", s.tls != nil, "max_conns", s.cfg.MaxConns)
 	select {
 	case err := <-errc:
@@ -334,7 +371,8 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 // them all (Listen does not open such a listener; this fails closed if a
 // caller serves one anyway).
 func (s *Server) authorized(r *http.Request) bool {
-	if s.token == "" {
+	want := s.token.Load()
+	if want.token == "" {
 		return s.local
 	}
 	h := r.Header.Get("Authorization")
@@ -345,11 +383,11 @@ func (s *Server) authorized(r *http.Request) bool {
 	// Comparing fixed-size digests keeps the time independent of both the
 	// token's content and its length.
 	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	return subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) == 1
+	return subtle.ConstantTimeCompare(sum[:], want.sum[:]) == 1
 }
 
-// hostAllowed is the DNS-rebinding guard: without a token, a TCP listener
-// answers only Host headers that name an address (or localhost), which a
+// hostAllowed is the DNS-rebinding guard: a loopback TCP listener answers
+// only Host headers that name an address (or localhost), which a
 // rebinding web page cannot send.
 func (s *Server) hostAllowed(r *http.Request) bool {
 	if !s.checkHost {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
@@ -16,6 +17,15 @@ import (
 // syncBackends makes the backend states match cfg: new backends start (up
 // if they have no health check, slow-starting), removed ones go, existing
 // ones keep their health and operator state.
+//
+// A backend whose address changed is another server under the same name:
+// it is treated as a removed backend and an added one (a fresh state: down
+// until its checks pass, no operator override or drain, its passive window
+// and first verdict reset), as the dataplane treats it (its backend
+// identity holds the address: a new incarnation, so its tracked flows
+// choose again). A reload that
+// changes a backend's configured weight ends the operator's override
+// (SetWeight): the override lasts until a reload changes the weight.
 func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 	now := p.now()
 	seen := map[dataplane.BackendRef]bool{}
@@ -25,8 +35,13 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 			k := dataplane.BackendRef{VIP: v.Name, Backend: b.Name}
 			seen[k] = true
 			st := p.backends[k]
+			if st != nil && st.addr != b.Address.Addr {
+				p.log.Info("backend moved to another address: treated as a new backend", "vip", v.Name, "backend", b.Name,
+					"from", st.addr, "to", b.Address.Addr)
+				st = nil
+			}
 			if st == nil {
-				st = &backendState{vip: v.Name, name: b.Name, upSince: now, changedAt: now}
+				st = &backendState{vip: v.Name, name: b.Name, addr: b.Address.Addr, weight: *b.Weight, upSince: now, changedAt: now}
 				if initial {
 					// The first snapshot after start: nothing is ramping
 					// from a previous state, so do not slow-start the
@@ -45,6 +60,12 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 				}
 				p.backends[k] = st
 			}
+			if *b.Weight != st.weight && st.override != nil {
+				p.log.Info("backend weight override ended: the reload changed the configured weight", "vip", v.Name, "backend", b.Name,
+					"override", *st.override, "weight", *b.Weight)
+				st.override = nil
+				st.changedAt = now
+			}
 			st.weight = *b.Weight
 			if b.Drain != st.cfgDrain {
 				st.cfgDrain = b.Drain
@@ -53,12 +74,16 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 					st.drainedAt = now
 				}
 			}
+			st.check = netip.AddrPort{}
 			if !checked {
 				st.health, st.reason = HealthUnchecked, ""
-			} else if st.health == HealthUnchecked {
-				// A check added by a reload: the backend served
-				// unchecked until now; keep it serving until a verdict.
-				st.health, st.reason = HealthUnknown, "not checked yet"
+			} else {
+				st.check = checkAddr(&v, &b)
+				if st.health == HealthUnchecked {
+					// A check added by a reload: the backend served
+					// unchecked until now; keep it serving until a verdict.
+					st.health, st.reason = HealthUnknown, "not checked yet"
+				}
 			}
 		}
 	}
@@ -66,6 +91,24 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 		if !seen[k] {
 			delete(p.backends, k)
 		}
+	}
+}
+
+// saveBackends copies every backend's state, for restoreBackends to put
+// back when a reload fails after syncBackends.
+func (p *Plane) saveBackends() map[dataplane.BackendRef]backendState {
+	out := make(map[dataplane.BackendRef]backendState, len(p.backends))
+	for k, st := range p.backends {
+		out[k] = *st
+	}
+	return out
+}
+
+// restoreBackends makes the backend states those saveBackends copied.
+func (p *Plane) restoreBackends(saved map[dataplane.BackendRef]backendState) {
+	p.backends = make(map[dataplane.BackendRef]*backendState, len(saved))
+	for k, st := range saved {
+		p.backends[k] = &st
 	}
 }
 
@@ -178,7 +221,8 @@ func (p *Plane) Undrain(vip, name string) error {
 }
 
 // SetWeight overrides a backend's configured weight until the next reload
-// that changes it (0..65535; 0 stops new flows like a drain).
+// that changes it, or its address (0..65535; 0 stops new flows like a
+// drain).
 func (p *Plane) SetWeight(vip, name string, w int) error {
 	if w < 0 || w > 65535 {
 		return fmt.Errorf("vip %q backend %q: weight %d is outside 0..65535", vip, name, w)
@@ -204,6 +248,13 @@ func (p *Plane) SetHealth(vip, name string, up bool, reason string) error {
 	if err != nil {
 		return err
 	}
+	p.setHealthLocked(st, up, reason)
+	return nil
+}
+
+// setHealthLocked is SetHealth for the backend st.
+func (p *Plane) setHealthLocked(st *backendState, up bool, reason string) {
+	vip, name := st.vip, st.name
 	h := HealthDown
 	if up {
 		h = HealthUp
@@ -215,7 +266,7 @@ func (p *Plane) SetHealth(vip, name string, up bool, reason string) error {
 		p.Kick() // a VIP may now be announced
 	}
 	if st.health == h || st.health == HealthUnchecked {
-		return nil
+		return
 	}
 	st.health, st.changedAt = h, p.now()
 	if up {
@@ -231,5 +282,4 @@ func (p *Plane) SetHealth(vip, name string, up bool, reason string) error {
 		p.log.Warn("backend down", "vip", vip, "backend", name, "reason", reason)
 	}
 	p.Kick()
-	return nil
 }

@@ -23,12 +23,8 @@ func healthTargets(cfg *config.Config, svc *dataplane.Services) (map[string]heal
 			continue
 		}
 		hc := v.Health.Config // decoded and validated by package config
-		port := v.Port
-		if hc.Port != 0 {
-			port = hc.Port
-		}
 		for _, b := range v.Backends {
-			t := health.Target{Addr: netip.AddrPortFrom(b.Address.Addr, uint16(port)), Config: hc}
+			t := health.Target{Addr: checkAddr(&v, &b), Config: hc}
 			if hc.Tunnelled() {
 				t.Tunnel = tunnelPath(cfg, svc, &v, b.Name)
 			}
@@ -39,6 +35,17 @@ func healthTargets(cfg *config.Config, svc *dataplane.Services) (map[string]heal
 		}
 	}
 	return out, nil
+}
+
+// checkAddr is where the active check of backend b of v goes: the
+// backend's address on the check's port, or the VIP's (also for a check
+// through the tunnel: the address the checker names, health.Target.Addr).
+func checkAddr(v *config.VIP, b *config.Backend) netip.AddrPort {
+	port := v.Port
+	if v.Health.Port != 0 {
+		port = v.Health.Port
+	}
+	return netip.AddrPortFrom(b.Address.Addr, uint16(port))
 }
 
 // tunnelPath is where a check through the tunnel of backend name of v goes
@@ -116,16 +123,31 @@ func (p *Plane) StartHealth(ctx context.Context, opts health.ManagerOptions) err
 	}()
 	go func() {
 		for ev := range m.Events() {
-			p.mu.Lock()
-			st := p.backends[checkRef(ev.Key)]
-			p.mu.Unlock()
-			if st == nil {
-				continue // removed by a reload meanwhile
-			}
-			p.SetHealth(st.vip, st.name, ev.New == health.Up, ev.Reason)
+			p.healthEvent(ev)
 		}
 	}()
 	return nil
+}
+
+// healthEvent applies a checker's verdict to its backend, if the backend
+// is still checked where the verdict came from. An event can wait in the
+// Manager's channel (or in this loop, for the lock) while a reload removes
+// the backend or moves it to another address or check port: the old
+// address's verdict says nothing of the new one, which starts down until
+// its own checks pass (syncBackends), so such an event is dropped.
+func (p *Plane) healthEvent(ev health.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.backends[checkRef(ev.Key)]
+	if st == nil {
+		return // removed by a reload meanwhile
+	}
+	if ev.Addr != st.check {
+		p.log.Debug("health event for an address the backend no longer has, dropped", "vip", st.vip, "backend", st.name,
+			"event_addr", ev.Addr, "checked", st.check, "state", ev.New)
+		return
+	}
+	p.setHealthLocked(st, ev.New == health.Up, ev.Reason)
 }
 
 // syncHealthLocked points the checkers at the configuration in force (after

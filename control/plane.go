@@ -31,6 +31,7 @@
 package control
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -75,9 +76,11 @@ func (h Health) String() string {
 
 type backendState struct {
 	vip, name string
-	weight    int  // configured
-	override  *int // operator's SetWeight
-	drained   bool // operator's Drain, or drain = true in the config
+	addr      netip.Addr     // configured address; another one makes a new backend (syncBackends)
+	check     netip.AddrPort // where its active check goes (checkAddr); zero: not checked
+	weight    int            // configured
+	override  *int           // operator's SetWeight
+	drained   bool           // operator's Drain, or drain = true in the config
 	cfgDrain  bool
 	drainedAt time.Time
 	health    Health
@@ -123,6 +126,7 @@ type Plane struct {
 	hop       resolvedHop                         // the kernel's answer for the gateways (SetNextHop)
 	gwChanged chan struct{}                       // a reload changed the gateways: resolve again now
 	onApply   func(old, cur *config.Config) error // applies a reload to the kernel's side (SetOnApply)
+	onConfig  []func(cfg *config.Config)          // told of every configuration put in force (OnConfig)
 
 	ops opsStats // reloads and rebuild durations, for metrics (status.go)
 }
@@ -225,10 +229,21 @@ func (p *Plane) Reload(path string) (err error) {
 	return p.Apply(cfg)
 }
 
+// ErrExceptionNotUpdated is wrapped by the error of a reload that is in
+// force (its snapshot is published and the health checks follow it) but
+// whose update of the kernel's side of the exception path (SetOnApply: the
+// interface's addresses and MTU) failed. The kernel keeps the old
+// settings until a reload succeeds in updating them; nothing is rolled
+// back.
+var ErrExceptionNotUpdated = errors.New("the configuration is in force, but the exception interface was not updated")
+
 // Apply is Reload for a configuration already loaded. Every setting it
 // accepts takes effect in the snapshot it publishes (tables, tunnel
 // settings and next hop together); a change it cannot apply is refused by
-// key name (ErrNeedsRestart) and nothing changes.
+// key name (ErrNeedsRestart) and nothing changes. If the exception
+// interface cannot be updated after the snapshot is published, the
+// configuration stays in force and Apply returns an error wrapping
+// ErrExceptionNotUpdated.
 func (p *Plane) Apply(cfg *config.Config) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -244,12 +259,12 @@ func (p *Plane) Apply(cfg *config.Config) error {
 	if _, err := healthTargets(cfg, dry); err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
-	old := p.cfg
+	old, saved := p.cfg, p.saveBackends()
 	p.cfg = cfg
 	p.syncBackends(cfg, false)
 	if err := p.rebuildLocked(); err != nil {
 		p.cfg = old
-		p.syncBackends(old, false)
+		p.restoreBackends(saved)
 		return err
 	}
 	if old.Dataplane.GatewayIPv4 != cfg.Dataplane.GatewayIPv4 || old.Dataplane.GatewayIPv6 != cfg.Dataplane.GatewayIPv6 {
@@ -258,14 +273,34 @@ func (p *Plane) Apply(cfg *config.Config) error {
 		default:
 		}
 	}
+	for _, f := range p.onConfig {
+		f(cfg)
+	}
+	var applyErr error
 	if p.onApply != nil {
 		if err := p.onApply(old, cfg); err != nil {
-			p.log.Error("exception interface not updated", "err", err)
+			applyErr = fmt.Errorf("%s: %w: %w", cfg.File, ErrExceptionNotUpdated, err)
+			p.log.Error("configuration applied, but the exception interface was not updated: it keeps its old addresses and MTU until a reload updates them",
+				"file", cfg.File, "err", err)
 		}
 	}
 	if err := p.syncHealthLocked(); err != nil {
 		p.log.Error("health checks not updated", "err", err)
 	}
+	if applyErr != nil {
+		return applyErr
+	}
 	p.log.Info("configuration applied", "file", cfg.File, "vips", len(cfg.VIPs))
 	return nil
+}
+
+// OnConfig adds f to the functions told of every configuration Apply (or
+// Reload) puts in force. f runs after the snapshot is published and before
+// Apply returns, with the plane's lock held: it must be quick and must not
+// call the plane. The admin API takes a rotated token_file's token this
+// way.
+func (p *Plane) OnConfig(f func(cfg *config.Config)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onConfig = append(p.onConfig, f)
 }

@@ -33,7 +33,7 @@ var reloadPolicy = map[string]string{
 	"dataplane.exception":       "",
 	"dataplane.exception_iface": "",
 	"conntrack":                 "", // sizes and timeouts of tables the workers own
-	"admin":                     "", // the listener and its credentials
+	"admin":                     "", // the listener and its credentials (a rotated token_file's token is taken: OnConfig)
 	// Changing the hash key moves every flow unless the whole fleet
 	// changes it at once.
 	"dataplane.hash_key": "it must change on every instance at once (restart the fleet)",

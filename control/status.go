@@ -261,7 +261,7 @@ var RebuildBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 const (
 	ReloadOK      = "ok"      // applied
 	ReloadRefused = "refused" // invalid, or needs a restart: the running one stays
-	ReloadError   = "error"   // the file could not be read
+	ReloadError   = "error"   // the file could not be read, or the exception interface not updated (ErrExceptionNotUpdated)
 )
 
 // opsStats are the reload and rebuild statistics. They are guarded by
@@ -288,7 +288,7 @@ func (p *Plane) noteReload(err error) {
 	result := ReloadOK
 	var pe *fs.PathError
 	switch {
-	case errors.As(err, &pe):
+	case errors.As(err, &pe), errors.Is(err, ErrExceptionNotUpdated):
 		result = ReloadError
 	case err != nil:
 		result = ReloadRefused

@@ -77,7 +77,8 @@ func (h *healthSlots) assign(prev, s *Services) error {
 			continue
 		}
 		for _, id := range v.Members {
-			ident := backendIdent{v.Key, s.Backends[id].Name}
+			b := s.Backends[id]
+			ident := backendIdent{v.Key, b.Name, b.Addr}
 			if sl, ok := old[ident]; ok {
 				h.set(ident, sl, id)
 				taken[sl] = true
@@ -124,11 +125,20 @@ func (h *healthSlots) set(ident backendIdent, slot uint16, id uint32) {
 // backend named backend of the VIP whose key is vip (ok false when the
 // VIP's checks are direct, or there is no such backend).
 func (s *Services) HealthPort(vip flow.VIPKey, backend string) (port uint16, ok bool) {
-	sl, ok := s.health.byIdent[backendIdent{vip, backend}]
-	if !ok {
+	vid, ok := s.vipIDs[vip]
+	if !ok || int(vid) >= len(s.VIPs) || s.VIPs[vid] == nil {
 		return 0, false
 	}
-	return HealthPortBase + sl, true
+	for _, id := range s.VIPs[vid].Members {
+		if b := s.Backends[id]; b != nil && b.Name == backend {
+			sl, ok := s.health.byIdent[backendIdent{vip, b.Name, b.Addr}]
+			if !ok {
+				return 0, false
+			}
+			return HealthPortBase + sl, true
+		}
+	}
+	return 0, false
 }
 
 // healthBackend is the backend whose checks through the tunnel leave from

@@ -135,10 +135,15 @@ type BackendRef struct {
 func (r BackendRef) String() string { return r.VIP + "/" + r.Backend }
 
 // backendIdent is what keeps a backend's id across snapshots: its VIP's
-// key (the VIP may be renamed) and its name within the VIP.
+// key (the VIP may be renamed), its name within the VIP and its address.
+// A reload that gives a name another address names another server: it
+// gets a new id and incarnation, as a removed backend and an added one
+// would, so that its tracked flows choose again instead of following the
+// name to a server that never saw them.
 type backendIdent struct {
 	vip  flow.VIPKey
 	name string
+	addr netip.Addr
 }
 
 // VIPSpec is one VIP as the control plane wants it in a snapshot: the
@@ -230,7 +235,7 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 			usedV[id] = true
 		}
 		for _, b := range v.Backends {
-			if id, ok := prevIDs[backendIdent{v.Key, b.Name}]; ok {
+			if id, ok := prevIDs[backendIdent{v.Key, b.Name, b.Addr}]; ok {
 				usedB[id] = true
 			}
 		}
@@ -272,7 +277,7 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 		var mb []maglev.Backend
 		ids := map[string]uint32{}
 		for _, cb := range cv.Backends {
-			ident := backendIdent{vk, cb.Name}
+			ident := backendIdent{vk, cb.Name, cb.Addr}
 			id, ok := prevIDs[ident]
 			if !ok {
 				var err error

@@ -253,7 +253,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
 				notify(log, sdnotify.Reloading)
-				if err := plane.Reload(*path); err != nil {
+				if err := plane.Reload(*path); errors.Is(err, control.ErrExceptionNotUpdated) {
+					log.Error("reload applied, but the exception interface was not updated (the next reload retries it)", "file", *path, "err", err)
+				} else if err != nil {
 					log.Error("reload rejected; the running configuration stays in force", "file", *path, "err", err)
 				}
 				notify(log, sdnotify.Ready)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -64,7 +65,7 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 	}
 	// The capture outlives --timeout: it is the wait for the first byte
 	// and the last, on top of the capture's duration.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d+sel.timeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), addSaturating(d, sel.timeout))
 	defer cancel()
 	cctx, stop := signal.NotifyContext(cctx, os.Interrupt)
 	defer stop()
@@ -89,7 +90,7 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 		if json.Unmarshal(raw, &ae) != nil || ae.Error == "" {
 			ae.Error = strings.TrimSpace(string(raw))
 		}
-		return &apiError{resp.StatusCode, ae.Error}
+		return &apiError{resp.StatusCode, printable(ae.Error)}
 	}
 	var w io.Writer = out.w
 	if f != nil {
@@ -119,4 +120,13 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 		fmt.Fprintf(out.w, "%s: %s frames (%s missed: the rings were full)\n", sel.file, frames, missed)
 	}
 	return nil
+}
+
+// addSaturating is a+b for non-negative durations, the largest duration
+// where the sum overflows (--duration 10m --timeout 2562047h).
+func addSaturating(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -10,16 +10,33 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/admin/api"
+	"github.com/fulcrumlb/fulcrum/maglev"
 )
 
-// maxAnswer bounds what fulcrumctl reads from the daemon (a 1M-slot table
-// is about 10 MB of JSON).
-const maxAnswer = 64 << 20
+// maxNameLen is the longest VIP or backend name (config.MaxNameLen).
+const maxNameLen = 64
+
+// maxSlotJSON is the most one slot of a table answer takes, but for
+// escapes: a backend name of maxNameLen bytes, quoted and indented, and
+// the comma and newline after it.
+const maxSlotJSON = len(`    "`) + maxNameLen + len(`",`+"\n")
+
+// maxAnswer bounds what fulcrumctl reads from the daemon. The largest
+// answer is the table of a VIP of maglev.MaxSize slots (5,000,011) whose
+// backends have 64-byte names: 72 bytes a slot, 360 MB. Half again on top
+// leaves room for characters JSON escapes (a quote or a backslash takes 2
+// bytes, <, > and & take 6); a table of that size whose names are made
+// mostly of them is beyond it. An answer beyond it is refused, never cut.
+const maxAnswer = maglev.MaxSize * maxSlotJSON * 3 / 2
+
+// answerLimit is maxAnswer (tests lower it).
+var answerLimit = int64(maxAnswer)
 
 // client speaks to the admin API over TCP or a unix socket.
 type client struct {
@@ -75,7 +92,21 @@ func newClient(addr, token string, timeout time.Duration, to tlsOptions) (*clien
 			return d.DialContext(ctx, "unix", path)
 		}}
 	case strings.HasPrefix(addr, "http://"), strings.HasPrefix(addr, "https://"):
-		c.base = strings.TrimSuffix(addr, "/")
+		// Only scheme and authority: "http://" alone once made requests
+		// to "http://api/v1/...", token included, to whatever host "api"
+		// resolved to.
+		u, err := url.Parse(addr)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("--addr %q: not a URL: %v", addr, err)
+		case u.Host == "" || u.Hostname() == "":
+			return nil, fmt.Errorf("--addr %q: no host in the URL (want http(s)://HOST:PORT)", addr)
+		case u.User != nil:
+			return nil, fmt.Errorf("--addr %q: credentials in the URL: give the token with --token or FULCRUM_TOKEN", addr)
+		case u.Path != "" && u.Path != "/", u.RawQuery != "", u.ForceQuery, u.Fragment != "", strings.Contains(addr, "#"):
+			return nil, fmt.Errorf("--addr %q: a path, query or fragment in the URL: give only http(s)://HOST:PORT (the API's paths are fixed)", addr)
+		}
+		c.base = u.Scheme + "://" + u.Host
 	default:
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return nil, fmt.Errorf("--addr %q: not host:port, unix:/path or a URL", addr)
@@ -126,7 +157,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte) ([]by
 		return nil, fmt.Errorf("cannot reach the admin API at %s: %w", c.addr, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	raw, err := readAnswer(resp)
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer from %s: %w", c.addr, err)
 	}
@@ -138,6 +169,7 @@ func (c *client) do(ctx context.Context, method, path string, body []byte) ([]by
 				ae.Error = ae.Error[:200] + "..."
 			}
 		}
+		ae.Error = printable(ae.Error) // the daemon's text, not escape sequences for the terminal
 		if resp.StatusCode == http.StatusUnauthorized && c.token == "" {
 			ae.Error += " (set --token or FULCRUM_TOKEN)"
 		}
@@ -147,4 +179,26 @@ func (c *client) do(ctx context.Context, method, path string, body []byte) ([]by
 		return nil, &apiError{resp.StatusCode, ae.Error}
 	}
 	return raw, nil
+}
+
+// readAnswer reads a whole answer of at most answerLimit bytes: a larger
+// one is an error, never a cut document.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	limit := answerLimit
+	tooLarge := fmt.Errorf("the answer is larger than %d bytes, fulcrumctl's limit: refused rather than cut", limit)
+	if resp.ContentLength > limit {
+		return nil, tooLarge
+	}
+	size := int64(bytes.MinRead)
+	if resp.ContentLength > 0 {
+		size += resp.ContentLength // read in place, without regrowing
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) > limit {
+		return nil, tooLarge
+	}
+	return buf.Bytes(), nil
 }

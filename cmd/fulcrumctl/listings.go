@@ -133,6 +133,7 @@ func cmdConns(ctx context.Context, c *client, out *output, _ []string) error {
 	}
 	var all api.Conns
 	cursor := ""
+	seen := map[string]bool{}
 	for len(all.Conns) < sel.limit {
 		var page api.Conns
 		raw, err := c.do(ctx, "GET", api.ConnsQuery(sel.vip, sel.backend, min(maxConnsPage, max(sel.limit-len(all.Conns), 8)), cursor), nil)
@@ -147,6 +148,12 @@ func cmdConns(ctx context.Context, c *client, out *output, _ []string) error {
 		if page.Next == "" {
 			break
 		}
+		// A cursor that comes back does not advance: the listing would
+		// never end.
+		if seen[page.Next] || page.Next == cursor {
+			return fmt.Errorf("the daemon gave cursor %q again: the listing does not advance; stopped", printable(page.Next))
+		}
+		seen[cursor] = true
 		cursor = page.Next
 	}
 	more := all.Next != "" || len(all.Conns) > sel.limit

@@ -76,6 +76,9 @@ const (
 
 const defaultAddr = "127.0.0.1:9180"
 
+// maxWeight is the largest weight (config.MaxWeight).
+const maxWeight = 65535
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -163,25 +166,73 @@ func envOr(key, def string) string {
 }
 
 // parseInterleaved parses flags wherever they stand among the positional
-// arguments ("fulcrumctl backends web --json"); "--" ends the flags.
+// arguments ("fulcrumctl backends web --json"); "--" ends the flags. A
+// negative number is a positional argument, not a flag ("weight web be1
+// -1" is refused as a weight, not as "flag provided but not defined"),
+// unless it is the value of the flag before it ("--limit -5").
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if len(args) > 0 && isNegativeNumber(args[0]) {
+			pos = append(pos, args[0])
+			args = args[1:]
+			continue
+		}
+		n := flagsBefore(fs, args)
+		if err := fs.Parse(args[:n]); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()
 		// flag stops at "--" (and drops it) or at the first non-flag.
-		consumed := len(args) - len(rest)
+		consumed := n - len(rest)
 		if consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
+			return append(pos, rest...), nil // n is len(args) when there is a "--"
 		}
-		if len(rest) == 0 {
+		if len(rest) > 0 {
+			pos = append(pos, rest[0])
+			consumed++
+		}
+		if consumed >= len(args) {
 			return pos, nil
 		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+		args = args[consumed:]
 	}
+}
+
+// isNegativeNumber reports whether a looks like "-1" or "-0.5": no flag
+// name starts with a digit.
+func isNegativeNumber(a string) bool {
+	return len(a) > 1 && a[0] == '-' && (a[1] >= '0' && a[1] <= '9' || a[1] == '.')
+}
+
+// flagsBefore is the index of the first argument that is a negative
+// number and not the value of the flag before it, or len(args): the part
+// of args flag may parse. A "--" ends the search (what follows it is
+// positional).
+func flagsBefore(fs *flag.FlagSet, args []string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return len(args)
+		}
+		if isNegativeNumber(a) {
+			return i
+		}
+		name, ok := strings.CutPrefix(a, "-")
+		if !ok || name == "" {
+			continue
+		}
+		name = strings.TrimPrefix(name, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+				i++ // its value
+			}
+		}
+	}
+	return len(args)
 }
 
 type command struct {
@@ -268,8 +319,11 @@ func cmdAction(action string) func(context.Context, *client, *output, []string) 
 		var body []byte
 		if action == api.ActionWeight {
 			w, err := strconv.Atoi(args[2])
-			if err != nil {
-				return usagef("weight %q: not an integer", args[2])
+			switch {
+			case err != nil:
+				return usagef("weight %q: not an integer in 0..%d", args[2], maxWeight)
+			case w < 0: // the upper bound is the daemon's to check
+				return usagef("weight %q: negative; a weight is 0..%d", args[2], maxWeight)
 			}
 			body, _ = json.Marshal(api.WeightRequest{Weight: &w})
 		}
