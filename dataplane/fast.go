@@ -417,7 +417,7 @@ func (w *Worker) fuseNew(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.E
 	}
 	v := w.vips[i]
 	be := w.fromTable(svc, v, h)
-	if be == nil || isSelf(svc, enc, &ps.Tuple.Src) { // from a VIP or the LB: the general path drops it
+	if be == nil || isSelf(svc, &ps.Tuple.Src) { // from a VIP or the LB: the general path drops it
 		seen.mark(&ps.Tuple)
 		return false, 0
 	}

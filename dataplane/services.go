@@ -106,6 +106,10 @@ type Services struct {
 	gens    []uint32                // last generation of every id ever used
 	vipIDs  map[flow.VIPKey]uint16  // -> id, for the next build
 	health  healthSlots             // checks through the tunnel (healthpath.go)
+	// The LB's own addresses (Enc's outer sources) in flow.Tuple's form,
+	// for isSelf; an unset one is all zero, which no tuple's source
+	// reaching isSelf is (martian refuses it first).
+	self4, self6 [16]byte
 }
 
 // NumBackendIDs is one past the highest backend id in use.
@@ -350,6 +354,12 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 		addrs[vipKey{a: k.a, b: k.b}] = v
 	}
 	s.addrIdx = newVIPIndex(addrs)
+	if cfg := enc.Config(); cfg.SrcV4.IsValid() {
+		s.self4 = cfg.SrcV4.As16()
+	}
+	if cfg := enc.Config(); cfg.SrcV6.IsValid() {
+		s.self6 = cfg.SrcV6.As16()
+	}
 	if err := s.health.assign(prev, s); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"encoding/binary"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,7 +280,7 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			// RFC 1812 4.3.2.7: no ICMP error toward an address of our
 			// own; such a source is spoofed, and the reply would come
 			// back to the LB.
-			if isSelf(svc, svc.Enc, &ps.Tuple.Src) {
+			if isSelf(svc, &ps.Tuple.Src) {
 				w.drop(i, DropICMPToSelf)
 				continue
 			}
@@ -511,7 +510,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 	if !ps.Fragment {
 		c.CTMisses++
 	}
-	if !icmp && isSelf(svc, svc.Enc, &ps.Tuple.Src) {
+	if !icmp && isSelf(svc, &ps.Tuple.Src) {
 		// A new flow from a VIP or from the LB itself: spoofed (the
 		// backend's answer would come to the LB), or a loop.
 		w.selfSource = true
@@ -731,10 +730,6 @@ func martian(t *flow.Tuple) bool {
 
 // isSelf reports whether a is a VIP address or one of the LB's own (the
 // encapsulator's outer sources).
-func isSelf(svc *Services, enc *encap.Encapsulator, a *[16]byte) bool {
-	if svc.isVIPAddr(a) {
-		return true
-	}
-	addr, cfg := netip.AddrFrom16(*a).Unmap(), enc.Config()
-	return addr == cfg.SrcV4 || addr == cfg.SrcV6
+func isSelf(svc *Services, a *[16]byte) bool {
+	return *a == svc.self4 || *a == svc.self6 || svc.isVIPAddr(a)
 }
