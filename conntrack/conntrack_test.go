@@ -330,6 +330,55 @@ func TestTouch(t *testing.T) {
 	}
 }
 
+// TestTouchAfterRST: an RST alone closes the entry, and the client's next
+// segment without FIN, RST or SYN shows it was forged: established again,
+// with its timeout and eviction rank. After a FIN nothing reopens it but a
+// SYN; an RST after a FIN, or a FIN after an RST, ends the connection.
+// Live follows: established, or closed by an RST alone.
+func TestTouchAfterRST(t *testing.T) {
+	const (
+		A   = packet.TCPAck
+		PA  = packet.TCPPsh | packet.TCPAck
+		R   = packet.TCPRst
+		RA  = packet.TCPRst | packet.TCPAck
+		FA  = packet.TCPFin | packet.TCPAck
+		S   = packet.TCPSyn
+		RF  = packet.TCPRst | packet.TCPFin
+		est = StateEstablished
+		cl  = StateClosing
+	)
+	type step struct {
+		flags uint8
+		want  State
+		live  bool
+	}
+	for name, steps := range map[string][]step{
+		"forged RST, then data":          {{A, est, true}, {R, cl, true}, {PA, est, true}},
+		"forged RST+ACK, then ACK":       {{A, est, true}, {RA, cl, true}, {A, est, true}},
+		"two RSTs, then data":            {{A, est, true}, {R, cl, true}, {RA, cl, true}, {PA, est, true}},
+		"RST, then FIN":                  {{A, est, true}, {R, cl, true}, {FA, cl, false}, {A, cl, false}},
+		"FIN, then RST":                  {{A, est, true}, {FA, cl, false}, {R, cl, false}, {A, cl, false}},
+		"FIN, then ACKs":                 {{A, est, true}, {FA, cl, false}, {A, cl, false}, {PA, cl, false}},
+		"RST and FIN together":           {{A, est, true}, {RF, cl, false}, {A, cl, false}},
+		"RST, then SYN":                  {{A, est, true}, {R, cl, true}, {S, StateNew, false}, {A, est, true}},
+		"RST before the handshake":       {{R, cl, true}, {A, est, true}},
+		"ACKs never close":               {{A, est, true}, {A, est, true}},
+		"FIN, SYN, handshake, RST, data": {{FA, cl, false}, {S, StateNew, false}, {A, est, true}, {R, cl, true}, {A, est, true}},
+	} {
+		tb := newTable(t, 64)
+		k := tuple4(9)
+		h := testHasher.Hash(&k)
+		e := tb.Insert(h, &k, Initial(packet.ProtoTCP, packet.TCPSyn), 1, 2, 3, 0)
+		for i, s := range steps {
+			tb.Touch(e, Time(i+1)*sec, s.flags)
+			if e.State() != s.want || e.Live() != s.live {
+				t.Errorf("%s: step %d (%#02x): state %v live %v, want %v %v", name, i, s.flags, e.State(), e.Live(), s.want, s.live)
+				break
+			}
+		}
+	}
+}
+
 func TestTimeouts(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Capacity = 64

@@ -72,17 +72,21 @@
 //	            this instance has not seen before (ECMP moved it here)
 //	established a non-SYN ACK arrived on a new entry: two packets, so a
 //	            lone spoofed SYN or ACK never reaches this state
-//	closing     a FIN or RST arrived; sticky until expiry or a new SYN
+//	closing     a FIN or RST arrived; sticky until expiry or a new SYN,
+//	            except that after an RST alone the client's next segment
+//	            (no FIN, RST or SYN) makes it established again: a client
+//	            that resets sends nothing more, so that RST was forged
 //	other       UDP and every protocol without a handshake
 //
 // A SYN on an established or closing entry is port reuse (or spoofed): the
 // entry goes back to new, and Touch reports it. The dataplane decides the
-// pin: on an established entry it keeps its backend while that backend
-// serves (the backend accepts a new SYN on a TIME_WAIT tuple, RFC 6191,
-// and a stray or spoofed SYN does not move a live connection); on a
-// closing entry, whose end the LB saw, the SYN is a new connection and
-// takes the current choice, as IPVS's conn_reuse_mode does. Each state has
-// its own idle timeout (Config).
+// pin: on a live entry (Entry.Live: established, or closed by an RST
+// alone) it keeps its backend while that backend serves (the backend
+// accepts a new SYN on a TIME_WAIT tuple, RFC 6191, and a stray or
+// spoofed SYN, or RST then SYN, does not move a live connection); on an
+// entry the client's FIN closed, the SYN is a new connection and takes
+// the current choice, as IPVS's conn_reuse_mode does. Each state has its
+// own idle timeout (Config).
 //
 // # Eviction
 //

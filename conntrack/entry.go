@@ -92,13 +92,17 @@ type Entry struct {
 	gen      uint32     // incarnation of the backend id (see Gen)
 	lastSeen Time       // last packet, dataplane clock
 	state    State
-	flags    uint8  // entryChance: chance holds a second-chance backend id
+	flags    uint8  // entryChance: chance holds a second-chance backend id; entryReset: closing on an RST alone
 	chance   uint16 // the second-chance backend's id (SetChance); in what was padding
 	flowHash uint64 // the fleet flow hash, kept for the dataplane (SetFlowHash); at offset 56, ending the line
 }
 
 // entryChance marks an entry whose chance field is set.
 const entryChance = 1
+
+// entryReset marks a closing entry that an RST without FIN closed, which
+// the client's next segment can show to be forged (Touch).
+const entryReset = 2
 
 // Key is the flow's 5-tuple.
 func (e *Entry) Key() flow.Tuple { return e.key }
@@ -128,6 +132,15 @@ func (e *Entry) LastSeen() Time { return e.lastSeen }
 
 // State is the flow's tracking state.
 func (e *Entry) State() State { return e.state }
+
+// Live reports whether the flow's connection may still be open as far as
+// the LB can tell: established, or closed by an RST alone, which a blind
+// spoofer can send (the LB sees no sequence numbers) and which the
+// client's next segment undoes (Touch). A SYN on a live flow keeps its
+// backend (package dataplane).
+func (e *Entry) Live() bool {
+	return e.state == StateEstablished || e.state == StateClosing && e.flags&entryReset != 0
+}
 
 // FlowHash is the value the dataplane stored with SetFlowHash (0 if none):
 // the fleet flow hash (flow.Hasher) of the entry's tuple, which the
@@ -163,4 +176,24 @@ func (e *Entry) ClearChance() { e.chance, e.flags = 0, e.flags&^entryChance }
 // table calls it: Table.Repin keeps the per-backend flow counts right.
 func (e *Entry) repin(backend, gen uint32) {
 	e.backend, e.gen = backend, gen
+}
+
+// resetRule is Touch's rule for RSTs, out of the common path: an RST
+// without FIN closes the entry and marks it (entryReset); a later segment
+// without FIN, RST or SYN shows that RST was not the client's (a client
+// that resets sends nothing more on the connection), and the entry is
+// established again, with its timeout and its eviction rank, instead of
+// left to the closing timeout and a SYN flood. A FIN, or a SYN (reopened),
+// ends the mark.
+func (e *Entry) resetRule(next State, tcpFlags uint8) State {
+	const end = packet.TCPFin | packet.TCPRst | packet.TCPSyn
+	switch {
+	case e.state == StateClosing && e.flags&entryReset != 0 && tcpFlags&end == 0:
+		next = StateEstablished
+	case next == StateClosing && tcpFlags&(packet.TCPFin|packet.TCPRst) == packet.TCPRst && (e.state != StateClosing || e.flags&entryReset != 0):
+		e.flags |= entryReset
+		return next
+	}
+	e.flags &^= entryReset
+	return next
 }

@@ -491,6 +491,9 @@ func (t *Table) lookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 func (t *Table) Touch(e *Entry, now Time, tcpFlags uint8) (reopened bool) {
 	e.lastSeen = now
 	next := e.state.Next(tcpFlags)
+	if next == StateClosing || e.flags&entryReset != 0 {
+		next = e.resetRule(next, tcpFlags) // entry.go: an RST alone, and what follows it
+	}
 	if next == StateNew && e.state != StateNew {
 		reopened = true
 		t.c.Reopened++

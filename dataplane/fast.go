@@ -323,11 +323,11 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 	var be *Backend
 	var cht *encap.Backend // the flow's second chance (secondchance.go), as selectBackend finds it
 	if syn {
-		// A SYN on an established flow keeps its pin (selectBackend):
+		// A SYN on a live flow keeps its pin (selectBackend):
 		// rare, and the general path's. Any other SYN takes the table's
 		// current choice under the VIP's current hash setting; an entry
 		// hashed under an older one is the general path's (hashfields.go).
-		if e.State() == conntrack.StateEstablished {
+		if e.Live() {
 			seen.mark(&ps.Tuple)
 			return false, 0
 		}

@@ -261,3 +261,58 @@ func TestAtomicFragmentStaysWithItsConnection(t *testing.T) {
 	}
 	wantBalance(t, r)
 }
+
+// A forged RST, then a forged SYN, with a live connection's 5-tuple: the
+// RST alone cannot be told from the client's, but a SYN after it keeps
+// the pin (conntrack.Entry.Live), and the client's next segment makes the
+// entry established again (its timeout, and its rank against a SYN
+// flood). On the fused path and the general one, under every scheduler,
+// after a drain that leaves pins different from the table.
+func TestSpoofedRSTThenSYNKeepsFlow(t *testing.T) {
+	for _, k := range sched.Kinds() {
+		for _, fused := range []bool{true, false} {
+			r := newRig(t, withScheduler(k))
+			r.w.generalOnly = !fused
+			const n = 40
+			seg := func(sp uint16, flags string, payload int) []byte {
+				return frame(t, "198.51.100.92", "203.0.113.7", sp, 80, layers.IPProtocolTCP, flags, payload, true)
+			}
+			owner := make([]netip.Addr, n)
+			for i := range n {
+				sp := uint16(21000 + i)
+				out, v := r.run(seg(sp, "S", 0))
+				owner[i] = tunnelDst(t, out[0], v[0])
+				r.run(seg(sp, "A", 0), seg(sp, "PA", 100))
+			}
+			r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
+			moved := 0
+			for i := range n {
+				sp := uint16(21000 + i)
+				r.run(seg(sp, "R", 0))
+				out, v := r.run(seg(sp, "S", 0), seg(sp, "PA", 100))
+				if tunnelDst(t, out[0], v[0]) != owner[i] || tunnelDst(t, out[1], v[1]) != owner[i] {
+					moved++
+				}
+			}
+			if moved > 0 {
+				t.Errorf("%v, fused %v: %d of %d connections moved by a forged RST and SYN", k, fused, moved, n)
+			}
+			// Forged RST alone, then the client: established again.
+			for i := range n {
+				sp := uint16(21000 + i)
+				r.run(seg(sp, "R", 0))
+				r.run(seg(sp, "PA", 100))
+			}
+			est := 0
+			r.w.ct.ForEach(func(e *conntrack.Entry) {
+				if kk := e.Key(); kk.SrcPort >= 21000 && kk.SrcPort < 21000+n && e.State() == conntrack.StateEstablished {
+					est++
+				}
+			})
+			if est != n {
+				t.Errorf("%v, fused %v: %d of %d entries established after a forged RST and the client's segment", k, fused, est, n)
+			}
+			wantBalance(t, r)
+		}
+	}
+}

@@ -427,11 +427,12 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 	if e != nil {
 		c.CTHits++
 		if !icmp {
-			was, lastSeen := e.State(), e.LastSeen()
+			was, lastSeen, live := e.State(), e.LastSeen(), e.Live()
 			w.ct.Touch(e, now, ps.TCPFlags)
-			if syn && was == conntrack.StateEstablished {
-				// A SYN on a live connection keeps its backend while that
-				// backend serves: the LB sees no sequence numbers, so a
+			if syn && live {
+				// A SYN on a live connection (established, or closed by an
+				// RST alone: conntrack.Entry.Live) keeps its backend while
+				// that backend serves: the LB sees no sequence numbers, so a
 				// blind spoofer with the connection's 5-tuple could move
 				// it otherwise (and every connection, under a load-based
 				// scheduler or once a drain or a table change has left
@@ -455,7 +456,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 			} else if syn {
 				// Any other SYN starts a connection: a retransmission of
 				// the first SYN, a new connection reusing the 5-tuple of
-				// one whose end (FIN or RST) the LB saw, or a connection
+				// one whose FIN the LB saw, or a connection
 				// whose backend left or is down. It takes the current
 				// choice, like any new flow, so that every instance of the
 				// fleet agrees on it; an old pin may come from a table the
