@@ -142,9 +142,9 @@ func (p *Plane) healthEvent(ev health.Event) {
 	if st == nil {
 		return // removed by a reload meanwhile
 	}
-	if ev.Addr != st.check {
+	if ev.Target != st.check {
 		p.log.Debug("health event for an address the backend no longer has, dropped", "vip", st.vip, "backend", st.name,
-			"event_addr", ev.Addr, "checked", st.check, "state", ev.New)
+			"event_target", ev.Target, "checked", st.check, "state", ev.New)
 		return
 	}
 	p.setHealthLocked(st, ev.New == health.Up, ev.Reason)

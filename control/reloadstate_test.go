@@ -258,24 +258,27 @@ func TestHealthEventFromOldAddressDropped(t *testing.T) {
 	if err := f.plane.Apply(mustParse(t, movedC1)); err != nil {
 		t.Fatal(err)
 	}
-	f.plane.healthEvent(health.Event{Key: "chk/c1", Addr: netip.MustParseAddrPort("10.0.3.1:80"),
+	f.plane.healthEvent(health.Event{Key: "chk/c1", Target: netip.MustParseAddrPort("10.0.3.1:80"), Addr: netip.MustParseAddrPort("10.0.3.1:80"),
 		Old: health.Down, New: health.Up, Reason: "2 consecutive checks passed", Coalesced: 1})
 	if s := chkStatus(t, f, "c1"); s.Health != "down" || s.Effective != 0 {
 		t.Errorf("c1 at 10.0.3.99 after an event from 10.0.3.1: health %q (%s), effective %d; want down until its own checks pass",
 			s.Health, s.Reason, s.Effective)
 	}
 	// Another port of the new address is not its check either.
-	f.plane.healthEvent(health.Event{Key: "chk/c1", Addr: netip.MustParseAddrPort("10.0.3.99:8080"), New: health.Up, Coalesced: 1})
+	f.plane.healthEvent(health.Event{Key: "chk/c1", Target: netip.MustParseAddrPort("10.0.3.99:8080"), Addr: netip.MustParseAddrPort("10.0.3.99:8080"), New: health.Up, Coalesced: 1})
 	if s := chkStatus(t, f, "c1"); s.Health != "down" {
 		t.Errorf("c1 up from an event for another port: %q", s.Health)
 	}
-	f.plane.healthEvent(health.Event{Key: "chk/c1", Addr: netip.MustParseAddrPort("10.0.3.99:80"),
+	// The new address's verdict counts however the check went: through
+	// the tunnel it connects to the VIP (Addr), for the same backend
+	// (Target).
+	f.plane.healthEvent(health.Event{Key: "chk/c1", Target: netip.MustParseAddrPort("10.0.3.99:80"), Addr: netip.MustParseAddrPort("203.0.113.9:80"),
 		Old: health.Unknown, New: health.Up, Reason: "2 consecutive checks passed", Coalesced: 1})
 	if s := chkStatus(t, f, "c1"); s.Health != "up" {
 		t.Errorf("c1 after its new address's checks passed: %q (%s); want up", s.Health, s.Reason)
 	}
 	// A removed backend's event is ignored.
-	f.plane.healthEvent(health.Event{Key: "chk/gone", Addr: netip.MustParseAddrPort("10.0.3.7:80"), New: health.Up, Coalesced: 1})
+	f.plane.healthEvent(health.Event{Key: "chk/gone", Target: netip.MustParseAddrPort("10.0.3.7:80"), New: health.Up, Coalesced: 1})
 }
 
 // probeFunc is a health.Prober from a function.

@@ -165,6 +165,7 @@ func (c *Checker) Run(ctx context.Context) {
 		ev, changed := c.m.observe(time.Now(), rtt, err)
 		c.mu.Unlock()
 		if changed && c.notify != nil {
+			ev.Target = c.target.Addr
 			c.notify(ev)
 		}
 		next := start.Add(jitterDelay(cfg.Interval, cfg.Jitter, rand.Float64()))

@@ -337,3 +337,30 @@ func TestHTTPCheckAlternatingBackendGetsVerdict(t *testing.T) {
 		t.Fatalf("event %+v: want down without an ejection after %d checks, reason \"no verdict: ...\"", e, cfg.Rise+cfg.Fall)
 	}
 }
+
+// proberOf is a Prober from a function.
+type proberOf func(netip.AddrPort) error
+
+func (f proberOf) Probe(_ context.Context, a netip.AddrPort) (time.Duration, error) {
+	return time.Millisecond, f(a)
+}
+
+// An event names the checked backend's configured address (Target) as
+// well as where the check connected (Addr, here the check's own port): a
+// consumer tells a backend's old address from its new one by Target,
+// which is the same however the check goes (through the tunnel Addr is
+// the VIP).
+func TestEventNamesTheTarget(t *testing.T) {
+	cfg := fastConfig("tcp")
+	cfg.Port = 8080
+	target := Target{Addr: netip.MustParseAddrPort("127.0.0.1:80"), Config: cfg}
+	var probed atomic.Value
+	_, events := startChecker(t, target, proberOf(func(a netip.AddrPort) error {
+		probed.Store(a)
+		return nil
+	}))
+	e := expect(t, events, Unknown, Up)
+	if e.Target != target.Addr || e.Addr != target.ProbeAddr() || probed.Load() != target.ProbeAddr() {
+		t.Errorf("event Target %v Addr %v (probed %v); want %v and %v", e.Target, e.Addr, probed.Load(), target.Addr, target.ProbeAddr())
+	}
+}

@@ -79,8 +79,12 @@ func (s Status) Ejected(now time.Time) bool { return now.Before(s.EjectedUntil) 
 
 // Event is one state change of one backend.
 type Event struct {
-	Key      string
-	Addr     netip.AddrPort
+	Key  string
+	Addr netip.AddrPort // where the check connects (Target.ProbeAddr: the VIP for a check through the tunnel)
+	// Target is the checked backend's configured address (Target.Addr),
+	// the same whichever way the check goes: a consumer can tell an event
+	// of a backend's old address from one of its new address by it.
+	Target   netip.AddrPort
 	Old, New State
 	Time     time.Time
 	// Reason is Status.Reason after the change.
