@@ -36,6 +36,11 @@ const (
 	// the tunnel header. Fulcrum writes none; RFC 8200 §4.1 lists at most
 	// one of each kind (two destination options) before the upper layer.
 	MaxExtHeaders = 4
+
+	// MaxInnerExtHeaders bounds the inner IPv6 extension headers stepped
+	// over to find the inner protocol (ErrInnerTunnel): an inner packet
+	// with a longer chain is refused, since what it carries is not known.
+	MaxInnerExtHeaders = 8
 )
 
 // Header sizes and numbers this package reads.
@@ -252,7 +257,7 @@ func (d *Decapsulator) stripPayload(proto uint8, b []byte, ch *netip.Addr) (inne
 		if !d.accept[IPIP] {
 			return nil, IPIP, ErrKindDisabled
 		}
-		inner, err = innerIP(b, proto == protoIPv6)
+		inner, err = d.innerIP(b, proto == protoIPv6)
 		return inner, IPIP, err
 	}
 	return nil, 0, ErrProtocol
@@ -308,7 +313,7 @@ func (d *Decapsulator) gre(b []byte, ch *netip.Addr) ([]byte, Kind, error) {
 		}
 		hl += 4
 	}
-	inner, err := innerIP(b[hl:], v6)
+	inner, err := d.innerIP(b[hl:], v6)
 	return inner, GRE, err
 }
 
@@ -378,7 +383,7 @@ func (d *Decapsulator) stripGUE(b []byte, ch *netip.Addr) (inner []byte, kind Ki
 		default:
 			return nil, GUE, ErrGUEProtocol
 		}
-		inner, err = innerIP(b, v6)
+		inner, err = d.innerIP(b, v6)
 		return inner, GUE, err
 	default:
 		return nil, GUE, ErrGUEVersion
@@ -421,8 +426,60 @@ func (d *Decapsulator) stripGUE(b []byte, ch *netip.Addr) (inner []byte, kind Ki
 			*ch = a
 		}
 	}
-	inner, err = innerIP(b[hl:], v6)
+	inner, err = d.innerIP(b[hl:], v6)
 	return inner, GUE, err
+}
+
+// innerIP is the package's innerIP, then refuses an inner packet that is itself a
+// tunnel (ErrInnerTunnel): protocol 4, 41 or 47, or UDP to d's GUE port.
+func (d *Decapsulator) innerIP(b []byte, v6 bool) ([]byte, error) {
+	inner, err := innerIP(b, v6)
+	if err != nil {
+		return nil, err
+	}
+	if d.nested(inner) {
+		return nil, ErrInnerTunnel
+	}
+	return inner, nil
+}
+
+// nested reports whether the inner packet ip (checked by innerIP) is a
+// tunnel. A UDP fragment other than the first carries no port: its first
+// fragment is refused, so the kernel never reassembles it.
+func (d *Decapsulator) nested(ip []byte) bool {
+	var proto uint8
+	var l4 []byte // the transport header, if this is a first fragment or no fragment
+	if ip[0]>>4 == 6 {
+		proto = ip[6]
+		off := ipv6Len
+		if header.IPv6ExtAll.Has(proto) {
+			w := header.WalkIPv6Ext(ip, off, proto, header.IPv6ExtAll, MaxInnerExtHeaders)
+			switch {
+			case w.Status == header.IPv6ExtTooMany:
+				return true
+			case w.Status != header.IPv6ExtOK:
+				return false // cut short: the kernel drops it
+			}
+			proto, off = w.Proto, w.Off
+			if w.Fragment && w.FragOffset != 0 {
+				off = len(ip)
+			}
+		}
+		l4 = ip[off:]
+	} else {
+		h := header.IPv4(ip)
+		proto = h.Protocol()
+		if h.FragmentOffset() == 0 {
+			l4 = ip[h.HeaderLength():]
+		}
+	}
+	switch proto {
+	case protoIPIP, protoIPv6, protoGRE:
+		return true
+	case protoUDP:
+		return len(l4) >= 4 && binary.BigEndian.Uint16(l4[2:]) == d.guePort
+	}
+	return false
 }
 
 // innerIP checks that b starts with an IP header of the announced version

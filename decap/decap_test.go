@@ -159,6 +159,31 @@ func badCases(t testing.TB) []stripCase {
 		{name: "inner ipv4 length below ihl", pkt: ipip(t, false, patch(in4, func(b []byte) { binary.BigEndian.PutUint16(b[2:], 10) })), kind: IPIP, err: ErrInnerHeader},
 		{name: "inner ipv6 shorter than its header", pkt: ipip(t, true, in6[:39]), kind: IPIP, err: ErrInnerTruncated},
 		{name: "inner ipv6 length past the payload", pkt: gre(t, true, in6[:len(in6)-1]), kind: GRE, err: ErrInnerTruncated},
+
+		// Tunnels in tunnels: delivered, the inner tunnel would come back
+		// to the decapsulator, once per layer.
+		{name: "gre in gre", pkt: gre(t, false, gre(t, false, in4)), kind: GRE, err: ErrInnerTunnel},
+		{name: "gre in gre over ipv6", pkt: gre(t, true, gre(t, true, in6)), kind: GRE, err: ErrInnerTunnel},
+		{name: "ipip in gue", pkt: gue(t, false, ipip(t, false, in4)), kind: GUE, err: ErrInnerTunnel},
+		{name: "6in4 in ipip", pkt: ipip(t, false, ipip(t, false, in6)), kind: IPIP, err: ErrInnerTunnel},
+		{name: "gue in ipip", pkt: ipip(t, false, gue(t, false, in4)), kind: IPIP, err: ErrInnerTunnel},
+		{name: "gue in gue over ipv6", pkt: gue(t, true, gue(t, true, in6)), kind: GUE, err: ErrInnerTunnel},
+		{name: "gre behind inner ipv6 destination options", pkt: gre(t, false, serialize(t,
+			&layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolIPv6Destination, SrcIP: lb6, DstIP: be6},
+			destOpts(layers.IPProtocolGRE), &layers.GRE{Protocol: layers.EthernetTypeIPv4}, gopacket.Payload(in4))), kind: GRE, err: ErrInnerTunnel},
+		{name: "udp to the gue port behind an inner ipv6 first fragment", pkt: gre(t, false, serialize(t,
+			&layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolIPv6Fragment, SrcIP: lb6, DstIP: be6},
+			gopacket.Payload{17, 0, 0, 1, 0, 0, 0, 9}, gopacket.Payload(udpWith(t, false, DefaultGUEPort, cat(gueHdr(in4), in4))[20:]))), kind: GRE, err: ErrInnerTunnel},
+		{name: "gre in a non-first inner ipv6 fragment", pkt: gre(t, false, serialize(t,
+			&layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolIPv6Fragment, SrcIP: lb6, DstIP: be6},
+			gopacket.Payload{47, 0, 0, 8, 0, 0, 0, 9}, gopacket.Payload(in4))), kind: GRE, err: ErrInnerTunnel},
+		{name: "gre in a non-first inner ipv4 fragment", pkt: ipip(t, false, serialize(t,
+			&layers.IPv4{Version: 4, TTL: 64, FragOffset: 100, Protocol: layers.IPProtocolGRE, SrcIP: lb4, DstIP: be4}, gopacket.Payload(in4))), kind: IPIP, err: ErrInnerTunnel},
+		{name: "inner ipv6 with too many extension headers", pkt: gre(t, false, serialize(t,
+			&layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolIPv6Destination, SrcIP: lb6, DstIP: be6},
+			dest, dest, dest, dest, dest, dest, dest, dest, destOpts(layers.IPProtocolTCP), gopacket.Payload("x"))), kind: GRE, err: ErrInnerTunnel},
+		{name: "udp to the gue port of a configured decapsulator", d: mustNew(t, Config{GUEPort: 7777}),
+			pkt: gre(t, false, udpWith(t, false, 7777, []byte("x"))), kind: GRE, err: ErrInnerTunnel},
 	}
 }
 
@@ -209,6 +234,33 @@ func checkCase(t *testing.T, c stripCase, inner []byte, kind Kind, err error) {
 	}
 	if !within(inner, c.pkt) {
 		t.Errorf("inner is not a sub-slice of the packet")
+	}
+}
+
+// TestStripInnerNotTunnel: inner packets that look like a tunnel but are
+// not one are delivered: UDP to another port, UDP to 6080 when GUE is on
+// another port, a non-first UDP fragment (no port to read; its first
+// fragment is what is refused).
+func TestStripInnerNotTunnel(t *testing.T) {
+	in4 := innerSYN(t, false)
+	udp53 := udpWith(t, false, 53, []byte("query"))
+	udpGUE := udpWith(t, false, DefaultGUEPort, cat(gueHdr(in4), in4))
+	udpFrag := serialize(t, &layers.IPv4{Version: 4, TTL: 64, FragOffset: 100, Protocol: layers.IPProtocolUDP, SrcIP: lb4, DstIP: be4},
+		gopacket.Payload(udpGUE[20:]))
+	for _, c := range []stripCase{
+		{name: "udp to another port", pkt: gre(t, false, udp53), inner: udp53, kind: GRE},
+		{name: "udp to 6080, gue on 7777", d: mustNew(t, Config{GUEPort: 7777}), pkt: gre(t, false, udpGUE), inner: udpGUE, kind: GRE},
+		{name: "non-first udp fragment", pkt: gre(t, false, udpFrag), inner: udpFrag, kind: GRE},
+		{name: "udp to another port in gue", pkt: gue(t, true, udp53), inner: udp53, kind: GUE},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.d
+			if d == nil {
+				d = std
+			}
+			inner, kind, err := d.Strip(c.pkt)
+			checkCase(t, c, inner, kind, err)
+		})
 	}
 }
 

@@ -50,8 +50,13 @@
 //     Config.GUEZeroChecksumV6 says so (RFC 6935, RFC 6936 §5), mirroring
 //     encap.Config.GUEZeroChecksumV6.
 //   - Inner packet: an IPv4 or IPv6 header of the version the tunnel
-//     header announces, its length within the tunnel payload. The inner
-//     checksums are left to the kernel that receives the packet.
+//     header announces, its length within the tunnel payload, and not
+//     itself a tunnel: an inner protocol 4, 41 or 47, or UDP to the GUE
+//     port (after inner IPv6 extension headers, at most
+//     MaxInnerExtHeaders of them), is refused with ErrInnerTunnel, since
+//     the kernel would hand it back to the decapsulator to strip again.
+//     The inner checksums are left to the kernel that receives the
+//     packet.
 //
 // # Errors
 //

@@ -74,6 +74,14 @@ const (
 	// type that does not name a unicast IPv4 or IPv6 address (see
 	// docs/second-chance.md).
 	ErrSecondChance
+	// ErrInnerTunnel: the inner packet is itself a tunnel: IPv4 or IPv6
+	// protocol 4 (IPIP), 41 (6in4) or 47 (GRE), or UDP to the GUE port
+	// (after any IPv6 extension headers), or an inner IPv6 packet whose
+	// extension header chain is too long (more than MaxInnerExtHeaders)
+	// to tell. Fulcrum never nests tunnels; delivered, such a packet
+	// would come back to the decapsulator to be stripped again, once per
+	// layer.
+	ErrInnerTunnel
 
 	// NumErrors is the number of Error values including the zero one, for
 	// counter arrays indexed by Error.
@@ -105,6 +113,7 @@ var errorNames = [NumErrors]string{
 	ErrInnerVersion:    "inner-version",
 	ErrInnerHeader:     "inner-header",
 	ErrSecondChance:    "second-chance",
+	ErrInnerTunnel:     "inner-tunnel",
 }
 
 // String is the error's counter name, e.g. "gre-flags".

@@ -31,6 +31,7 @@ const (
 type source struct {
 	name  string // counter name: gre4, gre6, 4in4, 6in4, 4in6, 6in6, gue4, gue6
 	conn  interface{ Read([]byte) (int, error) }
+	from  func([]byte) (int, netip.Addr, error) // Read that also returns the outer source (for -lbs)
 	close func() error
 	strip func([]byte) ([]byte, decap.Kind, netip.Addr, error) // the inner packet and the second chance named
 	in    atomic.Uint64
@@ -53,9 +54,24 @@ type agent struct {
 	tunRx    atomic.Uint64 // packets the kernel routed into the TUN device, discarded
 	warned   atomic.Bool   // the first TUN write error was logged
 
+	// This host's addresses (local_linux.go): only packets to them are
+	// delivered, and the second chance never forwards to them.
+	local       atomic.Pointer[localSet]
+	extra       []netip.Addr  // -addr: local too
+	lastReread  atomic.Int64  // when a miss last reread them (UnixNano)
+	quit        chan struct{} // closed by stop: the refresher ends
+	refresher   sync.WaitGroup
+	localWarned atomic.Bool
+	notLocal    atomic.Uint64 // inner packets to an address not of this host, dropped
+
+	// -lbs: the only outer sources tunnels are accepted from (with
+	// -peers); empty: any.
+	lbs   []netip.Prefix
+	notLB atomic.Uint64 // tunnels from another source, dropped
+
 	// The second chance (chance_linux.go).
 	peers      []netip.Prefix      // -peers: the only addresses it forwards to
-	self       map[netip.Addr]bool // this host's addresses: never forwarded to
+	peerEdges  map[netip.Addr]bool // the network and broadcast addresses of -peers: never forwarded to
 	senders    map[string]any      // the first socket of each name (gre4, gue6 ...), to forward from
 	guePort    uint16
 	sc         [scNum]atomic.Uint64
@@ -77,8 +93,15 @@ func start(o options, d *decap.Decapsulator, log *slog.Logger) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &agent{log: log, tun: tun, failed: make(chan error, 1), peers: o.peers, guePort: d.GUEPort(),
-		self: map[netip.Addr]bool{}, senders: map[string]any{}}
+	a := &agent{log: log, tun: tun, failed: make(chan error, 1), peers: o.peers, lbs: o.lbs, guePort: d.GUEPort(),
+		peerEdges: edgeSet(o.peers), senders: map[string]any{},
+		extra: o.addrs, quit: make(chan struct{})}
+	local, err := readLocal(o.addrs)
+	if err != nil {
+		tun.Close()
+		return nil, fmt.Errorf("reading the local addresses: %w", err)
+	}
+	a.local.Store(local)
 	if err := a.openSources(o, d); err != nil {
 		a.closeAll()
 		return nil, err
@@ -86,16 +109,6 @@ func start(o options, d *decap.Decapsulator, log *slog.Logger) (*agent, error) {
 	for _, s := range a.sources {
 		if _, ok := a.senders[s.name]; !ok {
 			a.senders[s.name] = s.conn
-		}
-	}
-	for _, ad := range o.addrs {
-		a.self[ad] = true
-	}
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		for _, ia := range addrs {
-			if p, err := netip.ParsePrefix(ia.String()); err == nil {
-				a.self[p.Addr().Unmap()] = true
-			}
 		}
 	}
 	if err := tun.up(); err != nil {
@@ -117,6 +130,8 @@ func start(o options, d *decap.Decapsulator, log *slog.Logger) (*agent, error) {
 	}
 	a.drain.Add(1)
 	go a.drainTUN()
+	a.refresher.Add(1)
+	go a.refreshLocal()
 	kinds := make([]string, len(o.kinds))
 	for i, k := range o.kinds {
 		kinds[i] = k.String()
@@ -125,7 +140,11 @@ func start(o options, d *decap.Decapsulator, log *slog.Logger) (*agent, error) {
 	for i, p := range o.peers {
 		peers[i] = p.String()
 	}
-	log.Info("ready", "tun", tun.name, "kinds", strings.Join(kinds, ","), "gue_port", d.GUEPort(), "sockets", strings.Join(names, ","), "peers", strings.Join(peers, ","))
+	lbs := make([]string, len(o.lbs))
+	for i, p := range o.lbs {
+		lbs[i] = p.String()
+	}
+	log.Info("ready", "tun", tun.name, "kinds", strings.Join(kinds, ","), "gue_port", d.GUEPort(), "sockets", strings.Join(names, ","), "peers", strings.Join(peers, ","), "lbs", strings.Join(lbs, ","))
 	return a, nil
 }
 
@@ -182,11 +201,30 @@ func (a *agent) openFamily(fam string, addr netip.Addr, o options, d *decap.Deca
 			return fmt.Errorf("raw socket ip%s protocol %d on %s: %w", fam, proto, addr, err)
 		}
 		_ = c.SetReadBuffer(socketRcvBuf)
+		if err := noBroadcast(c); err != nil {
+			c.Close()
+			return err
+		}
 		strip := d.StripChance
+		// The outer source: in the IPv4 header a raw IPv4 socket
+		// delivers; from recvfrom's address on a raw IPv6 socket.
+		from := func(b []byte) (int, netip.Addr, error) {
+			n, err := c.Read(b)
+			if err != nil || n < 20 {
+				return n, netip.Addr{}, err
+			}
+			return n, netip.AddrFrom4([4]byte(b[12:16])), nil
+		}
 		if fam == "6" {
 			strip = func(b []byte) ([]byte, decap.Kind, netip.Addr, error) { return d.StripPayloadChance(proto, b) }
+			r, err := newRecvFrom6(c)
+			if err != nil {
+				c.Close()
+				return err
+			}
+			from = r.read
 		}
-		a.sources = append(a.sources, &source{name: name, conn: c, close: c.Close, strip: strip})
+		a.sources = append(a.sources, &source{name: name, conn: c, from: from, close: c.Close, strip: strip})
 		return nil
 	}
 	for _, k := range o.kinds {
@@ -205,13 +243,21 @@ func (a *agent) openFamily(fam string, addr netip.Addr, o options, d *decap.Deca
 				break
 			}
 			_ = c.SetReadBuffer(socketRcvBuf)
+			if err = noBroadcast(c); err != nil {
+				c.Close()
+				break
+			}
 			if fam == "6" && o.zeroCsum6 {
 				if err = allowZeroChecksum6(c); err != nil {
 					c.Close()
 					break
 				}
 			}
-			a.sources = append(a.sources, &source{name: "gue" + fam, conn: c, close: c.Close, strip: d.StripGUEChance})
+			from := func(b []byte) (int, netip.Addr, error) {
+				n, ap, err := c.ReadFromUDPAddrPort(b)
+				return n, ap.Addr().Unmap(), err
+			}
+			a.sources = append(a.sources, &source{name: "gue" + fam, conn: c, from: from, close: c.Close, strip: d.StripGUEChance})
 		}
 		if err != nil {
 			return err
@@ -233,7 +279,14 @@ func (a *agent) receive(s *source) {
 		}
 	}()
 	for {
-		n, err := s.conn.Read(buf)
+		var n int
+		var src netip.Addr
+		var err error
+		if len(a.lbs) != 0 {
+			n, src, err = s.from(buf)
+		} else {
+			n, err = s.conn.Read(buf)
+		}
 		if err != nil {
 			if a.stopped.Load() || errors.Is(err, net.ErrClosed) {
 				return
@@ -245,13 +298,29 @@ func (a *agent) receive(s *source) {
 			return
 		}
 		s.in.Add(1)
+		if len(a.lbs) != 0 && !a.fromLB(src) && !a.fromPeer(src) {
+			a.notLB.Add(1)
+			continue
+		}
 		inner, kind, chance, err := s.strip(buf[:n])
 		if err != nil {
-			var e decap.Error
-			if errors.As(err, &e) && e < decap.NumErrors {
+			// A type assertion, not errors.As: that would move e to the
+			// heap, an allocation per refused packet.
+			if e, ok := err.(decap.Error); ok && e < decap.NumErrors {
 				a.drop[e].Add(1)
 			}
 			continue
+		}
+		if !a.isLocal(innerDst(inner)) {
+			a.notLocal.Add(1)
+			continue
+		}
+		if chance.IsValid() && len(a.lbs) != 0 && !a.fromLB(src) {
+			// A forward from a peer names no second chance: one that
+			// does is not acted upon (a peer's address may be forged).
+			a.sc[scIn].Add(1)
+			a.sc[scNotAllowed].Add(1)
+			chance = netip.Addr{}
 		}
 		if chance.IsValid() && a.secondChance(&st, kind, inner, chance) {
 			continue // forwarded to the second-chance backend
@@ -265,6 +334,36 @@ func (a *agent) receive(s *source) {
 		}
 		a.out[kind].Add(1)
 	}
+}
+
+// innerDst is the destination of the inner packet (checked by package
+// decap: a whole IPv4 or IPv6 header).
+func innerDst(inner []byte) netip.Addr {
+	if inner[0]>>4 == 6 {
+		return netip.AddrFrom16([16]byte(inner[24:40]))
+	}
+	return netip.AddrFrom4([4]byte(inner[16:20]))
+}
+
+// fromLB reports whether src is within -lbs.
+func (a *agent) fromLB(src netip.Addr) bool {
+	for _, p := range a.lbs {
+		if p.Contains(src) {
+			return true
+		}
+	}
+	return false
+}
+
+// fromPeer reports whether src is within -peers: another backend's agent
+// forwarding a second chance.
+func (a *agent) fromPeer(src netip.Addr) bool {
+	for _, p := range a.peers {
+		if p.Contains(src) {
+			return true
+		}
+	}
+	return false
 }
 
 // drainTUN reads what the kernel routes into the TUN device (nothing should
@@ -291,6 +390,8 @@ func (a *agent) stop() {
 	a.rx.Wait()
 	a.tun.Close()
 	a.drain.Wait()
+	close(a.quit)
+	a.refresher.Wait()
 }
 
 // closeAll releases what start opened before it failed.
@@ -327,9 +428,14 @@ func (a *agent) logCounters(msg string) {
 			dropped += v
 		}
 	}
-	if v := a.tunWrite.Load(); v != 0 {
-		attrs = append(attrs, "drop.tun-write", v)
-		dropped += v
+	for _, c := range []struct {
+		name string
+		v    *atomic.Uint64
+	}{{"drop.tun-write", &a.tunWrite}, {"drop.inner-not-local", &a.notLocal}, {"drop.outer-not-lb", &a.notLB}} {
+		if v := c.v.Load(); v != 0 {
+			attrs = append(attrs, c.name, v)
+			dropped += v
+		}
 	}
 	attrs = append(attrs, "dropped", dropped, "tun.rx", a.tunRx.Load())
 	for i := range a.sc {

@@ -25,7 +25,7 @@ const (
 	scForwarded         // no local socket: sent to the second-chance backend
 	scLocal             // a local socket owns the flow: delivered here
 	scSkipped           // not a TCP segment, or a SYN: delivered here, no lookup
-	scNotAllowed        // the named backend is not in -peers (or -peers is empty): delivered here
+	scNotAllowed        // the named backend is not in -peers (or -peers is empty), is a network or broadcast address, or came from outside -lbs: delivered here
 	scSelf              // the named backend is this host: delivered here
 	scLookupErr         // the socket lookup failed: delivered here
 	scNoSender          // no socket of the tunnel kind and family to send from: delivered here
@@ -79,10 +79,16 @@ func flowOf(inner []byte) (client, service netip.AddrPort, syn, ok bool) {
 }
 
 // allowed reports whether the agent may forward to a: one of -peers, and
-// not one of its own addresses.
+// not one of its own addresses, nor the network or broadcast address of a
+// -peers prefix or of a local subnet (a send there reaches every host of
+// the segment).
 func (a *agent) allowed(to netip.Addr) (bool, int) {
-	if a.self[to] {
+	local := a.local.Load()
+	if local.has(to) {
 		return false, scSelf
+	}
+	if a.peerEdges[to] || local != nil && local.edges[to] {
+		return false, scNotAllowed
 	}
 	for _, p := range a.peers {
 		if p.Contains(to) {

@@ -61,8 +61,11 @@ func TestSecondChanceInNetns(t *testing.T) {
 	}
 	bin := buildAgent(t)
 	lbns, ans, bns := setupChanceNetns(t)
-	agentA := startChanceAgent(t, ans, bin)
-	agentB := startChanceAgent(t, bns, bin)
+	// With -lbs: the tunnels from the LB side and B's forwards (from
+	// -peers) are accepted.
+	lbs := scLBAddrA.String() + "," + scLBAddrB.String()
+	agentA := startChanceAgent(t, ans, bin, "-lbs", lbs)
+	agentB := startChanceAgent(t, bns, bin, "-lbs", lbs)
 	serveBody(t, ans, "served by A\n")
 	serveBody(t, bns, "served by B\n")
 	la := openPacketSocket(t, lbns, "la")
@@ -205,9 +208,9 @@ func setupChanceNetns(t *testing.T) (lbns, ans, bns string) {
 	return lbns, ans, bns
 }
 
-func startChanceAgent(t *testing.T, ns, bin string) *agentLog {
+func startChanceAgent(t *testing.T, ns, bin string, extra ...string) *agentLog {
 	l := &agentLog{exited: make(chan struct{})}
-	l.cmd = exec.Command("ip", "netns", "exec", ns, bin, "-tun", "fdecap0", "-gre", "-gue", "6080", "-peers", "10.96.3.0/24")
+	l.cmd = exec.Command("ip", append([]string{"netns", "exec", ns, bin, "-tun", "fdecap0", "-gre", "-gue", "6080", "-peers", "10.96.3.0/24"}, extra...)...)
 	l.cmd.Stderr = l
 	if err := l.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -49,14 +49,30 @@
 // owns its flow; if none does, it forwards the packet once to the named
 // backend, in the same kind of tunnel without the field (so it is never
 // forwarded again), and only if that address is within -peers and is not
-// one of this host's. Without -peers it never forwards.
+// one of this host's, nor the network or broadcast address of a -peers
+// prefix or of a local subnet (and the sockets it sends from have
+// SO_BROADCAST off). Without -peers it never forwards.
+//
+// # What is delivered
+//
+// Only an inner packet whose destination is one of this host's addresses
+// (an interface address such as the VIP on lo, or a local route of the
+// kernel's local table) is written to the TUN; any other would be routed
+// on by a host with ip_forward=1, with its sender's forged source
+// (drop.inner-not-local). The addresses are reread every 2 seconds, and at
+// once (at most once a second) when a packet names an unknown one, so a
+// VIP added later is served. A tunnel inside a tunnel is refused by
+// package decap (drop.inner-tunnel). With -lbs, tunnels from an outer
+// source outside -lbs and -peers are dropped before they are decapsulated
+// (drop.outer-not-lb), and a second chance is acted upon only from -lbs.
 //
 // # Counters
 //
 // SIGUSR1 and exit log one "counters" line: packets in per socket
 // (in.gre4, in.gre6, in.4in4, in.6in4, in.4in6, in.6in6, in.gue4, in.gue6), written to the TUN per kind (out.gre,
-// out.ipip, out.gue), and dropped per reason (drop.gre-flags, drop.tun-write
-// ...; the reasons are decap.Error's names), and the second chance's
+// out.ipip, out.gue), and dropped per reason (drop.gre-flags, drop.tun-write,
+// drop.inner-not-local, drop.outer-not-lb ...; the others are decap.Error's
+// names), and the second chance's
 // (second_chance.in, .forwarded, .local, .skipped, .not-allowed, .self,
 // .lookup-error, .no-sender, .send-error). SIGTERM or SIGINT stops it
 // cleanly: the sockets close, the TUN device disappears.
@@ -80,11 +96,18 @@ import (
 	"github.com/fulcrumlb/fulcrum/decap"
 )
 
-const usageHead = `usage: fulcrum-decap [-tun NAME] [-gre] [-ipip] [-gue PORT] [-addr LOCAL]... [-peers PREFIX]... [flags]
+const usageHead = `usage: fulcrum-decap [-tun NAME] [-gre] [-ipip] [-gue PORT] [-addr LOCAL]... [-peers PREFIX]... [-lbs PREFIX]... [flags]
 
 Receives Fulcrum's GRE, IPIP and GUE tunnel packets (IPv4 or IPv6 outer),
 strips the outer headers and writes the inner packets into the TUN device
-NAME, where the kernel's stack answers the clients directly (DSR).
+NAME, where the kernel's stack answers the clients directly (DSR). Only
+inner packets addressed to this host (a VIP on lo) are delivered; tunnels
+in tunnels are dropped.
+
+With -lbs, tunnels are accepted only from those outer source addresses
+(the LBs) and from -peers (second-chance forwards), and a second chance
+is acted upon only from -lbs; others are dropped (drop.outer-not-lb).
+Without it, anyone who can reach this host can tunnel to it.
 
 Without -gre, -ipip and -gue every kind is accepted, GUE on port 6080; with
 any of them, only the kinds named. The VIP must be a local address (on lo),
@@ -110,6 +133,7 @@ type options struct {
 	guePort   uint16
 	addrs     []netip.Addr   // empty: every local address
 	peers     []netip.Prefix // second-chance forwarding allowed to these only (empty: never)
+	lbs       []netip.Prefix // tunnels accepted only from these and peers (empty: from anywhere)
 	zeroCsum6 bool
 	logJSON   bool
 }
@@ -187,6 +211,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Var(&addrs, "addr", "local outer address to receive tunnels on, repeatable (default: every local address)")
 	var peers prefixList
 	fs.Var(&peers, "peers", "second chance: forward a packet that no local socket owns to the backend its tunnel names only if it is in these prefixes or addresses, repeatable (default: none, never forward; docs/second-chance.md)")
+	var lbs prefixList
+	fs.Var(&lbs, "lbs", "accept tunnels only from these prefixes or addresses (the LBs' outer source addresses) and from -peers, and act on a second chance only from these, repeatable (default: from any source; docs/second-chance.md)")
 	fs.BoolVar(&o.zeroCsum6, "gue-zero-csum6", false, "accept GUE over IPv6 with a zero UDP checksum (RFC 6935), for an LB whose encap.Config.GUEZeroChecksumV6 is set")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	if err := fs.Parse(args); err != nil {
@@ -229,6 +255,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	o.addrs = addrs
 	o.peers = peers
+	o.lbs = lbs
 	switch *logFormat {
 	case "text":
 	case "json":

@@ -90,3 +90,27 @@ func TestPeersFlag(t *testing.T) {
 		t.Fatal("-peers nonsense accepted")
 	}
 }
+
+// TestLBsFlag: -lbs takes prefixes and addresses like -peers, defaults to
+// none (tunnels from any source), and is in the usage text.
+func TestLBsFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-lbs", "10.0.1.10, 10.0.1.0/28", "-lbs", "2001:db8::1"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.1.10/32"), netip.MustParsePrefix("10.0.1.0/28"), netip.MustParsePrefix("2001:db8::1/128")}
+	if !reflect.DeepEqual(o.lbs, want) {
+		t.Fatalf("lbs %v, want %v", o.lbs, want)
+	}
+	if o, _ := parseFlags(nil, &bytes.Buffer{}); len(o.lbs) != 0 {
+		t.Fatalf("default lbs %v, want none", o.lbs)
+	}
+	if _, err := parseFlags([]string{"-lbs", "nonsense"}, &bytes.Buffer{}); err == nil {
+		t.Fatal("-lbs nonsense accepted")
+	}
+	var stderr bytes.Buffer
+	run([]string{"-h"}, &stderr)
+	if !strings.Contains(stderr.String(), "[-lbs PREFIX]") || !strings.Contains(stderr.String(), "-lbs value") {
+		t.Errorf("usage does not document -lbs:\n%s", stderr.String())
+	}
+}
