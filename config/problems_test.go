@@ -633,3 +633,44 @@ func TestUnknownKeysAtTheirOwnLines(t *testing.T) {
 		})
 	}
 }
+
+// [bgp] against the [[vip]]s: a [[bgp.vip]] prefix that is not the /32 or
+// /128 of a VIP address would be ignored (the control plane announces
+// those prefixes and matches them exactly), and a VIP of a family that no
+// session carries would be announced to no router. Both are refused at
+// the key to fix; what would work is accepted.
+func TestBGPAgainstVIPs(t *testing.T) {
+	bgpVIP := func(prefix string) string { return "[[bgp.vip]]\nprefix = \"" + prefix + "\"\nmed = 5\n" }
+	six := strings.Replace(secondVIP, `"203.0.113.8"`, `"2001:db8:7::7"`, 1)
+	v6Neighbor := strings.Replace(bgpSection, `address = "192.0.2.1"`, `address = "2001:db8::1"`, 1)
+	// base ends at line 16, bgpSection at 22: [[bgp.vip]] is at 23.
+	t.Run("covering prefix", func(t *testing.T) {
+		wantProblemAt(t, base+bgpSection+bgpVIP("203.0.113.0/24"), "bgp.vip[0].prefix", 24, "one [[bgp.vip]] per VIP it covers: 203.0.113.7/32")
+	})
+	t.Run("typo", func(t *testing.T) {
+		wantProblemAt(t, base+bgpSection+bgpVIP("203.0.113.70"), "bgp.vip[0].prefix", 24, "no [[vip]] has that address")
+	})
+	t.Run("second entry", func(t *testing.T) {
+		wantProblemAt(t, base+bgpSection+bgpVIP("203.0.113.7")+bgpVIP("2001:db8:7::7/128"), "bgp.vip[1].prefix", 27, "is not the prefix of a VIP")
+	})
+	t.Run("ipv4 vip, ipv6 neighbours only", func(t *testing.T) {
+		wantProblemAt(t, base+v6Neighbor, "bgp.next_hop_v4", 17, "set bgp.next_hop_v4")
+	})
+	t.Run("ipv6 vip, ipv4 neighbours only", func(t *testing.T) {
+		wantProblemAt(t, base+six+bgpSection, "bgp.next_hop_v6", 23, "the IPv6 VIPs (2001:db8:7::7/128)")
+	})
+	for name, toml := range map[string]string{
+		"vip address":             base + bgpSection + bgpVIP("203.0.113.7"),
+		"vip /32":                 base + bgpSection + bgpVIP("203.0.113.7/32"),
+		"vip /128":                base + six + strings.Replace(bgpSection, "[[bgp.neighbor]]", "next_hop_v6 = \"2001:db8::10\"\n[[bgp.neighbor]]", 1) + bgpVIP("2001:db8:7::7/128"),
+		"ipv6 session, next hop":  base + strings.Replace(v6Neighbor, "[[bgp.neighbor]]", "next_hop_v4 = \"192.0.2.10\"\n[[bgp.neighbor]]", 1),
+		"a session of each":       base + six + bgpSection + "[[bgp.neighbor]]\naddress = \"2001:db8::1\"\npeer_asn = 65000\n",
+		"no vip of the other one": base + bgpSection,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Parse([]byte(toml), "f.toml"); err != nil {
+				t.Errorf("refused: %v", err)
+			}
+		})
+	}
+}

@@ -143,7 +143,7 @@ func (ck *checker) finish(c *Config) {
 	}
 	ck.finishHealth("health", &c.Health, nil, 0)
 	if c.BGP != nil {
-		ck.finishBGP(c.BGP)
+		ck.finishBGP(c)
 	}
 	if len(c.VIPs) == 0 {
 		ck.bad("vip", "no [[vip]] is configured")
@@ -504,10 +504,134 @@ func (c *Config) finishAdmin() error {
 }
 
 // finishBGP fills the [bgp] defaults and has package bgp check it; each of
-// its problems is reported at its key's line.
-func (ck *checker) finishBGP(b *bgp.Config) {
+// its problems is reported at its key's line. Then it checks [bgp]
+// against the [[vip]]s, which package bgp does not see: the control plane
+// announces each VIP address as its /32 or /128, so a [[bgp.vip]] prefix
+// that is no such prefix would be ignored, and a VIP of a family no
+// session carries would be announced to no router.
+func (ck *checker) finishBGP(c *Config) {
+	b := c.BGP
 	*b = b.WithDefaults()
 	ck.addOwned("bgp", b.Validate(), fieldOf(func(fe *bgp.FieldError) (string, string) { return fe.Key, fe.Msg }))
+
+	var vips []netip.Addr // the configured VIP addresses, in config order, once each
+	announced := map[netip.Prefix]bool{}
+	for _, v := range c.VIPs {
+		if a := v.Address.Addr; a.IsValid() && !announced[netip.PrefixFrom(a, a.BitLen())] {
+			announced[netip.PrefixFrom(a, a.BitLen())] = true
+			vips = append(vips, a)
+		}
+	}
+	for i, v := range b.VIPs {
+		p, ok := bgpVIPPrefix(v.Prefix)
+		if !ok || announced[p] || len(vips) == 0 {
+			continue // a malformed prefix is package bgp's problem; no [[vip]] is reported at vip
+		}
+		at := fmt.Sprintf("bgp.vip[%d].prefix", i)
+		var covered []string
+		for _, a := range vips {
+			if p.Contains(a) {
+				covered = append(covered, netip.PrefixFrom(a, a.BitLen()).String())
+			}
+		}
+		if len(covered) > 0 {
+			ck.bad(at, "%q is not the prefix of a VIP: VIPs are announced one address each, so it would be ignored; write one [[bgp.vip]] per VIP it covers: %s", v.Prefix, strings.Join(covered, ", "))
+		} else {
+			ck.bad(at, "%q is not the prefix of a VIP (no [[vip]] has that address), so it would be ignored; VIPs are announced as the /32 or /128 of their address: %s", v.Prefix, vipPrefixList(vips))
+		}
+	}
+
+	// Which families the sessions carry, as package bgp decides it: a
+	// session carries its own address family, and the other one only when
+	// that family's next hop is set (next-hop self would put an address of
+	// the wrong family in the UPDATE). An unparsable neighbour or next hop
+	// is reported above; the check then does not guess.
+	nh4, ok4 := bgpNextHop(b.NextHopV4, netip.Addr.Is4)
+	nh6, ok6 := bgpNextHop(b.NextHopV6, netip.Addr.Is6)
+	carries4, carries6 := nh4, nh6
+	for _, n := range b.Neighbors {
+		a, err := netip.ParseAddr(n.Address)
+		if err != nil || a.Is4In6() || a.IsUnspecified() || a.IsMulticast() {
+			ok4, ok6 = false, false
+			break
+		}
+		carries4, carries6 = carries4 || a.Is4(), carries6 || a.Is6()
+	}
+	if len(b.Neighbors) == 0 {
+		return // "no neighbor" is reported above
+	}
+	for _, fam := range []struct {
+		ok, carries bool
+		is          func(netip.Addr) bool
+		name, other string
+		key         string
+	}{
+		{ok4, carries4, netip.Addr.Is4, "IPv4", "IPv6", "next_hop_v4"},
+		{ok6, carries6, netip.Addr.Is6, "IPv6", "IPv4", "next_hop_v6"},
+	} {
+		if !fam.ok || fam.carries {
+			continue
+		}
+		var these []netip.Addr
+		for _, a := range vips {
+			if fam.is(a) {
+				these = append(these, a)
+			}
+		}
+		if len(these) == 0 {
+			continue
+		}
+		ck.bad("bgp."+fam.key, "is not set and every [[bgp.neighbor]] is %s, so no session carries %s routes: the %s VIPs (%s) would never be announced to any router; set bgp.%s to the %s address the routers should forward them to (sent over the %s sessions, RFC 4760), or add an %s [[bgp.neighbor]]",
+			fam.other, fam.name, fam.name, vipPrefixList(these), fam.key, fam.name, fam.other, fam.name)
+	}
+}
+
+// bgpVIPPrefix reads a [[bgp.vip]] prefix as package bgp does: an address
+// (its /32 or /128) or a prefix. ok is false for what package bgp refuses.
+func bgpVIPPrefix(s string) (netip.Prefix, bool) {
+	var p netip.Prefix
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return p, false
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	} else {
+		var err error
+		if p, err = netip.ParsePrefix(s); err != nil {
+			return p, false
+		}
+	}
+	if !p.IsValid() || p.Addr().Is4In6() || p.Masked() != p {
+		return p, false
+	}
+	return p, true
+}
+
+// bgpNextHop reports whether s, a [bgp] next_hop_v4 or next_hop_v6, is
+// set (has) and whether it is an address of the family is (ok; an unset
+// one is ok).
+func bgpNextHop(s string, is func(netip.Addr) bool) (has, ok bool) {
+	if s == "" {
+		return false, true
+	}
+	a, err := netip.ParseAddr(s)
+	return true, err == nil && is(a) && !a.IsUnspecified() && !a.Is4In6() && a.Zone() == ""
+}
+
+// vipPrefixList lists VIP addresses as the prefixes announced for them,
+// the first few.
+func vipPrefixList(vips []netip.Addr) string {
+	const most = 5
+	var out []string
+	for i, a := range vips {
+		if i == most {
+			out = append(out, fmt.Sprintf("and %d more", len(vips)-most))
+			break
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()).String())
+	}
+	return strings.Join(out, ", ")
 }
 
 // badNameRune reports runes a name may not hold: '/' (it is a path

@@ -4,9 +4,33 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"time"
 
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
+
+// NextHopGrace is how long an announced VIP address stays announced after
+// the snapshot lost the next hop of every address family its backends
+// use; then it is withdrawn (its packets are all dropped as no-next-hop,
+// so announcing it black-holes this instance's share of the traffic), and
+// announced again as soon as the next hop is back.
+//
+// The grace covers a normal re-resolution of the gateway's MAC. The
+// resolver (exception.Resolver, run by cmd/fulcrum) reads the kernel's
+// neighbour table every second, and only an INCOMPLETE or FAILED entry
+// counts as lost (STALE, DELAY and PROBE keep their MAC); the kernel's
+// re-solicitation of a lost entry (mcast_solicit 3 x retrans_time 1 s) or
+// a gateway's VRRP failover (about 3 advertisement intervals) takes a few
+// seconds. 15 s is several of those, and short against the minutes a
+// typo'd gateway_ipv4 in a reload would otherwise black-hole traffic.
+const NextHopGrace = 15 * time.Second
+
+// hopLoss tracks one address family's missing next hop.
+type hopLoss struct {
+	gw    netip.Addr // the gateway configured when the loss began (a new one restarts the grace)
+	since time.Time  // when the snapshot lost the next hop; zero: it has one
+	acted bool       // announceLocked has run since the grace ended
+}
 
 // SetAnnouncer hands the control plane the function that announces the VIPs
 // that can serve (at least one backend takes new flows, or panic mode) and
@@ -38,17 +62,64 @@ func (p *Plane) SetAnnouncer(announce func([]netip.Prefix), peers func() []PeerI
 // Likewise a fresh instance withholds a VIP address until it can forward
 // to its backends: the next hop of at least one backend's address family
 // is known (the gateway's MAC resolved). Announcing earlier would pull
-// traffic onto an instance that drops it (no-next-hop).
+// traffic onto an instance that drops it (no-next-hop). Once announced, a
+// VIP address is withdrawn only when no VIP on it has had a next hop for
+// NextHopGrace (a brief loss while the gateway is re-resolved does not
+// withdraw it), and is announced again when the next hop is back.
 func (p *Plane) announceLocked() {
+	svc := p.shared.Services.Load()
+	now := p.now()
+	p.trackNextHopLocked(svc, now)
+	for i := range p.hopLost {
+		if l := &p.hopLost[i]; !l.since.IsZero() && now.Sub(l.since) >= NextHopGrace {
+			l.acted = true
+		}
+	}
 	if p.announce == nil {
 		return
 	}
-	svc := p.shared.Services.Load()
 	unsettled := p.unsettledVIPsLocked()
 	withheld := map[netip.Addr]bool{}
+	// noHop: announced addresses with a VIP that has had no next hop for
+	// the grace period; an address stays announced while any VIP on it
+	// can forward (or has not been without a next hop for that long).
+	noHop, keep := map[netip.Addr]*dataplane.VIP{}, map[netip.Addr]bool{}
 	for _, v := range svc.VIPs {
-		if v != nil && (unsettled[v.Name] || !canForward(svc, v)) && !p.wasAnnounced[v.Addr] {
-			withheld[v.Addr] = true
+		if v == nil {
+			continue
+		}
+		fwd := canForward(svc, v)
+		if !p.wasAnnounced[v.Addr] {
+			if unsettled[v.Name] || !fwd {
+				withheld[v.Addr] = true
+			}
+			continue
+		}
+		if v.Table == nil {
+			continue // not serving: not announced for that reason alone
+		}
+		if since, ok := p.noNextHopSince(svc, v); !fwd && ok && now.Sub(since) >= NextHopGrace {
+			if noHop[v.Addr] == nil {
+				noHop[v.Addr] = v
+			}
+		} else {
+			keep[v.Addr] = true
+		}
+	}
+	for a, v := range noHop {
+		if keep[a] {
+			continue
+		}
+		withheld[a] = true
+		if !p.hopWithdrawn[a] {
+			if p.hopWithdrawn == nil {
+				p.hopWithdrawn = map[netip.Addr]bool{}
+			}
+			p.hopWithdrawn[a] = true
+			p.log.Error("withdrawing VIP: no next hop for its backends' address family; every packet is dropped (no-next-hop)",
+				"vip", v.Name, "address", a, "grace", NextHopGrace,
+				"ipv4_gateway", p.hopLost[0].gw, "ipv4_next_hop", hopState(p.hopLost[0], now),
+				"ipv6_gateway", p.hopLost[1].gw, "ipv6_next_hop", hopState(p.hopLost[1], now))
 		}
 	}
 	var set []netip.Prefix
@@ -65,6 +136,14 @@ func (p *Plane) announceLocked() {
 		}
 		p.wasAnnounced[v.Addr] = true
 		set = append(set, netip.PrefixFrom(v.Addr, v.Addr.BitLen()))
+	}
+	for a := range p.hopWithdrawn {
+		if !withheld[a] {
+			delete(p.hopWithdrawn, a)
+			if seen[a] {
+				p.log.Warn("announcing VIP again: its next hop is back", "address", a)
+			}
+		}
 	}
 	sort.Slice(set, func(i, j int) bool { return set[i].Addr().Less(set[j].Addr()) })
 	key := fmt.Sprint(set)
@@ -88,4 +167,69 @@ func canForward(svc *dataplane.Services, v *dataplane.VIP) bool {
 		}
 	}
 	return false
+}
+
+// trackNextHopLocked notes when each family of svc's next hop went
+// missing. A gateway changed by a reload restarts the clock: the resolver
+// looks the new one up at once (Apply), and it gets the full grace.
+func (p *Plane) trackNextHopLocked(svc *dataplane.Services, now time.Time) {
+	if svc == nil {
+		return
+	}
+	d := &p.cfg.Dataplane
+	for i, x := range []struct {
+		has bool
+		gw  netip.Addr
+	}{{svc.NextHop.Has4, d.GatewayIPv4.Addr}, {svc.NextHop.Has6, d.GatewayIPv6.Addr}} {
+		l := &p.hopLost[i]
+		switch {
+		case x.has:
+			*l = hopLoss{}
+		case l.since.IsZero() || l.gw != x.gw:
+			*l = hopLoss{gw: x.gw, since: now}
+		}
+	}
+}
+
+// noNextHopSince reports since when v has had no next hop: the latest
+// loss among its backends' address families (ok false: v has no backend,
+// or one of their families has a next hop).
+func (p *Plane) noNextHopSince(svc *dataplane.Services, v *dataplane.VIP) (since time.Time, ok bool) {
+	for _, id := range v.Members {
+		if int(id) >= len(svc.Backends) || svc.Backends[id] == nil {
+			continue
+		}
+		l := p.hopLost[0]
+		if svc.Backends[id].Addr.Is6() {
+			l = p.hopLost[1]
+		}
+		if l.since.IsZero() {
+			return time.Time{}, false
+		}
+		if !ok || l.since.After(since) {
+			since, ok = l.since, true
+		}
+	}
+	return since, ok
+}
+
+// announceAfterGraceLocked runs announceLocked if a family's next hop has
+// been missing for NextHopGrace and it has not run since, so the
+// withdrawal does not wait for the next rebuild. Run calls it every
+// second.
+func (p *Plane) announceAfterGraceLocked() {
+	now := p.now()
+	for _, l := range p.hopLost {
+		if !l.since.IsZero() && !l.acted && now.Sub(l.since) >= NextHopGrace {
+			p.announceLocked()
+			return
+		}
+	}
+}
+
+func hopState(l hopLoss, now time.Time) string {
+	if l.since.IsZero() {
+		return "resolved"
+	}
+	return "missing for " + now.Sub(l.since).Round(time.Second).String()
 }

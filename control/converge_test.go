@@ -4,7 +4,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
@@ -148,5 +150,91 @@ func TestAnnouncementWaitsForTheNextHop(t *testing.T) {
 	f.plane.SetNextHop(netip.MustParseAddr("192.0.2.1"), netip.Addr{}, dataplane.NextHop{})
 	if len(calls) != n && len(calls[len(calls)-1]) == 0 {
 		t.Error("withdrawn when the next hop went unresolved after the announcement")
+	}
+}
+
+// tick is Run's once-a-second step for the announcement: a VIP whose next
+// hop has been missing for NextHopGrace is withdrawn without waiting for
+// a rebuild.
+func (f *fixture) tick() {
+	f.plane.mu.Lock()
+	defer f.plane.mu.Unlock()
+	f.plane.announceAfterGraceLocked()
+}
+
+// An announced VIP whose next hop stays missing (a reload to a gateway
+// that never resolves, or the gateway gone) drops every packet, so it is
+// withdrawn after NextHopGrace, not before, and announced again when the
+// next hop is back.
+func TestAnnouncementWithdrawnWithoutNextHop(t *testing.T) {
+	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	f := newFixture(t, toml)
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(set []netip.Prefix) { calls = append(calls, set) }, nil)
+	announced := func() bool { return len(calls) > 0 && len(calls[len(calls)-1]) == 1 }
+	gw1, gw2 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.199")
+	mac := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
+	f.plane.SetNextHop(gw1, netip.Addr{}, mac)
+	if !announced() {
+		t.Fatalf("not announced once resolved: %v", calls)
+	}
+	// Seconds pass, one at a time as in Run.
+	wait := func(d time.Duration) {
+		for range int(d / time.Second) {
+			f.advance(time.Second)
+			f.tick()
+		}
+	}
+
+	// Lost for less than the grace, back, lost again: the clock restarts.
+	f.plane.SetNextHop(gw1, netip.Addr{}, dataplane.NextHop{})
+	wait(NextHopGrace - time.Second)
+	f.plane.SetNextHop(gw1, netip.Addr{}, mac)
+	f.plane.SetNextHop(gw1, netip.Addr{}, dataplane.NextHop{})
+	wait(NextHopGrace - time.Second)
+	f.rebuild()
+	if !announced() {
+		t.Fatalf("withdrawn within %v of losing the next hop: %v", NextHopGrace, calls)
+	}
+	// Lost for the grace: withdrawn by the step alone, no rebuild.
+	wait(time.Second)
+	if announced() {
+		t.Fatalf("still announced %v after losing the next hop", NextHopGrace)
+	}
+	if got := f.plane.Status(false).Announced; len(got) != 0 {
+		t.Errorf("status lists %v as announced", got)
+	}
+	n := len(calls)
+	wait(time.Minute)
+	f.rebuild()
+	if len(calls) != n {
+		t.Errorf("announcer called again while nothing changed: %v", calls[n:])
+	}
+	f.plane.SetNextHop(gw1, netip.Addr{}, mac)
+	if !announced() {
+		t.Fatalf("not announced again when the next hop came back: %v", calls)
+	}
+
+	// A reload to a gateway that never resolves: announced for the grace
+	// (the resolver asks for the new one at once), then withdrawn.
+	cfg, err := config.Parse([]byte(strings.Replace(toml, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv4 = "192.0.2.199"`, 1)), "typo.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.plane.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.plane.SetNextHop(gw2, netip.Addr{}, dataplane.NextHop{})
+	wait(NextHopGrace - time.Second)
+	if !announced() {
+		t.Fatalf("withdrawn within %v of the reload: %v", NextHopGrace, calls)
+	}
+	wait(time.Second)
+	if announced() {
+		t.Fatalf("still announced %v after a reload to a gateway that does not resolve", NextHopGrace)
+	}
+	f.plane.SetNextHop(gw2, netip.Addr{}, mac)
+	if !announced() {
+		t.Fatalf("not announced again once the new gateway resolved: %v", calls)
 	}
 }

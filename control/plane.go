@@ -118,6 +118,8 @@ type Plane struct {
 	announce     func([]netip.Prefix) // publishes the serving VIPs (BGP); nil: none
 	announced    string               // the last set passed to announce, to skip repeats
 	wasAnnounced map[netip.Addr]bool  // VIP addresses announced at least once by this process
+	hopLost      [2]hopLoss           // IPv4, IPv6: since when the snapshot has had no next hop (announce.go)
+	hopWithdrawn map[netip.Addr]bool  // announced addresses withdrawn for want of a next hop (logged once)
 	peers        func() []PeerInfo    // BGP session states, for Status
 
 	convergingFlows uint64 // new flows forwarded while converging (converge.go)
@@ -176,7 +178,8 @@ func (p *Plane) Kick() {
 }
 
 // Run rebuilds on demand and steps slow starts and drain timeouts until
-// done is closed.
+// done is closed. Its once-a-second step also withdraws a VIP whose next
+// hop has been missing for NextHopGrace (announce.go).
 func (p *Plane) Run(done <-chan struct{}) {
 	step := time.NewTicker(time.Second)
 	defer step.Stop()
@@ -187,6 +190,7 @@ func (p *Plane) Run(done <-chan struct{}) {
 		case <-p.kick:
 		case <-step.C:
 			p.mu.Lock()
+			p.announceAfterGraceLocked() // withdraws a VIP without a next hop (announce.go)
 			// A previous table whose window passed leaves the snapshot
 			// (docs/second-chance.md); NewServices dates changes by time.Now.
 			need := p.ramping || p.drainTimeoutPending() || p.shared.Services.Load().ChanceExpired(time.Now())
