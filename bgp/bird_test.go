@@ -288,7 +288,10 @@ func TestSpeakerWithBirdNextHopPasswordErrors(t *testing.T) {
 
 		waitFor(t, labWait, "the reason the IPv6 session fails", func() (bool, string) {
 			p := peerByAddr(t, s, labRouterV6)
-			return p.State != StateEstablished && strings.Contains(p.LastError, "65001"), fmt.Sprintf("%+v", p)
+			// GoBGP v4 no longer says which AS the router sent (65001),
+			// only that it is not the configured one.
+			return p.State != StateEstablished && strings.Contains(p.LastError, "bad peer as") &&
+				strings.Contains(p.LastError, "65002"), fmt.Sprintf("%+v", p)
 		})
 		t.Logf("lb6 last error: %s", peerByAddr(t, s, labRouterV6).LastError)
 	})

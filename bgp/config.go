@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +55,62 @@ const (
 	// back stays without this LB's VIPs for that long.
 	MaxConnectRetry = 10 * time.Minute
 )
+
+// The size of one announcement's UPDATE. A BGP message is at most 4096
+// bytes (RFC 4271 §4; the speaker does not negotiate RFC 8654 extended
+// messages), and every path attribute of a VIP must fit in one UPDATE
+// with its NLRI: GoBGP cannot split attributes, and with too many it
+// panics (IPv4) or sends a message the router refuses (IPv6). The only
+// attribute that grows with the configuration is COMMUNITIES, 4 bytes a
+// community, so their number is bounded (MaxCommunities).
+const (
+	maxMessageLen = 4096 // RFC 4271 §4.1
+	// updateOverhead is the BGP header (19), the withdrawn routes and
+	// total path attribute lengths (2+2).
+	updateOverhead = 19 + 2 + 2
+	// fixedAttrsLen is the largest size of every attribute but
+	// COMMUNITIES, each with its 3-byte header (4 with extended length):
+	// ORIGIN 4; AS_PATH with the local AS prepended (eBGP) 9, plus
+	// AS4_PATH 9 toward a peer without 4-octet AS support (AS_PATH is then
+	// 7): 16; LOCAL_PREF (iBGP) 7; MULTI_EXIT_DISC 7; and the larger of
+	// NEXT_HOP 7 + an IPv4 NLRI 5 and an IPv6 MP_REACH_NLRI (4-byte
+	// header, AFI 2, SAFI 1, next hop length 1, global and link-local next
+	// hops 32, reserved 1, a /128 NLRI 17): 58. Each NLRI has 4 more bytes
+	// of path identifier should ADD-PATH ever be negotiated: 62.
+	fixedAttrsLen = 4 + 16 + 7 + 7 + 62
+	// communitiesHeaderLen is the COMMUNITIES attribute's header, with
+	// extended length (more than 63 communities).
+	communitiesHeaderLen = 4
+	communityLen         = 4 // RFC 1997
+
+	// MaxCommunities is how many communities (global, per-VIP and the
+	// caller's together) one announcement can carry: 993.
+	MaxCommunities = (maxMessageLen - updateOverhead - fixedAttrsLen - communitiesHeaderLen) / communityLen
+)
+
+// updateLen is the largest size of the UPDATE announcing one VIP with n
+// communities.
+func updateLen(n int) int {
+	l := updateOverhead + fixedAttrsLen
+	if n > 0 {
+		l += communitiesHeaderLen + n*communityLen
+	}
+	return l
+}
+
+// ErrTooManyCommunities is returned by Announce and SetAnnounced for a
+// VIP whose communities would not fit in one UPDATE.
+var ErrTooManyCommunities = errors.New("too many communities")
+
+// checkCommunities reports an error if n communities do not fit in one
+// UPDATE.
+func checkCommunities(n int) error {
+	if n <= MaxCommunities {
+		return nil
+	}
+	return fmt.Errorf("%w: %d communities (%d bytes) make an UPDATE of up to %d bytes, more than BGP's %d-byte maximum; at most %d communities per VIP (global, per-VIP and added together)",
+		ErrTooManyCommunities, n, n*communityLen, updateLen(n), maxMessageLen, MaxCommunities)
+}
 
 // ErrConfig is wrapped by every *FieldError Validate returns.
 var ErrConfig = errors.New("invalid bgp configuration")
@@ -280,6 +337,10 @@ func (c Config) compile() (*compiled, error) {
 	if err != nil {
 		bad("communities", "communities: %v", err)
 	}
+	comms = uniqueCommunities(comms)
+	if err := checkCommunities(len(comms)); err != nil {
+		bad("communities", "communities: %v", err)
+	}
 	out.comms = comms
 	out.med = c.MED
 	if c.DrainTime < 0 || c.DrainTime > MaxDrainTime {
@@ -315,6 +376,13 @@ func (c Config) compile() (*compiled, error) {
 		vc, err := parseCommunities(v.Communities)
 		if err != nil {
 			bad(fmt.Sprintf("vip[%d].communities", i), "vip[%d] %s: communities: %v", i, p, err)
+		}
+		// Checked with the global ones, as they are announced; if the
+		// global ones alone are too many, that is reported once, above.
+		if n := len(uniqueCommunities(slices.Concat(out.comms, vc))); len(out.comms) <= MaxCommunities {
+			if err := checkCommunities(n); err != nil {
+				bad(fmt.Sprintf("vip[%d].communities", i), "vip[%d] %s: communities (with the %d global ones): %v", i, p, len(out.comms), err)
+			}
 		}
 		out.vips[p] = VIPAttrs{Communities: vc, MED: v.MED}
 	}
@@ -484,6 +552,14 @@ func ParseCommunity(s string) (Community, error) {
 // String formats c as "ASN:VALUE", the form ParseCommunity reads.
 func (c Community) String() string {
 	return strconv.Itoa(int(c>>16)) + ":" + strconv.Itoa(int(c&0xffff))
+}
+
+// uniqueCommunities returns cs sorted, without duplicates: the set
+// announced.
+func uniqueCommunities(cs []Community) []Community {
+	cs = slices.Clone(cs)
+	slices.Sort(cs)
+	return slices.Compact(cs)
 }
 
 func parseCommunities(ss []string) ([]Community, error) {

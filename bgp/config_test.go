@@ -225,3 +225,86 @@ func TestConfigTOML(t *testing.T) {
 		t.Errorf("duration strings: %v, %v", err, f.BGP.DrainTime)
 	}
 }
+
+// communityStrings returns n distinct communities, 65000:first and up.
+func communityStrings(first, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = Community(65000<<16 | uint32(first+i)).String()
+	}
+	return out
+}
+
+// Every attribute of a VIP must fit in one 4096-byte UPDATE: more
+// communities than that (global and per-VIP together) are refused at
+// configuration time, naming the key; duplicates count once.
+func TestConfigCommunitiesFitOneUpdate(t *testing.T) {
+	if MaxCommunities != 993 || updateLen(MaxCommunities) > 4096 || updateLen(MaxCommunities+1) <= 4096 {
+		t.Fatalf("MaxCommunities %d: UPDATE up to %d bytes, %d with one more", MaxCommunities, updateLen(MaxCommunities), updateLen(MaxCommunities+1))
+	}
+	vip := func(comms []string) []VIPConfig {
+		return []VIPConfig{{Prefix: "203.0.113.7"}, {Prefix: "203.0.113.8", Communities: comms}}
+	}
+	tests := []struct {
+		name   string
+		global []string
+		vips   []VIPConfig
+		key    string // "" if accepted
+	}{
+		{"global at the limit", communityStrings(0, MaxCommunities), nil, ""},
+		{"global duplicates count once", append(communityStrings(0, MaxCommunities), communityStrings(0, 10)...), nil, ""},
+		{"global over the limit", communityStrings(0, MaxCommunities+1), nil, "communities"},
+		{"the probe's 1100", communityStrings(0, 1100), vip(communityStrings(0, 5)), "communities"},
+		{"global and per-VIP at the limit", communityStrings(0, 500), vip(communityStrings(500, MaxCommunities-500)), ""},
+		{"per-VIP overlapping the global ones", communityStrings(0, 500), vip(communityStrings(0, MaxCommunities)), ""},
+		{"global and per-VIP over the limit", communityStrings(0, 500), vip(communityStrings(500, MaxCommunities-499)), "vip[1].communities"},
+		{"per-VIP alone over the limit", nil, vip(communityStrings(0, 1100)), "vip[1].communities"},
+	}
+	for _, tt := range tests {
+		c := validConfig()
+		c.Communities = tt.global
+		c.VIPs = tt.vips
+		err := c.Validate()
+		if tt.key == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.name, err)
+			}
+			continue
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Key != tt.key {
+			t.Errorf("%s: err %v, want a *FieldError for %q", tt.name, err, tt.key)
+			continue
+		}
+		if strings.Count(err.Error(), "communities") < 2 || !strings.Contains(err.Error(), "4096") {
+			t.Errorf("%s: message %q does not explain", tt.name, err)
+		}
+		t.Logf("%s: %v", tt.name, err)
+	}
+}
+
+// Limits of the configuration not covered by TestConfigValidate.
+func TestConfigEdges(t *testing.T) {
+	type tc struct {
+		name   string
+		modify func(c *Config)
+		ok     bool
+	}
+	for _, tt := range []tc{
+		{"asn 65535", func(c *Config) { c.ASN = 65535 }, false},
+		{"asn 4294967295", func(c *Config) { c.ASN = 4294967295 }, false},
+		{"asn 4294967294", func(c *Config) { c.ASN = 4294967294 }, true},
+		{"peer asn 23456", func(c *Config) { c.Neighbors[0].PeerASN = 23456 }, false},
+		{"hold 1s", func(c *Config) { c.Neighbors[0].HoldTime = time.Second }, false},
+		{"hold 65535s", func(c *Config) { c.Neighbors[0].HoldTime = 65535 * time.Second }, true},
+		{"hold 65536s", func(c *Config) { c.Neighbors[0].HoldTime = 65536 * time.Second }, false},
+		{"password 80", func(c *Config) { c.Neighbors[0].Password = strings.Repeat("k", 80) }, true},
+		{"connect retry 10m1s", func(c *Config) { c.Neighbors[0].ConnectRetry = 601 * time.Second }, false},
+		{"bgp.vip not a host prefix", func(c *Config) { c.VIPs = []VIPConfig{{Prefix: "203.0.113.0/24", MED: u32(5)}} }, true},
+	} {
+		err := func() error { c := validConfig(); tt.modify(&c); return c.Validate() }()
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: err %v, want ok=%v", tt.name, err, tt.ok)
+		}
+	}
+}

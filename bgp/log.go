@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"sort"
+	"slices"
 	"sync"
 
-	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
+	gbgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
 // gobgpLogger passes GoBGP's log lines to slog, and keeps the last error
@@ -19,18 +19,28 @@ import (
 // GoBGP logs at Info what an LB operator considers detail (every peer
 // added, every policy set), so its Info becomes slog's Debug; the
 // speaker logs the session state changes itself, at Info and Warn.
+//
+// GoBGP v4 logs through a *slog.Logger: gobgpLogger is the state shared
+// by the slog.Handler it is given (gobgpHandler), whatever attributes
+// GoBGP adds with Logger.With.
 type gobgpLogger struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
 	lastErr map[netip.Addr]string
+	peerASN map[netip.Addr]uint32 // configured peer_asn, to explain a bad peer AS
 }
 
 func newGobgpLogger(log *slog.Logger) *gobgpLogger {
-	return &gobgpLogger{log: log.With("component", "gobgp"), lastErr: map[netip.Addr]string{}}
+	return &gobgpLogger{
+		log:     log.With("component", "gobgp"),
+		lastErr: map[netip.Addr]string{},
+		peerASN: map[netip.Addr]uint32{},
+	}
 }
 
-var _ gobgplog.Logger = (*gobgpLogger)(nil)
+// slog returns the logger to give GoBGP.
+func (l *gobgpLogger) slog() *slog.Logger { return slog.New(&gobgpHandler{l: l}) }
 
 // lastError returns the last error logged for the neighbour at a.
 func (l *gobgpLogger) lastError(a netip.Addr) string {
@@ -39,9 +49,32 @@ func (l *gobgpLogger) lastError(a netip.Addr) string {
 	return l.lastErr[a]
 }
 
+// fields are one GoBGP line's attributes, by key.
+type fields map[string]any
+
+// notification describes a NOTIFICATION GoBGP logged ("Code", "Subcode",
+// "Communicated-Reason"), as "code 2(open) subcode 2(bad peer as)".
+func (l *gobgpLogger) notification(a netip.Addr, f fields) string {
+	code, _ := f["Code"].(int64)
+	sub, _ := f["Subcode"].(int64)
+	text := gbgp.NewNotificationErrorCode(uint8(code), uint8(sub)).String()
+	if r, _ := f["Communicated-Reason"].(string); r != "" {
+		text += fmt.Sprintf(" (%q)", r)
+	}
+	if code == gbgp.BGP_ERROR_OPEN_MESSAGE_ERROR && sub == gbgp.BGP_ERROR_SUB_BAD_PEER_AS {
+		l.mu.Lock()
+		as, ok := l.peerASN[a]
+		l.mu.Unlock()
+		if ok {
+			text += fmt.Sprintf(": the router's OPEN does not carry peer_asn %d", as)
+		}
+	}
+	return text
+}
+
 // record keeps msg as the neighbour's last error when the line is about a
 // peer ("Topic": "Peer", "Key": its address) and says something went wrong.
-func (l *gobgpLogger) record(level slog.Level, msg string, f gobgplog.Fields) {
+func (l *gobgpLogger) record(level slog.Level, msg string, f fields) {
 	if f["Topic"] != "Peer" {
 		return
 	}
@@ -58,9 +91,13 @@ func (l *gobgpLogger) record(level slog.Level, msg string, f gobgplog.Fields) {
 		// Logged at debug level for every failed attempt; the one thing
 		// an operator needs when a session never comes up.
 		text = fmt.Sprintf("connect: %v", f["Error"])
+	case msg == "sent notification" || msg == "received notification":
+		// With the codes as numbers in GoBGP v4: for example "sent
+		// notification: code 2(open) subcode 2(bad peer as)".
+		text = msg + ": " + l.notification(a, f)
 	case level >= slog.LevelWarn:
-		// For example "sent notification: as number mismatch expected
-		// 65002, received 65001".
+		// For example "Session will be reset due to malformed BGP
+		// message: ...".
 		sep := ": "
 		text = msg
 		for _, k := range []string{"Error", "Reason", "Data", "Code", "Subcode"} {
@@ -84,49 +121,110 @@ var demoted = map[string]bool{
 	"failed to close existing tcp connection": true,
 }
 
-func (l *gobgpLogger) emit(level slog.Level, msg string, f gobgplog.Fields) {
-	if demoted[msg] {
+// promoted are GoBGP lines logged below their worth: GoBGP v3 logged
+// NOTIFICATIONs at Warn, v4 at Info.
+var promoted = map[string]bool{
+	"sent notification":     true,
+	"received notification": true,
+}
+
+// emit handles one GoBGP line: GoBGP's Debug lines are dropped except the
+// ones record keeps; its Info lines become Debug.
+func (l *gobgpLogger) emit(ctx context.Context, level slog.Level, msg string, f fields) {
+	switch {
+	case demoted[msg]:
+		level = slog.LevelDebug
+	case promoted[msg]:
+		level = max(level, slog.LevelWarn)
+	}
+	switch {
+	case level < slog.LevelInfo:
+		l.record(slog.LevelDebug-1, msg, f)
+		return
+	case level < slog.LevelWarn:
 		level = slog.LevelDebug
 	}
 	l.record(level, msg, f)
-	if !l.log.Enabled(context.Background(), level) {
+	if !l.log.Enabled(ctx, level) {
 		return
 	}
-	keys := make([]string, 0, len(f))
-	for k := range f {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range f {
+			if !yield(k) {
+				return
+			}
+		}
+	})
 	args := make([]any, 0, 2*len(keys))
 	for _, k := range keys {
 		args = append(args, k, f[k])
 	}
-	l.log.Log(context.Background(), level, msg, args...)
+	l.log.Log(ctx, level, msg, args...)
 }
 
-// Panic and Fatal mark GoBGP's "code logic bug" paths; GoBGP's own logger
-// panics or exits there, and going on would run on a broken invariant.
-func (l *gobgpLogger) Panic(msg string, f gobgplog.Fields) {
-	l.emit(slog.LevelError, msg, f)
-	panic("gobgp: " + msg)
+// gobgpHandler is the slog.Handler of the logger GoBGP is given: it
+// collects the attributes of each line (those GoBGP added with With
+// included) and hands them to emit.
+type gobgpHandler struct {
+	l      *gobgpLogger
+	attrs  []slog.Attr
+	prefix string // groups, "a.b."
 }
 
-func (l *gobgpLogger) Fatal(msg string, f gobgplog.Fields) {
-	l.emit(slog.LevelError, msg, f)
-	panic("gobgp: " + msg)
+var _ slog.Handler = (*gobgpHandler)(nil)
+
+// Enabled reports every level: GoBGP's Debug lines include failed
+// connection attempts, which record keeps; emit drops the rest cheaply.
+func (h *gobgpHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *gobgpHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	if len(as) == 0 {
+		return h
+	}
+	n := *h
+	n.attrs = slices.Clip(h.attrs)
+	for _, a := range as {
+		n.attrs = append(n.attrs, slog.Attr{Key: h.prefix + a.Key, Value: a.Value})
+	}
+	return &n
 }
 
-func (l *gobgpLogger) Error(msg string, f gobgplog.Fields) { l.emit(slog.LevelError, msg, f) }
-func (l *gobgpLogger) Warn(msg string, f gobgplog.Fields)  { l.emit(slog.LevelWarn, msg, f) }
-func (l *gobgpLogger) Info(msg string, f gobgplog.Fields)  { l.emit(slog.LevelDebug, msg, f) }
-func (l *gobgpLogger) Debug(msg string, f gobgplog.Fields) {
-	// GoBGP debug lines are dropped except the ones record keeps.
-	l.record(slog.LevelDebug-1, msg, f)
+func (h *gobgpHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	n := *h
+	n.prefix += name + "."
+	return &n
 }
 
-// SetLevel is ignored: the slog handler decides what is shown.
-func (l *gobgpLogger) SetLevel(gobgplog.LogLevel) {}
-
-// GetLevel reports debug so that GoBGP calls Debug for failed connection
-// attempts (it checks the level first); Debug drops the rest cheaply.
-func (l *gobgpLogger) GetLevel() gobgplog.LogLevel { return gobgplog.DebugLevel }
+func (h *gobgpHandler) Handle(ctx context.Context, r slog.Record) error {
+	f := make(fields, len(h.attrs)+r.NumAttrs())
+	var add func(prefix string, a slog.Attr)
+	add = func(prefix string, a slog.Attr) {
+		v := a.Value.Resolve()
+		if v.Kind() == slog.KindGroup {
+			p := prefix
+			if a.Key != "" {
+				p += a.Key + "."
+			}
+			for _, g := range v.Group() {
+				add(p, g)
+			}
+			return
+		}
+		if a.Key == "" {
+			return
+		}
+		f[prefix+a.Key] = v.Any()
+	}
+	for _, a := range h.attrs {
+		add("", a)
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		add(h.prefix, a)
+		return true
+	})
+	h.l.emit(ctx, r.Level, r.Message, f)
+	return nil
+}

@@ -7,9 +7,8 @@ import (
 	"slices"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/apiutil"
-	gbgp "github.com/osrg/gobgp/v3/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gbgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
 // ErrInvalidPrefix is returned for a prefix that cannot be announced.
@@ -65,9 +64,13 @@ func (c *compiled) resolve(p netip.Prefix, va VIPAttrs) attrs {
 // buildPath makes the GoBGP path that announces p. An unset next hop is
 // sent to GoBGP as 0.0.0.0 or ::, which it replaces with the session's
 // local address for each peer (next-hop self, for eBGP and iBGP alike).
-func buildPath(p netip.Prefix, a attrs) (*api.Path, error) {
+func buildPath(p netip.Prefix, a attrs) (*apiutil.Path, error) {
 	nh := a.nextHop
-	var nlri gbgp.AddrPrefixInterface
+	nlri, err := gbgp.NewIPAddrPrefix(p)
+	if err != nil {
+		return nil, fmt.Errorf("build path for %v: %w", p, err)
+	}
+	family := gbgp.RF_IPv4_UC
 	pattrs := []gbgp.PathAttributeInterface{
 		// Origin IGP: the VIP originates here, as a "network" statement's
 		// route would.
@@ -77,14 +80,21 @@ func buildPath(p netip.Prefix, a attrs) (*api.Path, error) {
 		if !nh.IsValid() {
 			nh = netip.IPv4Unspecified()
 		}
-		nlri = gbgp.NewIPAddrPrefix(uint8(p.Bits()), p.Addr().String())
-		pattrs = append(pattrs, gbgp.NewPathAttributeNextHop(nh.String()))
+		attr, err := gbgp.NewPathAttributeNextHop(nh)
+		if err != nil {
+			return nil, fmt.Errorf("build path for %v: %w", p, err)
+		}
+		pattrs = append(pattrs, attr)
 	} else {
+		family = gbgp.RF_IPv6_UC
 		if !nh.IsValid() {
 			nh = netip.IPv6Unspecified()
 		}
-		nlri = gbgp.NewIPv6AddrPrefix(uint8(p.Bits()), p.Addr().String())
-		pattrs = append(pattrs, gbgp.NewPathAttributeMpReachNLRI(nh.String(), []gbgp.AddrPrefixInterface{nlri}))
+		attr, err := gbgp.NewPathAttributeMpReachNLRI(family, []gbgp.PathNLRI{{NLRI: nlri}}, nh)
+		if err != nil {
+			return nil, fmt.Errorf("build path for %v: %w", p, err)
+		}
+		pattrs = append(pattrs, attr)
 	}
 	if a.hasMED {
 		pattrs = append(pattrs, gbgp.NewPathAttributeMultiExitDisc(a.med))
@@ -96,9 +106,10 @@ func buildPath(p netip.Prefix, a attrs) (*api.Path, error) {
 		}
 		pattrs = append(pattrs, gbgp.NewPathAttributeCommunities(cs))
 	}
-	path, err := apiutil.NewPath(nlri, false, pattrs, time.Now())
-	if err != nil {
-		return nil, fmt.Errorf("build path for %v: %w", p, err)
-	}
-	return path, nil
+	return &apiutil.Path{
+		Family: family,
+		Nlri:   nlri,
+		Attrs:  pattrs,
+		Age:    time.Now().Unix(),
+	}, nil
 }

@@ -5,8 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/osrg/gobgp/v3/pkg/apiutil"
-	gbgp "github.com/osrg/gobgp/v3/pkg/packet/bgp"
+	gbgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
 func compileT(t *testing.T, c Config) *compiled {
@@ -60,7 +59,7 @@ func TestBuildPath(t *testing.T) {
 		prefix  string
 		a       attrs
 		nextHop string
-		family  gbgp.RouteFamily
+		family  gbgp.Family
 	}{
 		{"203.0.113.7/32", attrs{communities: []Community{65000<<16 | 100}, med: 50, hasMED: true}, "0.0.0.0", gbgp.RF_IPv4_UC},
 		{"203.0.113.7/32", attrs{nextHop: netip.MustParseAddr("192.0.2.99")}, "192.0.2.99", gbgp.RF_IPv4_UC},
@@ -73,19 +72,28 @@ func TestBuildPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rf := apiutil.ToRouteFamily(path.Family); rf != tt.family {
-			t.Errorf("%s: family %v", tt.prefix, rf)
+		if path.Family != tt.family {
+			t.Errorf("%s: family %v", tt.prefix, path.Family)
 		}
-		nlri, err := apiutil.GetNativeNlri(path)
-		if err != nil {
-			t.Fatal(err)
+		if path.Nlri.String() != tt.prefix {
+			t.Errorf("nlri %s, want %s", path.Nlri, tt.prefix)
 		}
-		if nlri.String() != tt.prefix {
-			t.Errorf("nlri %s, want %s", nlri, tt.prefix)
-		}
-		pattrs, err := apiutil.GetNativePathAttributes(path)
-		if err != nil {
-			t.Fatal(err)
+		// What GoBGP will send: each attribute through its own encoder
+		// and decoder.
+		var pattrs []gbgp.PathAttributeInterface
+		for _, pa := range path.Attrs {
+			b, err := pa.Serialize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := gbgp.GetPathAttribute(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.DecodeFromBytes(b); err != nil {
+				t.Fatalf("%s: decode %v: %v", tt.prefix, pa, err)
+			}
+			pattrs = append(pattrs, d)
 		}
 		var origin, med, comms, nh int
 		for _, pa := range pattrs {
@@ -102,7 +110,7 @@ func TestBuildPath(t *testing.T) {
 				}
 			case *gbgp.PathAttributeMpReachNLRI:
 				nh++
-				if v.Nexthop.String() != tt.nextHop || len(v.Value) != 1 || v.Value[0].String() != tt.prefix {
+				if v.Nexthop.String() != tt.nextHop || len(v.Value) != 1 || v.Value[0].NLRI.String() != tt.prefix {
 					t.Errorf("%s: mp_reach next hop %s nlri %v", tt.prefix, v.Nexthop, v.Value)
 				}
 			case *gbgp.PathAttributeMultiExitDisc:

@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/config/oc"
-	"github.com/osrg/gobgp/v3/pkg/server"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/config/oc"
+	gbgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
 // Sentinel errors.
@@ -40,17 +42,36 @@ const (
 
 func stateFromAPI(s api.PeerState_SessionState) State {
 	switch s {
-	case api.PeerState_IDLE:
+	case api.PeerState_SESSION_STATE_IDLE:
 		return StateIdle
-	case api.PeerState_CONNECT:
+	case api.PeerState_SESSION_STATE_CONNECT:
 		return StateConnect
-	case api.PeerState_ACTIVE:
+	case api.PeerState_SESSION_STATE_ACTIVE:
 		return StateActive
-	case api.PeerState_OPENSENT:
+	case api.PeerState_SESSION_STATE_OPENSENT:
 		return StateOpenSent
-	case api.PeerState_OPENCONFIRM:
+	case api.PeerState_SESSION_STATE_OPENCONFIRM:
 		return StateOpenConfirm
-	case api.PeerState_ESTABLISHED:
+	case api.PeerState_SESSION_STATE_ESTABLISHED:
+		return StateEstablished
+	}
+	return StateUnknown
+}
+
+// stateFromFSM is stateFromAPI for the states of GoBGP's peer events.
+func stateFromFSM(s gbgp.FSMState) State {
+	switch s {
+	case gbgp.BGP_FSM_IDLE:
+		return StateIdle
+	case gbgp.BGP_FSM_CONNECT:
+		return StateConnect
+	case gbgp.BGP_FSM_ACTIVE:
+		return StateActive
+	case gbgp.BGP_FSM_OPENSENT:
+		return StateOpenSent
+	case gbgp.BGP_FSM_OPENCONFIRM:
+		return StateOpenConfirm
+	case gbgp.BGP_FSM_ESTABLISHED:
 		return StateEstablished
 	}
 	return StateUnknown
@@ -78,7 +99,7 @@ type PeerStatus struct {
 // announcement is one prefix the caller wants announced.
 type announcement struct {
 	attrs attrs
-	path  *api.Path // as given to GoBGP; nil until the speaker runs
+	path  *apiutil.Path // as given to GoBGP; nil until the speaker runs
 }
 
 // Speaker announces VIPs to routers over BGP through an embedded GoBGP
@@ -114,11 +135,14 @@ func New(cfg Config, log *slog.Logger) (*Speaker, error) {
 	}
 	log = log.With("component", "bgp")
 	glog := newGobgpLogger(log)
+	for _, n := range c.neighbors {
+		glog.peerASN[n.addr] = n.PeerASN
+	}
 	return &Speaker{
 		cfg:       c,
 		log:       log,
 		glog:      glog,
-		srv:       server.NewBgpServer(server.LoggerOption(glog)),
+		srv:       server.NewBgpServer(server.LoggerOption(glog.slog(), nil)),
 		announced: map[netip.Prefix]announcement{},
 		states:    map[netip.Addr]State{},
 	}, nil
@@ -171,7 +195,7 @@ func (s *Speaker) Start(ctx context.Context) error {
 
 	wctx, cancel := context.WithCancel(context.Background())
 	s.watch = cancel
-	if err := s.srv.WatchEvent(wctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, s.onEvent); err != nil {
+	if err := s.srv.WatchEvent(wctx, server.WatchEventMessageCallbacks{OnPeerUpdate: s.onEvent}, server.WatchPeer()); err != nil {
 		cancel()
 		s.srv.Stop()
 		s.stopped = true
@@ -212,16 +236,16 @@ func (s *Speaker) onlyLocalRoutes(ctx context.Context) error {
 		Statements: []*api.Statement{{
 			Name:       name + "-local",
 			Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
-			Actions:    &api.Actions{RouteAction: api.RouteAction_ACCEPT},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
 		}},
 	}}); err != nil {
 		return err
 	}
 	return s.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
 		Name:          "global",
-		Direction:     api.PolicyDirection_IMPORT,
+		Direction:     api.PolicyDirection_POLICY_DIRECTION_IMPORT,
 		Policies:      []*api.Policy{{Name: name}},
-		DefaultAction: api.RouteAction_REJECT,
+		DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT,
 	}})
 }
 
@@ -266,17 +290,16 @@ func peerFromConfig(n neighbor) *api.Peer {
 
 // onEvent logs session state changes. GoBGP calls it from its watcher
 // goroutine, one event at a time.
-func (s *Speaker) onEvent(ev *api.WatchEventResponse) {
-	pe := ev.GetPeer()
-	if pe == nil || pe.GetType() != api.WatchEventResponse_PeerEvent_STATE {
+func (s *Speaker) onEvent(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time) {
+	if ev == nil || ev.Type != apiutil.PEER_EVENT_STATE {
 		return
 	}
-	st := pe.GetPeer().GetState()
-	addr, err := netip.ParseAddr(st.GetNeighborAddress())
-	if err != nil {
+	st := ev.Peer.State
+	addr := st.NeighborAddress.Unmap()
+	if !addr.IsValid() {
 		return
 	}
-	to := stateFromAPI(st.GetSessionState())
+	to := stateFromFSM(st.SessionState)
 	s.stateMu.Lock()
 	from, seen := s.states[addr]
 	s.states[addr] = to
@@ -287,10 +310,10 @@ func (s *Speaker) onEvent(ev *api.WatchEventResponse) {
 	if !seen {
 		from = StateIdle
 	}
-	args := []any{"neighbor", addr, "peer_asn", st.GetPeerAsn(), "from", from, "to", to}
+	args := []any{"neighbor", addr, "peer_asn", st.PeerASN, "from", from, "to", to}
 	switch {
 	case to == StateEstablished:
-		s.log.Info("bgp session established", append(args, "peer_router_id", st.GetRouterId())...)
+		s.log.Info("bgp session established", append(args, "peer_router_id", st.RouterID)...)
 	case from == StateEstablished && s.stopping.Load():
 		s.log.Info("bgp session closed", args...)
 	case from == StateEstablished:
@@ -321,6 +344,9 @@ func (s *Speaker) Announce(prefix netip.Prefix, attrs VIPAttrs) error {
 
 func (s *Speaker) announceLocked(p netip.Prefix, va VIPAttrs) error {
 	a := s.cfg.resolve(p, va)
+	if err := checkCommunities(len(a.communities)); err != nil {
+		return fmt.Errorf("bgp: announce %v: %w", p, err)
+	}
 	if cur, ok := s.announced[p]; ok && cur.attrs.equal(a) {
 		return nil
 	}
@@ -337,7 +363,7 @@ func (s *Speaker) addPath(p netip.Prefix, a attrs) error {
 	if err != nil {
 		return fmt.Errorf("bgp: announce %v: %w", p, err)
 	}
-	if _, err := s.srv.AddPath(context.Background(), &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: path}); err != nil {
+	if _, err := s.srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{path}}); err != nil {
 		return fmt.Errorf("bgp: announce %v: %w", p, err)
 	}
 	s.announced[p] = announcement{attrs: a, path: path}
@@ -380,7 +406,7 @@ func (s *Speaker) withdrawLocked(p netip.Prefix) error {
 		return nil
 	}
 	if s.running && a.path != nil {
-		if err := s.srv.DeletePath(context.Background(), &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Path: a.path}); err != nil {
+		if err := s.srv.DeletePath(apiutil.DeletePathRequest{Paths: []*apiutil.Path{a.path}}); err != nil {
 			return fmt.Errorf("bgp: withdraw %v: %w", p, err)
 		}
 		s.log.Info("vip withdrawn", "prefix", p)
