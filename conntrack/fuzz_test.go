@@ -14,6 +14,28 @@ type modelEntry struct {
 	backend, gen uint32
 	seen         Time
 	state        State
+	reset        bool // closed by an RST alone (Entry.Live)
+}
+
+// touch is the model of Table.Touch's state change (the package doc's
+// policy): State.Next, except that an RST without FIN closes and marks
+// the entry (unless a FIN closed it before), a marked entry's next segment
+// without FIN, RST or SYN makes it established again, and anything else
+// ends the mark.
+func (m *modelEntry) touch(flags uint8) {
+	fin, rst, syn := flags&packet.TCPFin != 0, flags&packet.TCPRst != 0, flags&packet.TCPSyn != 0
+	next := m.state.Next(flags)
+	switch {
+	case m.state == StateOther:
+		m.reset = false
+	case m.reset && !fin && !rst && !syn:
+		next, m.reset = StateEstablished, false
+	case rst && !fin && (m.state != StateClosing || m.reset):
+		m.reset = true
+	default:
+		m.reset = false
+	}
+	m.state = next
 }
 
 // fuzzKeys are the flows of the fuzz target: v4 and v6, TCP, UDP and ICMP.
@@ -69,7 +91,7 @@ func FuzzTable(f *testing.F) {
 				return
 			}
 			m, ok := model[*k]
-			if e.Key() != *k || !ok || expired(m) || m.vip != e.vip || m.backend != e.backend || m.gen != e.gen || m.seen != e.lastSeen || m.state != e.state {
+			if e.Key() != *k || !ok || expired(m) || m.vip != e.vip || m.backend != e.backend || m.gen != e.gen || m.seen != e.lastSeen || m.state != e.state || m.reset != e.Live() && e.state == StateClosing {
 				t.Fatalf("%s %v: table %+v, model %+v (present %v)", what, *k, *e, m, ok)
 			}
 		}
@@ -109,7 +131,7 @@ func FuzzTable(f *testing.F) {
 					break
 				}
 				if e != nil {
-					model[*k] = modelEntry{uint16(b % 3), uint32(b % 5), uint32(a), now, st}
+					model[*k] = modelEntry{uint16(b % 3), uint32(b % 5), uint32(a), now, st, false}
 					inserted, insertState = k, st
 					check(k, e, "Insert")
 				}
@@ -118,7 +140,8 @@ func FuzzTable(f *testing.F) {
 					check(k, e, "Lookup before Touch")
 					tb.Touch(e, now, b)
 					m := model[*k]
-					m.seen, m.state = now, m.state.Next(b)
+					m.seen = now
+					m.touch(b)
 					if b&0x20 != 0 { // the flow moves to another backend
 						m.backend, m.gen = uint32(b>>2)%5, m.gen+1
 						tb.Repin(e, m.backend, m.gen)
