@@ -152,7 +152,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 			case (st.health == HealthDown || !st.passive.until.IsZero()) && !panic:
 				// No new flows; whether the tracked ones leave is the
 				// VIP's on_down, except for flows panic mode placed here.
-				eff = dataplane.Effective{Weight: 0, Down: v.OnDown == "move" && !st.panicUsed}
+				eff = dataplane.Effective{Weight: 0, Down: v.OnDown == "move" && !st.panicUsed, Unhealthy: true}
 			default:
 				// Recorded here, where panic mode is decided; a build
 				// that then fails only leaves the flag a step early.

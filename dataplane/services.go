@@ -33,10 +33,15 @@ type Backend struct {
 	VIP    uint16 // owning VIP's id
 	Name   string
 	Addr   netip.Addr
-	Weight int           // effective weight in the VIP's table (0: no new flows)
-	Config int           // configured weight
-	Down   bool          // established flows must leave it too (health down, drain timed out)
-	Target encap.Backend // pre-resolved tunnel destination
+	Weight int  // effective weight in the VIP's table (0: no new flows)
+	Config int  // configured weight
+	Down   bool // established flows must leave it too (health down, drain timed out)
+	// Unhealthy: its checks say down (or passive checks ejected it), even
+	// where on_down "keep" leaves its established flows on it (Down
+	// false). A SYN on such a flow starts a connection elsewhere: the
+	// pin's backend may be dead (selectBackend).
+	Unhealthy bool
+	Target    encap.Backend // pre-resolved tunnel destination
 	// Hdr is Target's tunnel headers for the VIP's kind and family,
 	// prepared with the snapshot (encap.Header): both paths encapsulate
 	// through it when the packet carries no second chance.
@@ -118,8 +123,9 @@ func (s *Services) NumBackendIDs() int { return len(s.Backends) }
 // Effective is what the control plane decided for one backend: its weight
 // in the table and whether its established flows must move.
 type Effective struct {
-	Weight int
-	Down   bool
+	Weight    int
+	Down      bool
+	Unhealthy bool // Backend.Unhealthy
 }
 
 // Overrides holds the backends' effective state; backends not in it take
@@ -297,7 +303,7 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 			if err != nil {
 				return nil, fmt.Errorf("vip %s: backend %q: %w", cv.Name, cb.Name, err)
 			}
-			b := &Backend{ID: id, Gen: s.gens[id], VIP: vid, Name: cb.Name, Addr: cb.Addr, Weight: cb.Eff.Weight, Config: cb.Config, Down: cb.Eff.Down, Target: tgt}
+			b := &Backend{ID: id, Gen: s.gens[id], VIP: vid, Name: cb.Name, Addr: cb.Addr, Weight: cb.Eff.Weight, Config: cb.Config, Down: cb.Eff.Down, Unhealthy: cb.Eff.Unhealthy, Target: tgt}
 			b.Hdr = enc.Prepare(cv.Encap, &b.Target, cv.Addr.Unmap().Is6())
 			s.ids[ident] = id
 			ids[cb.Name] = id

@@ -316,3 +316,48 @@ func TestSpoofedRSTThenSYNKeepsFlow(t *testing.T) {
 		}
 	}
 }
+
+// A SYN on a live flow whose backend its checks call down (on_down
+// "keep": the backend takes no new flows, its tracked ones stay) starts
+// the new connection elsewhere: the backend may be dead, and a client
+// reusing a dead connection's port must not follow its pin there (the
+// lab saw one such request of 200 fail). The flows that stay keep it.
+func TestSYNDoesNotFollowAPinToAnUnhealthyBackend(t *testing.T) {
+	for _, fused := range []bool{true, false} {
+		r := newRig(t, testConfig)
+		r.w.generalOnly = !fused
+		be1 := backendAddr(r, "web", "be1")
+		seg := func(sp uint16, flags string) []byte {
+			return frame(t, "198.51.100.93", "203.0.113.7", sp, 80, layers.IPProtocolTCP, flags, 0, true)
+		}
+		var on1 []uint16
+		for sp := uint16(22000); len(on1) < 4 && sp < 23000; sp++ {
+			out, v := r.run(seg(sp, "S"))
+			r.run(seg(sp, "A"))
+			if tunnelDst(t, out[0], v[0]) == be1 {
+				on1 = append(on1, sp)
+			}
+		}
+		if len(on1) < 4 {
+			t.Fatal("too few flows on be1")
+		}
+		r.publish(Overrides{{"web", "be1"}: {Weight: 0, Unhealthy: true}})
+		kept0 := r.w.c.SYNKept
+		// Its established flows stay on it (keep)...
+		out, v := r.run(seg(on1[0], "PA"), seg(on1[1], "PA"))
+		if tunnelDst(t, out[0], v[0]) != be1 || tunnelDst(t, out[1], v[1]) != be1 {
+			t.Errorf("fused %v: an established flow left be1 under on_down keep", fused)
+		}
+		// ...but a SYN on one of them goes where the table says now.
+		out, v = r.run(seg(on1[2], "S"), seg(on1[3], "S"))
+		for i := range 2 {
+			if d := tunnelDst(t, out[i], v[i]); d == be1 || !d.IsValid() {
+				t.Errorf("fused %v: a SYN on a flow pinned to the unhealthy be1 went to %v", fused, d)
+			}
+		}
+		if r.w.c.SYNKept != kept0 {
+			t.Errorf("fused %v: SYNKept moved by %d for SYNs that did not keep their pin", fused, r.w.c.SYNKept-kept0)
+		}
+		wantBalance(t, r)
+	}
+}

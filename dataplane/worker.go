@@ -440,7 +440,10 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				// on the reused tuple reaches the backend that has the
 				// old one, which accepts it (RFC 6191) or answers with a
 				// challenge ACK that the client's RST settles (RFC 5961).
-				if be := w.pinned(svc, v, e); be != nil && !be.Down {
+				// Not to a backend its checks call down, though on_down
+				// "keep" leaves its flows on it: it may be dead, and a
+				// new connection must not follow a dead connection's pin.
+				if be := w.pinned(svc, v, e); be != nil && !be.Down && !be.Unhealthy {
 					w.countNew(c, v, be, true) // a new connection on a reused tuple, as far as the LB can tell
 					c.SYNKept++
 					return be
