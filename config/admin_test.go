@@ -1,20 +1,14 @@
 package config
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/fulcrumlb/fulcrum/internal/testtls"
 )
 
 var errAtAdmin = regexp.MustCompile(`^f\.toml:[1-9][0-9]*: admin\.(token|token_file): `)
@@ -142,34 +136,6 @@ func TestAdminTokenFileNotEncoded(t *testing.T) {
 	}
 }
 
-// selfSigned writes a self-signed certificate and its key as PEM files in
-// dir, named NAME.crt and NAME.key, and returns their paths.
-func selfSigned(t *testing.T, dir, name string) (cert, key string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
-
 // Parse refuses the [admin] values admin.Server.Listen refuses when
 // `fulcrum run` starts (it promises to reject everything run would):
 // TLS files that are missing or do not make a key pair, a unix socket
@@ -177,8 +143,8 @@ func selfSigned(t *testing.T, dir, name string) (cert, key string) {
 // reported at its key's line (the [admin] header is line 17).
 func TestAdminRefusesWhatListenRefuses(t *testing.T) {
 	dir := t.TempDir()
-	cert, key := selfSigned(t, dir, "a")
-	cert2, key2 := selfSigned(t, dir, "b")
+	cert, key, _ := testtls.SelfSigned(t, dir, "a")
+	cert2, key2, _ := testtls.SelfSigned(t, dir, "b")
 	missing := filepath.Join(dir, "missing.pem")
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("not PEM\n"), 0o600); err != nil {

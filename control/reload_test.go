@@ -1,15 +1,8 @@
 package control
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -27,6 +20,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
+	"github.com/fulcrumlb/fulcrum/internal/testtls"
 )
 
 // reloadBase is the configuration every reload case starts from. Its
@@ -196,33 +190,6 @@ var tokenFile string
 // tlsCert and tlsKey are a valid admin.tls_cert and tls_key pair for the
 // cases (set by the test): config.Parse loads them, as the daemon does.
 var tlsCert, tlsKey string
-
-// writeKeyPair writes a self-signed certificate and its key in dir.
-func writeKeyPair(t *testing.T, dir string) (cert, key string) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fulcrum"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key = filepath.Join(dir, "admin.crt"), filepath.Join(dir, "admin.key")
-	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return cert, key
-}
 
 type reloadCase struct {
 	key  string                           // the key changed, as the error must name it
@@ -614,7 +581,7 @@ func gatewayMoved(t *testing.T, f *reloadFixture, dst netip.AddrPort, g4, g6 net
 // with the tables, or refuses it by name; none is accepted and ignored.
 func TestReloadEveryKey(t *testing.T) {
 	tokenFile = filepath.Join(t.TempDir(), "token")
-	tlsCert, tlsKey = writeKeyPair(t, t.TempDir())
+	tlsCert, tlsKey, _ = testtls.SelfSigned(t, t.TempDir(), "admin")
 	if err := os.WriteFile(tokenFile, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
