@@ -324,7 +324,7 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	}{{"dataplane.lb_ipv4", d.LBIPv4, true}, {"dataplane.lb_ipv6", d.LBIPv6, false}, {"dataplane.gateway_ipv4", d.GatewayIPv4, true}, {"dataplane.gateway_ipv6", d.GatewayIPv6, false}} {
 		if a.v.IsValid() && a.v.Is4() != a.v4 {
 			ck.bad(a.p, "%v is not an IPv%d address", a.v, map[bool]int{true: 4, false: 6}[a.v4])
-		} else if a.v.IsValid() && !unicast(a.v.Addr) {
+		} else if a.v.IsValid() && !encap.IsUnicast(a.v.Addr) {
 			ck.bad(a.p, "%v is not a unicast address", a.v)
 		}
 	}
@@ -832,20 +832,11 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 	}
 }
 
-// unicast reports whether a names one node that packets can be sent to:
-// not unspecified, loopback, multicast, 0.0.0.0/8 or 240.0.0.0/4 (with
-// the broadcast address). Link-local addresses pass: an IPv6 gateway
-// is often one.
-func unicast(a netip.Addr) bool {
-	return !a.IsUnspecified() && !a.IsLoopback() && !a.IsMulticast() &&
-		!(a.Is4() && (a.As4()[0] == 0 || a.As4()[0] >= 240))
-}
-
 // notAVIP says why a cannot be a VIP, or "" when it can: a VIP is
 // announced to routers and reached by clients from other networks.
 func notAVIP(a netip.Addr) string {
 	switch {
-	case !unicast(a):
+	case !encap.IsUnicast(a):
 		return "not a unicast address"
 	case a.IsLinkLocalUnicast():
 		return "a link-local address"

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -720,16 +719,10 @@ func (b *tokenBucket) take(now conntrack.Time, rate, burst int) bool {
 // broadcast address); for IPv6 ::, ::1 and ff00::/8. A few compares of
 // the first bytes: the fused path makes them on every packet.
 func martian(t *flow.Tuple) bool {
-	s := &t.Src
 	if !t.V6 {
-		return s[12] == 0 || s[12] == 127 || s[12] >= 224
+		return !encap.Unicast4([4]byte(t.Src[12:]))
 	}
-	if s[0] == 0xff {
-		return true
-	}
-	hi := binary.BigEndian.Uint64(s[0:8])
-	lo := binary.BigEndian.Uint64(s[8:16])
-	return hi == 0 && lo <= 1
+	return !encap.Unicast6(t.Src)
 }
 
 // isSelf reports whether a is a VIP address or one of the LB's own (the

@@ -227,7 +227,7 @@ func New(cfg Config) (*Encapsulator, error) {
 		if !a.Is4() {
 			return nil, fmt.Errorf("encap config: SrcV4 %s: not an IPv4 address: %w", cfg.SrcV4, ErrConfig)
 		}
-		if !isUnicast(a) {
+		if !IsUnicast(a) {
 			return nil, fmt.Errorf("encap config: SrcV4 %s: not a unicast address: %w", cfg.SrcV4, ErrConfig)
 		}
 		cfg.SrcV4 = a
@@ -239,7 +239,7 @@ func New(cfg Config) (*Encapsulator, error) {
 		if !a.Is6() || a.Is4In6() {
 			return nil, fmt.Errorf("encap config: SrcV6 %s: not an IPv6 address: %w", cfg.SrcV6, ErrConfig)
 		}
-		if !isUnicast(a) {
+		if !IsUnicast(a) {
 			return nil, fmt.Errorf("encap config: SrcV6 %s: not a unicast address: %w", cfg.SrcV6, ErrConfig)
 		}
 		if a.Zone() != "" {
@@ -296,7 +296,7 @@ func (e *Encapsulator) Backend(a netip.Addr) (Backend, error) {
 	}
 	orig := a
 	a = a.Unmap()
-	if !isUnicast(a) {
+	if !IsUnicast(a) {
 		return Backend{}, fmt.Errorf("encap backend %s: not a unicast address: %w", orig, ErrConfig)
 	}
 	var b Backend
@@ -333,8 +333,9 @@ func (b Backend) Addr() netip.Addr {
 // IsV6 reports whether the backend is reached over IPv6 (the outer family).
 func (b Backend) IsV6() bool { return b.fam == 6 }
 
-// isUnicast reports whether a can be a tunnel endpoint.
-func isUnicast(a netip.Addr) bool {
+// IsUnicast reports whether a can be a tunnel endpoint (package config
+// asks the same of a VIP, a gateway and the LB's addresses).
+func IsUnicast(a netip.Addr) bool {
 	return !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() &&
 		!(a.Is4() && (a.As4()[0] >= 240 || a.As4()[0] == 0))
 }

@@ -1,6 +1,8 @@
 package encap
 
 import (
+	"encoding/binary"
+
 	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/packet"
 )
@@ -44,7 +46,7 @@ func fragNeeded(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, srcMA
 	}
 	pkt := header.IPv4(buf[ip : ip+ipLen])
 	client, vip := pkt.SourceAddress(), pkt.DestinationAddress()
-	if !unicast4(client) || !unicast4(vip) {
+	if !Unicast4(client) || !Unicast4(vip) {
 		return 0, 0, DropTooBigNoReply
 	}
 	const hl = ethLen + ipv4Len + icmpLen
@@ -91,7 +93,7 @@ func packetTooBig(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, src
 	client, vip := pkt.SourceAddress(), pkt.DestinationAddress()
 	// Packet Too Big may answer a multicast destination (RFC 4443
 	// §2.4(e.3)); the source must still name one node (e.6).
-	if !unicast6(client) {
+	if !Unicast6(client) {
 		return 0, 0, DropTooBigNoReply
 	}
 	const hl = ethLen + ipv6Len + icmpLen
@@ -135,21 +137,16 @@ func mayBeICMPError(p *packet.Parsed) bool {
 	return p.IsICMPError() || p.Fragment && (p.Proto == protoICMP || p.Proto == protoICMPv6)
 }
 
-// unicast4 reports whether a names one host: not 0/8 ("this network"),
+// Unicast4 reports whether a names one host: not 0/8 ("this network"),
 // 127/8 (loopback), 224/4 (multicast) or 240/4 (reserved, broadcast).
-func unicast4(a [4]byte) bool {
+// The too-big reply's destination and the dataplane's martian-source test
+// both use it.
+func Unicast4(a [4]byte) bool {
 	return a[0] != 0 && a[0] != 127 && a[0] < 224
 }
 
-// unicast6 reports whether a names one node: not unspecified, loopback or
+// Unicast6 reports whether a names one node: not unspecified, loopback or
 // multicast (ff00::/8).
-func unicast6(a [16]byte) bool {
-	if a[0] == 0xff {
-		return false
-	}
-	var or byte
-	for _, b := range a[:15] {
-		or |= b
-	}
-	return or != 0 || a[15] > 1
+func Unicast6(a [16]byte) bool {
+	return a[0] != 0xff && (binary.BigEndian.Uint64(a[:8]) != 0 || binary.BigEndian.Uint64(a[8:]) > 1)
 }
