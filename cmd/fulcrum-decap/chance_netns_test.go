@@ -50,15 +50,7 @@ var (
 // delivers it, and its stack resets the unknown flow) and no tunnel packet
 // leaves A.
 func TestSecondChanceInNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
-	if testing.Short() {
-		t.Skip("-short: skips the network-namespace test")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs iproute2's ip")
-	}
+	needNetns(t)
 	bin := buildAgent(t)
 	lbns, ans, bns := setupChanceNetns(t)
 	// With -lbs: the tunnels from the LB side and B's forwards (from

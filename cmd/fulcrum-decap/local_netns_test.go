@@ -22,15 +22,7 @@ import (
 // on v0, 10.97.0.2/24 on v1) and removes it at the end of the test.
 func oneNetns(t *testing.T, name string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
-	if testing.Short() {
-		t.Skip("-short: skips the network-namespace test")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs iproute2's ip")
-	}
+	needNetns(t)
 	ns := name + "-" + strconv.Itoa(os.Getpid())
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	ipCmd(t, "netns", "add", ns)
@@ -133,15 +125,7 @@ func TestForwardNoBroadcastInNetns(t *testing.T) {
 // not routed on, even with ip_forward=1; a tunnel in a tunnel is dropped
 // once; a VIP added after the agent started is served.
 func TestRefusalsInNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
-	if testing.Short() {
-		t.Skip("-short: skips the network-namespace test")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs iproute2's ip")
-	}
+	needNetns(t)
 	bin := buildAgent(t)
 	lbns, ans, bns := setupChanceNetns(t)
 	agentA := startChanceAgent(t, ans, bin, "-lbs", scLBAddrA.String()+","+scLBAddrB.String())

@@ -59,15 +59,7 @@ var (
 const body = "served by bens\n"
 
 func TestDSRInNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
-	if testing.Short() {
-		t.Skip("-short: skips the network-namespace test")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs iproute2's ip")
-	}
+	needNetns(t)
 	bin := buildAgent(t)
 	lbns, bens := setupNetns(t)
 
@@ -590,4 +582,19 @@ func (s *packetSocket) expect(t *testing.T, d time.Duration, match func(src, dst
 		}
 	}
 	return nil
+}
+
+// needNetns skips a test that creates network namespaces where it cannot
+// (not root, no iproute2) or should not (-short).
+func needNetns(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces")
+	}
+	if testing.Short() {
+		t.Skip("-short: skips the network-namespace test")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2's ip")
+	}
 }
