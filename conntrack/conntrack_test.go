@@ -344,6 +344,9 @@ func TestTouchAfterRST(t *testing.T) {
 		FA  = packet.TCPFin | packet.TCPAck
 		S   = packet.TCPSyn
 		RF  = packet.TCPRst | packet.TCPFin
+		SA  = packet.TCPSyn | packet.TCPAck
+		SF  = packet.TCPSyn | packet.TCPFin
+		SR  = packet.TCPSyn | packet.TCPRst
 		est = StateEstablished
 		cl  = StateClosing
 	)
@@ -364,6 +367,12 @@ func TestTouchAfterRST(t *testing.T) {
 		"RST before the handshake":       {{R, cl, true}, {A, est, true}},
 		"ACKs never close":               {{A, est, true}, {A, est, true}},
 		"FIN, SYN, handshake, RST, data": {{FA, cl, false}, {S, StateNew, false}, {A, est, true}, {R, cl, true}, {A, est, true}},
+		// No client sends SYN with ACK, FIN or RST: such a segment
+		// changes nothing (a forged SYN-ACK must not reopen a live
+		// entry, a SYN-FIN not close it, nor either end an RST's mark).
+		"SYN-ACK, SYN-FIN, SYN-RST on a live flow": {{A, est, true}, {SA, est, true}, {SF, est, true}, {SR, est, true}, {A, est, true}},
+		"SYN-ACK after a forged RST":               {{A, est, true}, {R, cl, true}, {SA, cl, true}, {SF, cl, true}, {PA, est, true}},
+		"SYN-ACK on a new flow":                    {{SA, StateNew, false}, {A, est, true}},
 	} {
 		tb := newTable(t, 64)
 		k := tuple4(9)

@@ -78,10 +78,15 @@
 //	            that resets sends nothing more, so that RST was forged
 //	other       UDP and every protocol without a handshake
 //
+// A segment with SYN and ACK, FIN or RST changes no state: no client sends
+// one to a server, and a forged one must neither reopen a live entry nor
+// close it.
+//
 // A SYN on an established or closing entry is port reuse (or spoofed): the
 // entry goes back to new, and Touch reports it. The dataplane decides the
 // pin: on a live entry (Entry.Live: established, or closed by an RST
-// alone) it keeps its backend while that backend serves (the backend
+// alone) it keeps its backend, and the entry its state (Table.Keep, not
+// Touch), while that backend serves (the backend
 // accepts a new SYN on a TIME_WAIT tuple, RFC 6191, and a stray or
 // spoofed SYN, or RST then SYN, does not move a live connection); on an
 // entry the client's FIN closed, the SYN is a new connection and takes

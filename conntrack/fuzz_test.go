@@ -24,6 +24,9 @@ type modelEntry struct {
 // ends the mark.
 func (m *modelEntry) touch(flags uint8) {
 	fin, rst, syn := flags&packet.TCPFin != 0, flags&packet.TCPRst != 0, flags&packet.TCPSyn != 0
+	if syn && (fin || rst || flags&packet.TCPAck != 0) {
+		return // no client's segment: no change
+	}
 	next := m.state.Next(flags)
 	switch {
 	case m.state == StateOther:

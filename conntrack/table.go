@@ -9,6 +9,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/internal/prefetch"
+	"github.com/fulcrumlb/fulcrum/packet"
 )
 
 // bucketSlots is the number of entries per bucket: 8 one-byte signatures
@@ -486,10 +487,18 @@ func (t *Table) lookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 
 // Touch records a packet of e's flow at now: it refreshes the last-seen time
 // and advances the state with the packet's TCP flags (ignored for StateOther
-// entries). It reports port reuse, a SYN on an established or closing entry
+// entries, and for a SYN with ACK, FIN or RST, which no client sends). It reports port reuse, a SYN on an established or closing entry
 // (package doc): the entry keeps its backend and the caller may Repin.
 func (t *Table) Touch(e *Entry, now Time, tcpFlags uint8) (reopened bool) {
 	e.lastSeen = now
+	if tcpFlags&packet.TCPSyn != 0 && tcpFlags&(packet.TCPAck|packet.TCPFin|packet.TCPRst) != 0 {
+		// SYN with ACK, FIN or RST: no client sends it on a connection
+		// to a server (a SYN-ACK is the server's, and simultaneous open
+		// does not reach a listener), so it changes nothing. Otherwise a
+		// forged SYN-ACK would reopen a live entry (state new) for a
+		// second forged SYN to move, and a SYN-FIN would close it.
+		return false
+	}
 	next := e.state.Next(tcpFlags)
 	if next == StateClosing || e.flags&entryReset != 0 {
 		next = e.resetRule(next, tcpFlags) // entry.go: an RST alone, and what follows it
@@ -501,6 +510,13 @@ func (t *Table) Touch(e *Entry, now Time, tcpFlags uint8) (reopened bool) {
 	e.state = next
 	return reopened
 }
+
+// Keep records a packet of e's flow at now and leaves its state alone:
+// for a SYN the dataplane keeps on a live flow (Entry.Live) instead of
+// taking it as a new connection. Touch would reopen the entry (state new),
+// and a second SYN, forged like the first, would then look like the
+// retransmission of a new connection's SYN.
+func (t *Table) Keep(e *Entry, now Time) { e.lastSeen = now }
 
 // Insert starts tracking a flow whose first packet arrived at now, in state
 // st (Initial), pinned to backend id of incarnation gen (Entry.Gen).

@@ -361,3 +361,77 @@ func TestSYNDoesNotFollowAPinToAnUnhealthyBackend(t *testing.T) {
 		wantBalance(t, r)
 	}
 }
+
+// Two forged SYNs on a live connection, in one burst or two: the first is
+// kept, and it must not leave the entry in a state in which the second is
+// taken for a retransmission of a new connection's SYN and rechosen. The
+// entry stays established (a kept SYN changes no state), so its timeout
+// and eviction rank stay those of a live connection too. The same for a
+// SYN after a forged SYN-ACK, SYN-FIN or SYN-RST, which no client sends.
+func TestRepeatedSpoofedSYNsKeepFlow(t *testing.T) {
+	for _, first := range []string{"S", "SA", "FS", "RS"} {
+		for _, k := range sched.Kinds() {
+			for _, fused := range []bool{true, false} {
+				r := newRig(t, withScheduler(k))
+				r.w.generalOnly = !fused
+				const n = 40
+				seg := func(sp uint16, flags string, payload int) []byte {
+					return frame(t, "198.51.100.94", "203.0.113.7", sp, 80, layers.IPProtocolTCP, flags, payload, true)
+				}
+				owner := make([]netip.Addr, n)
+				for i := range n {
+					sp := uint16(24000 + i)
+					out, v := r.run(seg(sp, "S", 0))
+					owner[i] = tunnelDst(t, out[0], v[0])
+					r.run(seg(sp, "A", 0), seg(sp, "PA", 100))
+				}
+				r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
+				kept0 := r.w.c.SYNKept
+				moved := 0
+				for i := range n {
+					sp := uint16(24000 + i)
+					var outs [][]byte
+					var vs []Verdict
+					if i%2 == 0 { // two bursts
+						o1, v1 := r.run(seg(sp, first, 0))
+						o2, v2 := r.run(seg(sp, "S", 0))
+						outs, vs = append(o1, o2...), append(v1, v2...)
+					} else { // one burst
+						outs, vs = r.run(seg(sp, first, 0), seg(sp, "S", 0))
+					}
+					o3, v3 := r.run(seg(sp, "PA", 100))
+					outs, vs = append(outs, o3...), append(vs, v3...)
+					for j := range outs {
+						if j == 0 && first != "S" && first != "SA" && vs[0] == Drop {
+							continue // the parser drops SYN-FIN and SYN-RST (bad-tcp-flags)
+						}
+						if tunnelDst(t, outs[j], vs[j]) != owner[i] {
+							moved++
+							break
+						}
+					}
+				}
+				if moved > 0 {
+					t.Errorf("%s then S, %v, fused %v: %d of %d connections moved", first, k, fused, moved, n)
+				}
+				want := uint64(2 * n)
+				if first != "S" {
+					want = n // a SYN-ACK is no SYN to keep; SYN-FIN and SYN-RST are dropped
+				}
+				if got := r.w.c.SYNKept - kept0; got != want {
+					t.Errorf("%s then S, %v, fused %v: SYNKept counted %d, want %d", first, k, fused, got, want)
+				}
+				est := 0
+				r.w.ct.ForEach(func(e *conntrack.Entry) {
+					if kk := e.Key(); kk.SrcPort >= 24000 && kk.SrcPort < 24000+n && e.State() == conntrack.StateEstablished {
+						est++
+					}
+				})
+				if est != n {
+					t.Errorf("%s then S, %v, fused %v: %d of %d entries established after forged SYNs", first, k, fused, est, n)
+				}
+				wantBalance(t, r)
+			}
+		}
+	}
+}

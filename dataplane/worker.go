@@ -426,9 +426,8 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 	if e != nil {
 		c.CTHits++
 		if !icmp {
-			was, lastSeen, live := e.State(), e.LastSeen(), e.Live()
-			w.ct.Touch(e, now, ps.TCPFlags)
-			if syn && live {
+			was, lastSeen := e.State(), e.LastSeen()
+			if syn && e.Live() {
 				// A SYN on a live connection (established, or closed by an
 				// RST alone: conntrack.Entry.Live) keeps its backend while
 				// that backend serves: the LB sees no sequence numbers, so a
@@ -442,12 +441,18 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				// Not to a backend its checks call down, though on_down
 				// "keep" leaves its flows on it: it may be dead, and a
 				// new connection must not follow a dead connection's pin.
+				// The entry keeps its state too (conntrack.Table.Keep): a
+				// kept SYN that reopened it would leave a new entry, on
+				// which a second forged SYN would be taken for the
+				// retransmission of a new connection's and rechosen.
 				if be := w.pinned(svc, v, e); be != nil && !be.Down && !be.Unhealthy {
+					w.ct.Keep(e, now)
 					w.countNew(c, v, be, true) // a new connection on a reused tuple, as far as the LB can tell
 					c.SYNKept++
 					return be
 				}
 			}
+			w.ct.Touch(e, now, ps.TCPFlags)
 			if syn && v.Sched.IsPicker() && was == conntrack.StateNew {
 				// A retransmitted SYN under a load-based scheduler keeps
 				// its first choice (choosing again would pick afresh).
