@@ -388,6 +388,59 @@ func TestTouchAfterRST(t *testing.T) {
 	}
 }
 
+// TestTouchAfterFIN: after a FIN, a segment that carries data (and no FIN,
+// RST or SYN) shows the FIN to be forged: a client sends no new data after
+// its FIN. The entry is established again. ACKs without data, the close's
+// last segments, leave it closing.
+func TestTouchAfterFIN(t *testing.T) {
+	const (
+		A   = packet.TCPAck
+		PA  = packet.TCPPsh | packet.TCPAck
+		FA  = packet.TCPFin | packet.TCPAck
+		R   = packet.TCPRst
+		S   = packet.TCPSyn
+		est = StateEstablished
+		cl  = StateClosing
+	)
+	type step struct {
+		flags uint8
+		data  bool
+		want  State
+		live  bool
+	}
+	for name, steps := range map[string][]step{
+		"forged FIN, then data":         {{A, false, est, true}, {FA, false, cl, false}, {PA, true, est, true}},
+		"forged FIN, then data, no PSH": {{A, false, est, true}, {FA, false, cl, false}, {A, true, est, true}},
+		"FIN, then ACKs":                {{A, false, est, true}, {FA, false, cl, false}, {A, false, cl, false}, {A, false, cl, false}},
+		"FIN with data, then ACK":       {{A, false, est, true}, {FA, true, cl, false}, {A, false, cl, false}},
+		"FIN, then FIN with data":       {{A, false, est, true}, {FA, false, cl, false}, {FA, true, cl, false}},
+		"FIN, then RST with data":       {{A, false, est, true}, {FA, false, cl, false}, {R, true, cl, false}},
+		"FIN, then SYN with data":       {{A, false, est, true}, {FA, false, cl, false}, {S, true, StateNew, false}},
+		"first packet a FIN, then data": {{FA, false, cl, false}, {PA, true, est, true}},
+		"forged RST, then data":         {{A, false, est, true}, {R, false, cl, true}, {PA, true, est, true}},
+		"data on new and established":   {{PA, true, est, true}, {PA, true, est, true}},
+	} {
+		tb := newTable(t, 64)
+		k := tuple4(10)
+		h := testHasher.Hash(&k)
+		first, from := uint8(packet.TCPSyn), 0
+		if steps[0].flags == FA {
+			first, from = FA, 1 // the entry's first packet is the FIN
+		}
+		e := tb.Insert(h, &k, Initial(packet.ProtoTCP, first), 1, 2, 3, 0)
+		for i, s := range steps {
+			if i < from {
+				continue
+			}
+			tb.TouchSegment(e, Time(i+1)*sec, s.flags, s.data)
+			if e.State() != s.want || e.Live() != s.live {
+				t.Errorf("%s: step %d (%#02x, data %v): state %v live %v, want %v %v", name, i, s.flags, s.data, e.State(), e.Live(), s.want, s.live)
+				break
+			}
+		}
+	}
+}
+
 func TestTimeouts(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Capacity = 64

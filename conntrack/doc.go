@@ -75,7 +75,10 @@
 //	closing     a FIN or RST arrived; sticky until expiry or a new SYN,
 //	            except that after an RST alone the client's next segment
 //	            (no FIN, RST or SYN) makes it established again: a client
-//	            that resets sends nothing more, so that RST was forged
+//	            that resets sends nothing more, so that RST was forged;
+//	            and after a FIN, such a segment that carries data does
+//	            (Table.TouchSegment): a client sends no new data after
+//	            its FIN
 //	other       UDP and every protocol without a handshake
 //
 // A segment with SYN and ACK, FIN or RST changes no state: no client sends

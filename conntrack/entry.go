@@ -178,17 +178,24 @@ func (e *Entry) repin(backend, gen uint32) {
 	e.backend, e.gen = backend, gen
 }
 
-// resetRule is Touch's rule for RSTs, out of the common path: an RST
-// without FIN closes the entry and marks it (entryReset); a later segment
-// without FIN, RST or SYN shows that RST was not the client's (a client
-// that resets sends nothing more on the connection), and the entry is
-// established again, with its timeout and its eviction rank, instead of
-// left to the closing timeout and a SYN flood. A FIN, or a SYN (reopened),
-// ends the mark.
-func (e *Entry) resetRule(next State, tcpFlags uint8) State {
+// closeRule is Touch's rule for closing entries, out of the common path.
+// An RST without FIN closes the entry and marks it (entryReset). A later
+// segment without FIN, RST or SYN shows that the close was not the
+// client's, and the entry is established again, with its timeout and its
+// eviction rank, instead of left to the closing timeout and a SYN flood:
+// after an RST alone any such segment (a client that resets sends nothing
+// more on the connection); after a FIN one that carries data (data: a
+// client sends no new data after its FIN, only ACKs). A FIN, or a SYN
+// (reopened), ends the mark.
+//
+// A retransmission of data sent before the client's real FIN that reaches
+// the LB after it also makes the entry established again, and the entry
+// then ends with the established timeout unless a FIN comes again: a slot
+// held longer, never a connection broken.
+func (e *Entry) closeRule(next State, tcpFlags uint8, data bool) State {
 	const end = packet.TCPFin | packet.TCPRst | packet.TCPSyn
 	switch {
-	case e.state == StateClosing && e.flags&entryReset != 0 && tcpFlags&end == 0:
+	case e.state == StateClosing && tcpFlags&end == 0 && (data || e.flags&entryReset != 0):
 		next = StateEstablished
 	case next == StateClosing && tcpFlags&(packet.TCPFin|packet.TCPRst) == packet.TCPRst && (e.state != StateClosing || e.flags&entryReset != 0):
 		e.flags |= entryReset

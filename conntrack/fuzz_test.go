@@ -17,12 +17,13 @@ type modelEntry struct {
 	reset        bool // closed by an RST alone (Entry.Live)
 }
 
-// touch is the model of Table.Touch's state change (the package doc's
-// policy): State.Next, except that an RST without FIN closes and marks
-// the entry (unless a FIN closed it before), a marked entry's next segment
-// without FIN, RST or SYN makes it established again, and anything else
-// ends the mark.
-func (m *modelEntry) touch(flags uint8) {
+// touch is the model of Table.TouchSegment's state change (the package
+// doc's policy): State.Next, except that a SYN with ACK, FIN or RST
+// changes nothing, an RST without FIN closes and marks the entry (unless a
+// FIN closed it before), a closing entry's segment without FIN, RST or SYN
+// makes it established again if the entry is marked or the segment
+// carries data, and anything else ends the mark.
+func (m *modelEntry) touch(flags uint8, data bool) {
 	fin, rst, syn := flags&packet.TCPFin != 0, flags&packet.TCPRst != 0, flags&packet.TCPSyn != 0
 	if syn && (fin || rst || flags&packet.TCPAck != 0) {
 		return // no client's segment: no change
@@ -31,7 +32,7 @@ func (m *modelEntry) touch(flags uint8) {
 	switch {
 	case m.state == StateOther:
 		m.reset = false
-	case m.reset && !fin && !rst && !syn:
+	case m.state == StateClosing && (m.reset || data) && !fin && !rst && !syn:
 		next, m.reset = StateEstablished, false
 	case rst && !fin && (m.state != StateClosing || m.reset):
 		m.reset = true
@@ -141,10 +142,11 @@ func FuzzTable(f *testing.F) {
 			case 2: // a packet: lookup and touch
 				if e := tb.Lookup(h, k, now); e != nil {
 					check(k, e, "Lookup before Touch")
-					tb.Touch(e, now, b)
+					data := (ops[i]/9)&1 != 0 // the segment carries data
+					tb.TouchSegment(e, now, b, data)
 					m := model[*k]
 					m.seen = now
-					m.touch(b)
+					m.touch(b, data)
 					if b&0x20 != 0 { // the flow moves to another backend
 						m.backend, m.gen = uint32(b>>2)%5, m.gen+1
 						tb.Repin(e, m.backend, m.gen)

@@ -485,11 +485,19 @@ func (t *Table) lookupBurst(hashes []uint64, keys []*flow.Tuple, now Time, out [
 	return hits
 }
 
-// Touch records a packet of e's flow at now: it refreshes the last-seen time
-// and advances the state with the packet's TCP flags (ignored for StateOther
-// entries, and for a SYN with ACK, FIN or RST, which no client sends). It reports port reuse, a SYN on an established or closing entry
-// (package doc): the entry keeps its backend and the caller may Repin.
+// Touch is TouchSegment for a segment without data.
 func (t *Table) Touch(e *Entry, now Time, tcpFlags uint8) (reopened bool) {
+	return t.TouchSegment(e, now, tcpFlags, false)
+}
+
+// TouchSegment records a packet of e's flow at now: it refreshes the
+// last-seen time and advances the state with the packet's TCP flags
+// (ignored for StateOther entries, and for a SYN with ACK, FIN or RST,
+// which no client sends) and whether it carries data (which shows a
+// closing entry's FIN to be forged, closeRule). It reports port reuse, a
+// SYN on an established or closing entry (package doc): the entry keeps
+// its backend and the caller may Repin.
+func (t *Table) TouchSegment(e *Entry, now Time, tcpFlags uint8, data bool) (reopened bool) {
 	e.lastSeen = now
 	if tcpFlags&packet.TCPSyn != 0 && tcpFlags&(packet.TCPAck|packet.TCPFin|packet.TCPRst) != 0 {
 		// SYN with ACK, FIN or RST: no client sends it on a connection
@@ -501,7 +509,7 @@ func (t *Table) Touch(e *Entry, now Time, tcpFlags uint8) (reopened bool) {
 	}
 	next := e.state.Next(tcpFlags)
 	if next == StateClosing || e.flags&entryReset != 0 {
-		next = e.resetRule(next, tcpFlags) // entry.go: an RST alone, and what follows it
+		next = e.closeRule(next, tcpFlags, data) // entry.go: a forged FIN or RST, and what shows it
 	}
 	if next == StateNew && e.state != StateNew {
 		reopened = true

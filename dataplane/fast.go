@@ -365,7 +365,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 	}
 	c := &w.c
 	was, lastSeen := e.State(), e.LastSeen()
-	w.ct.Touch(e, now, ps.TCPFlags)
+	w.ct.TouchSegment(e, now, ps.TCPFlags, hasData(ps))
 	switch {
 	case syn:
 		if was == conntrack.StateNew {

@@ -435,3 +435,69 @@ func TestRepeatedSpoofedSYNsKeepFlow(t *testing.T) {
 		}
 	}
 }
+
+// A forged FIN, then the client's next data segment: the FIN was not the
+// client's (no client sends data after its FIN), so the entry is
+// established again, on both paths, and a forged SYN after it is kept.
+// Without the client's data in between, a SYN after a FIN is a new
+// connection (README, known limits).
+func TestForgedFINUndoneByData(t *testing.T) {
+	for _, k := range sched.Kinds() {
+		for _, fused := range []bool{true, false} {
+			r := newRig(t, withScheduler(k))
+			r.w.generalOnly = !fused
+			const n = 40
+			seg := func(sp uint16, flags string, payload int) []byte {
+				return frame(t, "198.51.100.95", "203.0.113.7", sp, 80, layers.IPProtocolTCP, flags, payload, true)
+			}
+			owner := make([]netip.Addr, n)
+			for i := range n {
+				sp := uint16(25000 + i)
+				out, v := r.run(seg(sp, "S", 0))
+				owner[i] = tunnelDst(t, out[0], v[0])
+				r.run(seg(sp, "A", 0), seg(sp, "PA", 100))
+			}
+			r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
+			moved := 0
+			for i := range n {
+				sp := uint16(25000 + i)
+				r.run(seg(sp, "FA", 0))                              // the attacker's FIN
+				o1, v1 := r.run(seg(sp, "PA", 100))                  // the client goes on
+				o2, v2 := r.run(seg(sp, "S", 0), seg(sp, "PA", 100)) // the attacker's SYN
+				o3, v3 := r.run(seg(sp, "A", 0))                     // a pure ACK does not close it
+				if tunnelDst(t, o1[0], v1[0]) != owner[i] || tunnelDst(t, o2[0], v2[0]) != owner[i] ||
+					tunnelDst(t, o2[1], v2[1]) != owner[i] || tunnelDst(t, o3[0], v3[0]) != owner[i] {
+					moved++
+				}
+			}
+			if moved > 0 {
+				t.Errorf("%v, fused %v: %d of %d connections moved by a forged FIN and SYN after the client's data", k, fused, moved, n)
+			}
+			est := 0
+			r.w.ct.ForEach(func(e *conntrack.Entry) {
+				if kk := e.Key(); kk.SrcPort >= 25000 && kk.SrcPort < 25000+n && e.State() == conntrack.StateEstablished {
+					est++
+				}
+			})
+			if est != n {
+				t.Errorf("%v, fused %v: %d of %d entries established after a forged FIN and the client's data", k, fused, est, n)
+			}
+			// The client's real close: FIN, then its last ACK (no data).
+			for i := range n {
+				sp := uint16(25000 + i)
+				r.run(seg(sp, "FA", 0))
+				r.run(seg(sp, "A", 0))
+			}
+			closing := 0
+			r.w.ct.ForEach(func(e *conntrack.Entry) {
+				if kk := e.Key(); kk.SrcPort >= 25000 && kk.SrcPort < 25000+n && e.State() == conntrack.StateClosing {
+					closing++
+				}
+			})
+			if closing != n {
+				t.Errorf("%v, fused %v: %d of %d entries closing after the client's FIN and ACK", k, fused, closing, n)
+			}
+			wantBalance(t, r)
+		}
+	}
+}

@@ -452,7 +452,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 					return be
 				}
 			}
-			w.ct.Touch(e, now, ps.TCPFlags)
+			w.ct.TouchSegment(e, now, ps.TCPFlags, hasData(ps))
 			if syn && v.Sched.IsPicker() && was == conntrack.StateNew {
 				// A retransmitted SYN under a load-based scheduler keeps
 				// its first choice (choosing again would pick afresh).
@@ -734,4 +734,11 @@ func martian(t *flow.Tuple) bool {
 // encapsulator's outer sources).
 func isSelf(svc *Services, a *[16]byte) bool {
 	return *a == svc.self4 || *a == svc.self6 || svc.isVIPAddr(a)
+}
+
+// hasData reports whether the parsed segment carries transport payload:
+// after a closing entry's FIN, data shows that FIN to be forged
+// (conntrack.Table.TouchSegment).
+func hasData(ps *packet.Parsed) bool {
+	return int(ps.L3Off)+int(ps.IPLen) > int(ps.PayloadOff)
 }
