@@ -134,6 +134,13 @@ func (w *Worker) routeQUIC(svc *Services, v *VIP, p *Pkt, i int) *Backend {
 		c.QUIC[QUICDownID]++
 		return nil
 	}
+	if isSelf(svc, &ps.Tuple.Src) {
+		// From a VIP or the LB's own address: spoofed, or a loop. Routed,
+		// the backend would answer that address (a reflection through
+		// the LB). Not counted as a path: conntrack's miss drops it
+		// (martian-source), as it drops such a new flow of any VIP.
+		return nil
+	}
 	c.QUIC[QUICRouted]++
 	return be
 }

@@ -140,12 +140,14 @@ func (s *Services) ChanceExpired(now time.Time) bool {
 
 // firstChance decides the second chance of a new flow's first packet, a
 // mid-connection TCP packet (not a SYN) that conntrack did not know: the
-// previous table's choice when it differs from be, stored in the new
-// entry e (nil if the insert failed) so that the flow's later packets
-// carry it too.
+// previous table's choice when it differs from be and the VIP's tunnel
+// can name it, stored in the new entry e (nil if the insert failed) so
+// that the flow's later packets carry it too. A choice the tunnel cannot
+// name (GRE and an IPv6 backend; IPIP) is neither counted nor stored: the
+// flow goes without, and its hits do not look the choice up for nothing.
 func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *conntrack.Entry) {
 	pb := v.Prev.choose(svc, v, w.hashes[i])
-	if pb == nil || pb == be {
+	if pb == nil || pb == be || !encap.CanCarry(v.Encap, &pb.Target) {
 		return
 	}
 	w.chance[i] = pb

@@ -51,7 +51,9 @@
 // forwarded again), and only if that address is within -peers and is not
 // one of this host's, nor the network or broadcast address of a -peers
 // prefix or of a local subnet (and the sockets it sends from have
-// SO_BROADCAST off). Without -peers it never forwards.
+// SO_BROADCAST off). Without -peers it never forwards; a -peers prefix of
+// every address (0.0.0.0/0, ::/0) is refused, as it would let a forged
+// field send packets anywhere.
 //
 // # What is delivered
 //
@@ -210,7 +212,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var addrs addrList
 	fs.Var(&addrs, "addr", "local outer address to receive tunnels on, repeatable (default: every local address)")
 	var peers prefixList
-	fs.Var(&peers, "peers", "second chance: forward a packet that no local socket owns to the backend its tunnel names only if it is in these prefixes or addresses, repeatable (default: none, never forward; docs/second-chance.md)")
+	fs.Var(&peers, "peers", "second chance: forward a packet that no local socket owns to the backend its tunnel names only if it is in these prefixes or addresses (not 0.0.0.0/0 or ::/0), repeatable (default: none, never forward; docs/second-chance.md)")
 	var lbs prefixList
 	fs.Var(&lbs, "lbs", "accept tunnels only from these prefixes or addresses (the LBs' outer source addresses) and from -peers, and act on a second chance only from these, repeatable (default: from any source; docs/second-chance.md)")
 	fs.BoolVar(&o.zeroCsum6, "gue-zero-csum6", false, "accept GUE over IPv6 with a zero UDP checksum (RFC 6935), for an LB whose encap.Config.GUEZeroChecksumV6 is set")
@@ -252,6 +254,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.guePort = uint16(*gue)
 	if o.guePort == 0 {
 		o.guePort = decap.DefaultGUEPort // unused: GUE is off
+	}
+	for _, p := range peers {
+		if p.Bits() == 0 {
+			// Every address: a second chance, which anyone who can
+			// reach the agent may forge (from an -lbs address too, a
+			// source is easy to forge), could then send packets
+			// anywhere, an open relay.
+			return o, fmt.Errorf("-peers %s is every address: list the other backends' prefixes or addresses", p)
+		}
 	}
 	o.addrs = addrs
 	o.peers = peers

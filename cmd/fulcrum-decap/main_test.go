@@ -89,6 +89,16 @@ func TestPeersFlag(t *testing.T) {
 	if _, err := parseFlags([]string{"-peers", "nonsense"}, &bytes.Buffer{}); err == nil {
 		t.Fatal("-peers nonsense accepted")
 	}
+	// A prefix of every address would let a forged second chance send
+	// packets anywhere: refused, in either family and among others.
+	for _, every := range []string{"0.0.0.0/0", "::/0", "10.0.2.0/24,0.0.0.0/0", "::ffff:0.0.0.0/96"} {
+		if o, err := parseFlags([]string{"-peers", every}, &bytes.Buffer{}); err == nil {
+			t.Errorf("-peers %s accepted: peers %v", every, o.peers)
+		}
+	}
+	if _, err := parseFlags([]string{"-peers", "10.0.0.0/8", "-lbs", "0.0.0.0/0"}, &bytes.Buffer{}); err != nil {
+		t.Errorf("-peers 10.0.0.0/8: %v", err)
+	}
 }
 
 // TestLBsFlag: -lbs takes prefixes and addresses like -peers, defaults to
