@@ -95,3 +95,50 @@ func TestSecondChanceNotCarriedNotGiven(t *testing.T) {
 		})
 	}
 }
+
+// A moved flow's IPv4 packet without DF that fits the MTU only without
+// the second-chance field is forwarded without it (no ICMP can make its
+// sender send less; a drop would lose every such packet of the flow) and
+// is not counted as carrying one; with DF it is answered with the MTU
+// that leaves room for the field, as before.
+func TestSecondChanceNoDFTooBigGoesWithout(t *testing.T) {
+	r := newRig(t, testConfig)
+	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
+	t0 := time.Unix(1_000_000, 0)
+	s0, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, encap.GRE, chanceWindow, nil), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, err := NewServicesAt(s0, r.enc, nh, chanceSpecs(4, encap.GRE, chanceWindow, nil), t0.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.shared.Services.Store(s1)
+	moved, _, _, _ := chanceFlows(t, r.key, 64)
+	if len(moved) < 2 {
+		t.Fatalf("%d moved flows, want 2", len(moved))
+	}
+	mtu := r.enc.Config().MTU
+	payload := mtu - encap.Overhead(encap.GRE, false) - 40 // IPv4 + TCP headers: fits exactly without the field
+	c := &r.w.c
+	for k, df := range []bool{false, true} {
+		port := moved[k]
+		before, fwd := c.SecondChance, c.Encap[encap.Forward]
+		for range 3 { // a miss, then hits (the fused path hands them to the general one)
+			_, v := r.run(frame(t, "198.51.100.9", chanceVIP, port, 80, layers.IPProtocolTCP, "A", payload, df))
+			switch {
+			case !df && v[0] != Tx:
+				t.Fatalf("no DF: verdict %v, want tx", v[0])
+			case df && v[0] != Tx: // the ICMP reply goes out too
+				t.Fatalf("DF: verdict %v", v[0])
+			}
+		}
+		if got := c.SecondChance - before; got != 0 {
+			t.Errorf("df %v: %d packets counted as carrying a second chance, want 0", df, got)
+		}
+		if got, want := c.Encap[encap.Forward]-fwd, map[bool]uint64{false: 3, true: 0}[df]; got != want {
+			t.Errorf("df %v: %d forwarded, want %d", df, got, want)
+		}
+	}
+	wantBalance(t, r)
+}

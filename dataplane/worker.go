@@ -8,6 +8,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/internal/prefetch"
 	"github.com/fulcrumlb/fulcrum/packet"
 	"github.com/fulcrumlb/fulcrum/sched"
@@ -295,7 +296,9 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			continue
 		}
 		if res == encap.Forward {
-			if cht != nil {
+			// Carried, unless the field would have made an IPv4 packet
+			// without DF too big (EncapChance leaves it out then).
+			if cht != nil && length-int(ps.IPLen) > header.EthernetMinimumSize+encap.Overhead(v.Encap, be.Target.OuterV6()) {
 				c.SecondChance++
 			}
 			countForward(c, v, be, p.Len)

@@ -121,3 +121,36 @@ func TestEncapChanceMTU(t *testing.T) {
 		t.Fatalf("EncapChance of a packet 4 bytes over: %v, want icmp-reply", res)
 	}
 }
+
+// TestEncapChanceMTUNoDF: an IPv4 packet without DF that fits only without
+// the field goes without it (no ICMP can make its sender send less, and a
+// drop would lose every such packet of the flow); with one byte more it
+// does not fit either way and is dropped as before.
+func TestEncapChanceMTUNoDF(t *testing.T) {
+	e := newEnc(t, func(c *Config) { c.MTU = 600 })
+	be := mustBackend(t, e, backend4)
+	ch := mustBackend(t, e, netip.MustParseAddr("10.0.0.9"))
+	for _, kind := range []Kind{GRE, GUE} {
+		ovh := Overhead(kind, false)
+		s := spec{name: "v4-tcp", l4: "tcp", df: false, payload: 600 - ovh - 40} // exactly the MTU without the field
+		frame := build(t, s)
+		buf, off, n, p := load(t, frame, headroom)
+		plain := append([]byte(nil), buf...)
+		ps, pl, res := e.Encap(plain, off, n, &p, 1, kind, &be, nextHop, portMAC)
+		if res != Forward {
+			t.Fatalf("%v: Encap: %v", kind, res)
+		}
+		start, length, res := e.EncapChance(buf, off, n, &p, 1, kind, &be, &ch, nextHop, portMAC)
+		if res != Forward {
+			t.Fatalf("%v: EncapChance of a packet that fits without the field: %v, want forward", kind, res)
+		}
+		equalBytes(t, kind.String()+" frame without the field", buf[start:start+length], plain[ps:ps+pl])
+
+		s.payload++
+		frame = build(t, s)
+		buf, off, n, p = load(t, frame, headroom)
+		if _, _, res := e.EncapChance(buf, off, n, &p, 1, kind, &be, &ch, nextHop, portMAC); res != DropTooBigNoDF {
+			t.Errorf("%v: EncapChance one byte over without the field: %v, want %v", kind, res, DropTooBigNoDF)
+		}
+	}
+}

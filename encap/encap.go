@@ -172,7 +172,15 @@ func (e *Encapsulator) EncapChance(buf []byte, off, n int, p *packet.Parsed, has
 	cl := chanceLen(kind, ch)
 	ovh := Overhead(kind, outerV6) + cl
 	if ovh+ipLen > e.mtu {
-		return e.tooBig(buf, off, ip, ipLen, innerV6, p, ovh, srcMAC)
+		if cl == 0 || innerV6 || p.IPv4DF || ovh-cl+ipLen > e.mtu {
+			return e.tooBig(buf, off, ip, ipLen, innerV6, p, ovh, srcMAC)
+		}
+		// An IPv4 packet without DF that fits without the field: no
+		// ICMP can make its sender send less, so dropping it would drop
+		// every such packet of the flow. It goes without its second
+		// chance instead, which only the backend that does not know
+		// the flow needs.
+		ch, cl, ovh = nil, 0, ovh-cl
 	}
 	hl := ethLen + ovh
 	if ip < hl {
