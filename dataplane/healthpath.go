@@ -58,7 +58,11 @@ type healthSlots struct {
 // assign gives every backend of a tunnel-checked VIP of s its slot: the
 // one it had in prev, or a free one that prev did not use (so a check of a
 // removed backend still in flight cannot reach the backend that took its
-// slot).
+// slot). Only when every slot prev left unused is taken does a new
+// backend get one that prev used for a backend s no longer has: a
+// reload within HealthSlots backends is never refused for want of slots
+// (replacing a backend of a full table, or moving a VIP to another port,
+// which makes every backend of it new here).
 func (h *healthSlots) assign(prev, s *Services) error {
 	var old map[backendIdent]uint16
 	usedBefore := map[uint16]bool{}
@@ -88,16 +92,25 @@ func (h *healthSlots) assign(prev, s *Services) error {
 			freshIDs = append(freshIDs, id)
 		}
 	}
-	next := uint16(0)
+	next, reuse := 0, 0
 	for i, ident := range fresh {
-		for int(next) < HealthSlots && (taken[next] || usedBefore[next]) {
+		for next < HealthSlots && (taken[uint16(next)] || usedBefore[uint16(next)]) {
 			next++
 		}
-		if int(next) >= HealthSlots {
-			return fmt.Errorf("more than %d backends checked through the tunnel (source ports %d-%d)", HealthSlots, HealthPortBase, HealthPortBase+HealthSlots-1)
+		sl := next
+		if next < HealthSlots {
+			next++
+		} else {
+			for reuse < HealthSlots && taken[uint16(reuse)] {
+				reuse++
+			}
+			if reuse >= HealthSlots {
+				return fmt.Errorf("more than %d backends checked through the tunnel (source ports %d-%d)", HealthSlots, HealthPortBase, HealthPortBase+HealthSlots-1)
+			}
+			sl = reuse
 		}
-		h.set(ident, next, freshIDs[i])
-		next++
+		taken[uint16(sl)] = true
+		h.set(ident, uint16(sl), freshIDs[i])
 	}
 	if h.n == 0 {
 		return nil

@@ -2,10 +2,13 @@ package dataplane
 
 import (
 	"bytes"
+	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/google/gopacket/layers"
 
+	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/config/configtest"
 )
 
@@ -328,5 +331,117 @@ func TestHealthCheckFromKernelIPv6(t *testing.T) {
 	}
 	if r.w.c.HealthTunnelTx != 2 || r.w.ct.Len() != 0 {
 		t.Errorf("HealthTunnelTx %d, conntrack %d; want 2, 0", r.w.c.HealthTunnelTx, r.w.ct.Len())
+	}
+}
+
+// manyTunnelChecked is a configuration whose VIP "web" (port port) has n
+// backends b0..b<n-1> (10.1.x.y, name+i) checked through the tunnel.
+func manyTunnelChecked(n, port int, name func(i int) string) string {
+	b := configtest.New().
+		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`, "mtu = 1500").
+		VIP("web", configtest.Web, port)
+	for i := 0; i < n; i++ {
+		b.Backend(name(i), fmt.Sprintf("10.1.%d.%d", i/250, 1+i%250))
+	}
+	return b.Sub("[vip.health]", `kind = "tcp"`, "port = 8080", `through = "tunnel"`).String()
+}
+
+// checkSlots fails unless every backend of s checked through the tunnel
+// has its own port in the range, and returns them by backend name.
+func checkSlots(t *testing.T, s *Services, want int) map[string]uint16 {
+	t.Helper()
+	ports := map[string]uint16{}
+	seen := map[uint16]string{}
+	for _, b := range s.Backends {
+		if b == nil {
+			continue
+		}
+		p, ok := s.HealthPort(s.VIPs[b.VIP].Key, b.Name)
+		if !ok || p < HealthPortBase || int(p) >= HealthPortBase+HealthSlots {
+			t.Fatalf("%s: check port %d %v, want one in %d+%d", b.Name, p, ok, HealthPortBase, HealthSlots)
+		}
+		if o, dup := seen[p]; dup {
+			t.Fatalf("%s and %s share check port %d", o, b.Name, p)
+		}
+		seen[p] = b.Name
+		ports[b.Name] = p
+		if got := s.healthBackend(p); got != b {
+			t.Fatalf("port %d steers to %v, want %s", p, got, b.Name)
+		}
+	}
+	if len(ports) != want {
+		t.Fatalf("%d backends with a check port, want %d", len(ports), want)
+	}
+	return ports
+}
+
+// TestHealthSlotsAtTheLimit: the steering table holds HealthSlots
+// backends, and a reload that stays within it must be accepted, even when
+// the slots the last snapshot used are needed again: an operator replacing
+// one backend of a full table, or moving a VIP of more than half as many
+// backends to another port (every backend is then new to the table), was
+// refused with "more than 4096 backends checked through the tunnel" while
+// holding no more than 4096. A slot is still not handed to a new backend
+// while another one is free. More than HealthSlots is refused.
+func TestHealthSlotsAtTheLimit(t *testing.T) {
+	be := func(i int) string { return fmt.Sprintf("b%d", i) }
+	r := newRig(t, manyTunnelChecked(HealthSlots, 80, be))
+	before := checkSlots(t, r.shared.Services.Load(), HealthSlots)
+
+	// Replace b7 by "fresh" (another name, another address).
+	next, err := config.Parse([]byte(manyTunnelChecked(HealthSlots, 80, func(i int) string {
+		if i == 7 {
+			return "fresh"
+		}
+		return be(i)
+	})), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next.VIPs[0].Backends[7].Address.Addr = netip.MustParseAddr("10.2.0.1")
+	s, err := servicesOf(next, r.enc, r.shared.Services.Load(), nil, NextHop{MAC4: gwMAC, Has4: true})
+	if err != nil {
+		t.Fatalf("replacing one backend of %d: %v", HealthSlots, err)
+	}
+	after := checkSlots(t, s, HealthSlots)
+	for name, p := range after {
+		if name != "fresh" && before[name] != p {
+			t.Fatalf("%s moved from port %d to %d", name, before[name], p)
+		}
+	}
+	if after["fresh"] != before["b7"] {
+		t.Errorf("fresh got port %d; the only free one is b7's %d", after["fresh"], before["b7"])
+	}
+
+	// 2100 backends, then the VIP on port 81: 2100 new idents with 2100
+	// slots of the last snapshot in use and 1996 never used.
+	r2 := newRig(t, manyTunnelChecked(2100, 80, be))
+	checkSlots(t, r2.shared.Services.Load(), 2100)
+	moved, err := config.Parse([]byte(manyTunnelChecked(2100, 81, be)), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := servicesOf(moved, r2.enc, r2.shared.Services.Load(), nil, NextHop{MAC4: gwMAC, Has4: true})
+	if err != nil {
+		t.Fatalf("moving a VIP of 2100 backends checked through the tunnel to another port: %v", err)
+	}
+	ports := checkSlots(t, s2, 2100)
+	fresh := 0
+	for _, p := range ports {
+		if int(p-HealthPortBase) >= 2100 {
+			fresh++
+		}
+	}
+	if fresh != HealthSlots-2100 {
+		t.Errorf("%d backends got a slot the last snapshot did not use, want %d (all of those)", fresh, HealthSlots-2100)
+	}
+
+	// One more than the table holds is refused.
+	over, err := config.Parse([]byte(manyTunnelChecked(HealthSlots+1, 80, be)), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := servicesOf(over, r.enc, nil, nil, NextHop{MAC4: gwMAC, Has4: true}); err == nil {
+		t.Errorf("%d backends checked through the tunnel accepted", HealthSlots+1)
 	}
 }

@@ -12,11 +12,11 @@ package exception
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -138,22 +138,33 @@ func Configure(ifc Iface, ns string) error {
 	if err := syncRoutes(h, link, ifc); err != nil {
 		return fail("routes", err)
 	}
+	if err := noForwarding(h, ifc); err != nil {
+		return fail("forwarding", err)
+	}
 	return nil
 }
 
 // Lookup asks the kernel's neighbour table (of network namespace ns, ""
 // for the current one) for ip's MAC on interface ifc. Entries that are
-// FAILED, INCOMPLETE or empty do not count.
+// FAILED, INCOMPLETE or empty do not count, and neither does a MAC that
+// cannot be a next hop (UsableNextHop): the kernel stores whatever
+// link-layer address an ARP or ND packet claims, so anyone on the LAN can
+// make the gateway's entry the broadcast address.
 func Lookup(ns, ifc string, ip netip.Addr) ([6]byte, bool) {
-	var mac [6]byte
+	mac, _, ok := lookup(ns, ifc, ip)
+	return mac, ok
+}
+
+// lookup is Lookup with the entry's NUD state.
+func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok bool) {
 	h, err := handle(ns)
 	if err != nil {
-		return mac, false
+		return mac, 0, false
 	}
 	defer h.Close()
 	link, err := h.LinkByName(ifc)
 	if err != nil {
-		return mac, false
+		return mac, 0, false
 	}
 	fam := netlink.FAMILY_V4
 	if ip.Is6() {
@@ -161,7 +172,7 @@ func Lookup(ns, ifc string, ip netip.Addr) ([6]byte, bool) {
 	}
 	neighs, err := h.NeighList(link.Attrs().Index, fam)
 	if err != nil {
-		return mac, false
+		return mac, 0, false
 	}
 	for _, n := range neighs {
 		a, ok := netip.AddrFromSlice(n.IP)
@@ -171,28 +182,99 @@ func Lookup(ns, ifc string, ip netip.Addr) ([6]byte, bool) {
 		if n.State == netlink.NUD_NONE || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 || len(n.HardwareAddr) != 6 {
 			continue
 		}
-		copy(mac[:], n.HardwareAddr)
-		return mac, true
+		var m, own [6]byte
+		copy(m[:], n.HardwareAddr)
+		copy(own[:], link.Attrs().HardwareAddr)
+		if !UsableNextHop(m, own) {
+			continue
+		}
+		return m, n.State, true
 	}
-	return mac, false
+	return mac, 0, false
 }
 
-// poke makes the kernel resolve ip on ifc by sending one UDP datagram to
-// its discard port through that interface.
-func poke(ifc string, ip netip.Addr) {
-	dl := net.Dialer{Timeout: time.Second, Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptString(int(fd), syscall.SOL_SOCKET, syscall.SO_BINDTODEVICE, ifc)
-		})
-		return errors.Join(err, serr)
-	}}
-	conn, err := dl.Dial("udp", netip.AddrPortFrom(ip, 9).String())
+// confirmed reports whether a neighbour entry's MAC is one the kernel has
+// confirmed (an answer to its own solicitation, or reachability traffic),
+// or one an operator set: not merely what a packet on the link claimed.
+// The kernel takes an unsolicited ARP or ND advertisement (anyone's on the
+// LAN) as STALE, and only a later probe, made when the kernel itself
+// sends through the entry, tells whether that station answers.
+func confirmed(state int) bool {
+	return state&(netlink.NUD_REACHABLE|netlink.NUD_PERMANENT|netlink.NUD_NOARP) != 0
+}
+
+// UsableNextHop reports whether mac can be the Ethernet destination of
+// the tunnels toward the backends, for a port whose own MAC is own: not
+// zero, not a group address (multicast, broadcast: every tunnelled packet
+// would be flooded to the whole LAN, the clients' data with it) and not
+// the port's own (the frames would come back to the LB, or be lost at
+// the switch). config refuses the first two for a static next_hop_mac.
+func UsableNextHop(mac, own [6]byte) bool {
+	return mac != [6]byte{} && mac[0]&1 == 0 && mac != own
+}
+
+// poke makes the kernel resolve ip on ifc (in network namespace ns, ""
+// for the current one), or verify an entry it has not confirmed, by
+// sending one UDP datagram to ip's discard port through that interface:
+// the kernel's own use of the entry is what starts its resolution (ARP,
+// ND) or its unicast probes (STALE, DELAY, PROBE). The dataplane's
+// packets never pass through the kernel, so without this an entry stays
+// STALE, unverified, for as long as nothing else of the host's talks to
+// the gateway.
+func poke(ns, ifc string, ip netip.Addr) {
+	if ns == "" {
+		pokeHere(ifc, ip)
+		return
+	}
+	done := make(chan struct{})
+	go func() { // on a thread of its own, which a failed switch back retires
+		defer close(done)
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			return
+		}
+		defer orig.Close()
+		target, err := netns.GetFromName(ns)
+		if err != nil {
+			return
+		}
+		defer target.Close()
+		if err := netns.Set(target); err != nil {
+			return
+		}
+		pokeHere(ifc, ip)
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked and ends with this goroutine
+	}()
+	<-done
+}
+
+// pokeHere is poke in the calling thread's network namespace.
+func pokeHere(ifc string, ip netip.Addr) {
+	var fam int
+	var sa syscall.Sockaddr
+	if ip = ip.Unmap(); ip.Is4() {
+		fam, sa = syscall.AF_INET, &syscall.SockaddrInet4{Port: 9, Addr: ip.As4()}
+	} else {
+		s6 := &syscall.SockaddrInet6{Port: 9, Addr: ip.As16()}
+		if ip.IsLinkLocalUnicast() { // a link-local gateway: on ifc
+			if ifi, err := net.InterfaceByName(ifc); err == nil {
+				s6.ZoneId = uint32(ifi.Index)
+			}
+		}
+		fam, sa = syscall.AF_INET6, s6
+	}
+	fd, err := syscall.Socket(fam, syscall.SOCK_DGRAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return
 	}
-	_, _ = conn.Write([]byte{0})
-	conn.Close()
+	defer syscall.Close(fd)
+	if syscall.SetsockoptString(fd, syscall.SOL_SOCKET, syscall.SO_BINDTODEVICE, ifc) != nil {
+		return
+	}
+	_ = syscall.Sendto(fd, []byte{0}, 0, sa)
 }
 
 // Gateways are the next hops toward the backends, one per outer family
@@ -217,28 +299,58 @@ type Resolver struct {
 // either changes; a gateway not resolved yet is poked (the kernel sends
 // ARP/ND) and published as unresolved, so its family's packets are dropped
 // and counted (no-next-hop), never flooded.
+//
+// An entry the kernel has not confirmed (STALE: what an unsolicited ARP or
+// ND advertisement from anyone on the LAN leaves; DELAY, PROBE: being
+// verified) is poked too, so that the kernel verifies it with unicast
+// probes as it would if its own packets used it. Such an entry is
+// published as it is when nothing was published for the gateway before;
+// but a MAC that differs from the one published is not followed until
+// the kernel confirms it (it answered the kernel's probe): until then the
+// last MAC stays, and if the probes fail the entry fails and the gateway
+// is resolved again. A station that merely claims the gateway's address
+// does not get the backends' traffic.
 func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-chan struct{}, publish func(Gateways, dataplane.NextHop)) {
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	var curG Gateways
 	var cur dataplane.NextHop
+	var held [2][6]byte // the unconfirmed MAC last logged as held, per family
 	first := true
 	for {
 		g := gateways()
 		var nh dataplane.NextHop
-		for _, x := range []struct {
-			ip  netip.Addr
-			mac *[6]byte
-			has *bool
-		}{{g.IPv4, &nh.MAC4, &nh.Has4}, {g.IPv6, &nh.MAC6, &nh.Has6}} {
+		for i, x := range []struct {
+			ip      netip.Addr
+			mac     *[6]byte
+			has     *bool
+			prevIP  netip.Addr
+			prevMAC [6]byte
+			prevHas bool
+		}{{g.IPv4, &nh.MAC4, &nh.Has4, curG.IPv4, cur.MAC4, cur.Has4}, {g.IPv6, &nh.MAC6, &nh.Has6, curG.IPv6, cur.MAC6, cur.Has6}} {
 			if !x.ip.IsValid() {
 				continue
 			}
-			if m, ok := Lookup(r.Netns, r.Iface, x.ip); ok {
-				*x.mac, *x.has = m, true
-			} else if r.Netns == "" {
-				poke(r.Iface, x.ip)
+			m, st, ok := lookup(r.Netns, r.Iface, x.ip)
+			switch {
+			case !ok:
+				poke(r.Netns, r.Iface, x.ip)
+				continue
+			case confirmed(st):
+			default:
+				if st&netlink.NUD_STALE != 0 {
+					poke(r.Netns, r.Iface, x.ip) // STALE -> DELAY -> PROBE: the kernel verifies it
+				}
+				if !first && x.prevIP == x.ip && x.prevHas && x.prevMAC != m {
+					if held[i] != m && r.Log != nil {
+						r.Log.Warn("gateway claimed at another MAC, not followed until the kernel confirms it",
+							"gateway", x.ip, "mac", macStr(x.prevMAC, true), "claimed", macStr(m, true))
+					}
+					held[i] = m
+					m = x.prevMAC
+				}
 			}
+			*x.mac, *x.has = m, true
 		}
 		if first || g != curG || nh != cur {
 			if r.Log != nil {

@@ -1,11 +1,14 @@
 package exception
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // RouteProtocol marks the routes Configure installs (rtm_protocol; 0-4
@@ -70,4 +73,51 @@ func syncRoutes(h *netlink.Handle, link netlink.Link, ifc Iface) error {
 // hostNet is a as a /32 or /128.
 func hostNet(a netip.Addr) *net.IPNet {
 	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+}
+
+// ForwardRulePriority is the priority of the policy-routing rules that
+// keep the kernel from forwarding what arrives on the exception interface
+// (noForwarding): after the local table's rule (0), which delivers the
+// host's own addresses, and before the main table's (32766).
+const ForwardRulePriority = 241
+
+// noForwarding makes the kernel forward nothing that the dataplane
+// punted to it through the exception interface, whatever the host's
+// ip_forward: a blackhole rule per family for packets arriving on the
+// interface, marked with RouteProtocol. The dataplane punts every packet
+// that is not VIP traffic, whatever its destination; on a host with
+// forwarding on (a container host's default) anyone on the LAN could
+// otherwise route through the LB into every network the host reaches
+// (its management network, its container bridges), with any source. The
+// host's own addresses (the local table), broadcasts and multicast
+// (ARP, ND, BGP, ping, ssh) are delivered before the rule is consulted.
+// A per-interface forwarding sysctl would not do: IPv6 has none on the
+// input side, and writing ip_forward resets IPv4's on every interface.
+func noForwarding(h *netlink.Handle, ifc Iface) error {
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		have, err := h.RuleListFiltered(fam, &netlink.Rule{Priority: ForwardRulePriority}, netlink.RT_FILTER_PRIORITY)
+		if err != nil {
+			if fam == netlink.FAMILY_V6 && errors.Is(err, syscall.EAFNOSUPPORT) {
+				continue // no IPv6 in this kernel: nothing to forward either
+			}
+			return fmt.Errorf("list rules: %w", err)
+		}
+		found := false
+		for _, r := range have {
+			found = found || r.IifName == ifc.Name && r.Protocol == RouteProtocol
+		}
+		if found {
+			continue
+		}
+		r := netlink.NewRule()
+		r.Family, r.Priority, r.IifName = fam, ForwardRulePriority, ifc.Name
+		r.Type, r.Protocol = unix.FR_ACT_BLACKHOLE, RouteProtocol
+		if err := h.RuleAdd(r); err != nil {
+			if fam == netlink.FAMILY_V6 && errors.Is(err, syscall.EAFNOSUPPORT) {
+				continue
+			}
+			return fmt.Errorf("add rule iif %s blackhole: %w", ifc.Name, err)
+		}
+	}
+	return nil
 }
