@@ -31,6 +31,8 @@ const (
 	DropHealthNoSlot                      // a health check from the kernel whose source port names no backend of its VIP (healthpath.go)
 	DropHealthNotSent                     // a health check from the kernel that could not be encapsulated (too big)
 	DropMartianSource                     // VIP traffic from an address no client has (multicast, loopback, ...) or, for a new flow, from a VIP or the LB's own address
+	DropNotForHost                        // non-VIP traffic to a unicast address that is not the LB's own: the kernel would not take it
+	DropHealthForgedSYN                   // a SYN to a health check's port on the LB's address: it would break the check (simultaneous open)
 	NumDropReasons
 )
 
@@ -49,6 +51,8 @@ var dropNames = [NumDropReasons]string{
 	DropHealthNoSlot:    "health-check-unknown-slot",
 	DropHealthNotSent:   "health-check-not-encapsulated",
 	DropMartianSource:   "martian-source",
+	DropNotForHost:      "not-for-host",
+	DropHealthForgedSYN: "health-check-forged-syn",
 }
 
 // encapDropNames are the encapsulation drops as drop reasons: encap names

@@ -26,7 +26,7 @@ func TestDropNames(t *testing.T) {
 			t.Errorf("reason %q missing", want)
 		}
 	}
-	if len(seen) != 41 {
-		t.Errorf("%d reasons, want 41 (parse 20, encap 7, dataplane 14)", len(seen))
+	if len(seen) != 43 {
+		t.Errorf("%d reasons, want 43 (parse 20, encap 7, dataplane 16)", len(seen))
 	}
 }

@@ -359,10 +359,21 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		}
 	}
 	if !svc.isVIPAddr(&ps.Tuple.Dst) {
-		// Not VIP traffic: ARP/ND, the host's own address (BGP, ping,
-		// ssh), anything else: the kernel decides.
-		c.Punted++
-		w.Verdicts[i] = Punt
+		// Not VIP traffic: ND, the host's own address (BGP, ping,
+		// ssh), broadcasts and multicast: the kernel decides. (ARP and
+		// other non-IP frames were punted above.)
+		switch {
+		case !forHost(svc, &ps.Tuple):
+			// Another host's unicast address: the kernel would only
+			// drop it (it forwards nothing from the tap), after the
+			// tap's write and its own work on this core.
+			w.drop(i, DropNotForHost)
+		case svc.health.n > 0 && forgedCheckSYN(ps):
+			w.drop(i, DropHealthForgedSYN)
+		default:
+			c.Punted++
+			w.Verdicts[i] = Punt
+		}
 		return nil
 	}
 	if martian(&ps.Tuple) {
@@ -744,4 +755,35 @@ func isSelf(svc *Services, a *[16]byte) bool {
 // (conntrack.Table.TouchSegment).
 func hasData(ps *packet.Parsed) bool {
 	return int(ps.L3Off)+int(ps.IPLen) > int(ps.PayloadOff)
+}
+
+// forHost reports whether the kernel may take an IP packet of flow t that
+// is not VIP traffic: one to the LB's own address, or to one that is no
+// other host's unicast address (IPv4 multicast, broadcast and link-local;
+// IPv6 multicast and link-local: ND, router advertisements, DHCP). The
+// kernel's side of the tap has the LB's addresses only, and forwards
+// nothing (package exception), so anything else would cost the forwarding
+// core a write to the tap and the kernel's work to drop it: a flood of
+// packets to random addresses would starve the loop.
+func forHost(svc *Services, t *flow.Tuple) bool {
+	a := &t.Dst
+	if *a == svc.self4 || *a == svc.self6 {
+		return true
+	}
+	if !t.V6 {
+		return a[12] >= 224 || a[12] == 169 && a[13] == 254
+	}
+	return a[0] == 0xff || a[0] == 0xfe && a[1]&0xc0 == 0x80
+}
+
+// forgedCheckSYN reports whether ps, a packet to the LB itself, is a SYN
+// without ACK to a port of the health checks through the tunnel
+// (HealthPortBase...): nothing opens a connection to those ports, which
+// the kernel's checks use as their source ports, and a SYN that reaches
+// the check's socket in SYN-SENT (the ports and addresses are predictable)
+// makes the kernel take it for a simultaneous open, so that the backend's
+// real SYN-ACK no longer matches and the check fails.
+func forgedCheckSYN(ps *packet.Parsed) bool {
+	return ps.Proto == packet.ProtoTCP && ps.TCPFlags&(packet.TCPSyn|packet.TCPAck) == packet.TCPSyn &&
+		ps.Tuple.DstPort >= HealthPortBase && int(ps.Tuple.DstPort) < HealthPortBase+HealthSlots
 }
