@@ -186,6 +186,12 @@ func writeCapture(w http.ResponseWriter, rc *http.ResponseController, cp *datapl
 			stop = true
 		case <-tick.C:
 		}
+		if stop {
+			// Leave the workers before the last drain, so that what
+			// they captured up to then is in it: draining first lost
+			// the frames captured in between, counted nowhere.
+			cp.Stop()
+		}
 		buf = cp.Drain(buf[:0])
 		for i := range buf {
 			if count > 0 && n >= count {

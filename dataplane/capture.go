@@ -20,6 +20,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/packet"
 )
 
@@ -196,26 +197,36 @@ func (c *Capture) Missed() uint64 {
 // captureBefore is the I/O loop's hook before Process: it copies the
 // burst's frames. r is w.capture.Load(), non-nil.
 func (r *captureRing) captureBefore(pkts []Pkt) {
+	pkts = pkts[:min(len(pkts), MaxBurst)] // as Process: the scratch holds a burst
 	r.burstNs = time.Now().UnixNano()
 	for j := range pkts {
-		p := &pkts[j]
+		fr := frameOf(&pkts[j])
 		s := &r.orig[j]
-		s.origLen = p.Len
-		s.n = copy(s.data[:], p.Buf[p.Off:p.Off+p.Len])
+		s.origLen = len(fr)
+		s.n = copy(s.data[:], fr)
 	}
+}
+
+// frameOf is p's frame, or nil if its offsets are inconsistent (Process
+// drops such a packet as bad-buffer; the hooks must not slice it either).
+func frameOf(p *Pkt) []byte {
+	if p.Off < 0 || p.Len < 0 || p.Off > len(p.Buf) || p.Len > len(p.Buf)-p.Off {
+		return nil
+	}
+	return p.Buf[p.Off : p.Off+p.Len]
 }
 
 // captureAfter is the I/O loop's hook after Process: it pushes what the
 // filter selects of each packet (as received, as sent or dropped).
 func (r *captureRing) captureAfter(pkts []Pkt, verdicts []Verdict, why []dropWhy) {
 	f := &r.f
+	pkts = pkts[:min(len(pkts), MaxBurst, len(verdicts), len(why))]
 	for j := range pkts {
 		o := &r.orig[j]
 		if f.VIP.IsValid() && !matchesVIP(o.data[:o.n], f) {
 			continue
 		}
-		p := &pkts[j]
-		out := p.Buf[p.Off : p.Off+p.Len]
+		out := frameOf(&pkts[j])
 		v := verdicts[j]
 		if f.Backend.IsValid() && (v != Tx || outerDst(out) != f.Backend) {
 			continue
@@ -226,7 +237,7 @@ func (r *captureRing) captureAfter(pkts []Pkt, verdicts []Verdict, why []dropWhy
 		switch v {
 		case Tx:
 			if f.Tx {
-				r.push(CaptureTx, "", out, p.Len)
+				r.push(CaptureTx, "", out, len(out))
 			}
 		case Punt:
 			if f.Tx {
@@ -278,26 +289,42 @@ func l3(f []byte) (off int, version int) {
 	return 0, 0
 }
 
-// matchesVIP reports whether a received frame is addressed to f's VIP.
+// matchesVIP reports whether a received frame is addressed to f's VIP. It
+// finds the transport header as the parser does: after IPv4 options and
+// IPv6 extension headers. A frame whose ports cannot be known (a non-first
+// fragment) matches on the address and protocol, and one whose extension
+// headers cannot be walked (the parser drops it) on the address alone: the
+// capture shows what the VIP's traffic became rather than hide it.
 func matchesVIP(fr []byte, f *CaptureFilter) bool {
 	off, ver := l3(fr)
 	var dst netip.Addr
 	var proto uint8
 	l4 := 0
+	noPorts := false
 	switch {
 	case ver == 4 && len(fr) >= off+20:
 		dst = netip.AddrFrom4([4]byte(fr[off+16 : off+20]))
 		proto, l4 = fr[off+9], off+int(fr[off]&0xf)*4
+		noPorts = (uint16(fr[off+6])<<8|uint16(fr[off+7]))&0x1fff != 0 // fragment offset
 	case ver == 6 && len(fr) >= off+40:
 		dst = netip.AddrFrom16([16]byte(fr[off+24 : off+40]))
 		proto, l4 = fr[off+6], off+40
+		if header.IPv6ExtAll.Has(proto) {
+			end := min(len(fr), off+40+int(uint16(fr[off+4])<<8|uint16(fr[off+5]))) // the packet, not the frame's padding
+			w := header.WalkIPv6Ext(fr[off:end], 40, proto, header.IPv6ExtAll, packet.MaxExtHeaders)
+			if w.Status != header.IPv6ExtOK {
+				return dst == f.VIP.Unmap()
+			}
+			proto, l4 = w.Proto, off+w.Off
+			noPorts = w.Fragment && w.FragOffset != 0
+		}
 	default:
 		return false
 	}
 	if dst != f.VIP.Unmap() || f.VIPProto != 0 && proto != f.VIPProto {
 		return false
 	}
-	if f.VIPPort == 0 {
+	if f.VIPPort == 0 || noPorts {
 		return true
 	}
 	return (proto == 6 || proto == 17) && len(fr) >= l4+4 && uint16(fr[l4+2])<<8|uint16(fr[l4+3]) == f.VIPPort
@@ -320,6 +347,9 @@ func outerDst(fr []byte) netip.Addr {
 // DPDK engine's loop runs them; for I/O loops outside this package (the
 // test lcore of package dptest).
 func (w *Worker) ProcessCaptured(pkts []Pkt, now conntrack.Time) {
+	if len(pkts) > MaxBurst {
+		pkts = pkts[:MaxBurst] // what Process handles; the hooks' arrays hold a burst
+	}
 	cp := w.capture.Load()
 	if cp != nil {
 		cp.captureBefore(pkts)
