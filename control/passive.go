@@ -58,7 +58,12 @@ import (
 //
 // An ejection lasts flap_backoff, doubling with each ejection up to
 // flap_backoff_max (Envoy's base_ejection_time); it stops new flows only,
-// tracked flows follow the VIP's on_down (keep by default).
+// tracked flows follow the VIP's on_down (keep by default). A reload that
+// lowers flap_backoff_max cuts a running ejection to end the new maximum
+// after it began (as the active checks do), and a backend that has been
+// neither ejected nor an outlier for 10 × flap_backoff_max, busy or idle,
+// forgets its past ejections. While passive checks are off nothing is
+// judged, so no backend is still "an outlier since" when they are back.
 //
 // What each defence stops, and what it does not:
 //
@@ -116,6 +121,7 @@ type passiveState struct {
 	backoff           time.Duration
 	until             time.Time
 	reason            string
+	why               string // the evidence of the running ejection (reason without its length)
 	stableSince       time.Time
 	retrans           uint64
 	suspectSince      time.Time // judged an outlier at every fold since; zero: not
@@ -140,10 +146,19 @@ func (p *Plane) foldWindow(st *backendState, h *config.Health, syns, est, retran
 	ps.retrans = retrans
 	ps.syns[ps.pos], ps.est[ps.pos] = dSYN, dEst
 	ps.pos = (ps.pos + 1) % n
+	if !ps.until.IsZero() && ps.backoff > h.BackoffMax {
+		// flap_backoff_max was lowered (a reload) during the ejection:
+		// cut it to end the new maximum after it began, as the active
+		// checks cut theirs, so that "up to flap_backoff_max" holds.
+		start := ps.until.Add(-ps.backoff)
+		ps.backoff = h.BackoffMax
+		ps.until = start.Add(ps.backoff)
+		ps.reason = fmt.Sprintf("%s; ejected for %v", ps.why, ps.backoff)
+	}
 	if ps.until.IsZero() || now.Before(ps.until) {
 		return false
 	}
-	ps.until, ps.reason = time.Time{}, ""
+	ps.until, ps.reason, ps.why = time.Time{}, "", ""
 	ps.stableSince = now
 	st.upSince = now // slow-start back in
 	p.log.Info("passive ejection over", "vip", st.vip, "backend", st.name)
@@ -179,6 +194,12 @@ func (ps *passiveState) windowTotals() (attempts, done uint64) {
 // windows (the model above) and reports whether one began.
 func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *config.Health, now time.Time) bool {
 	if h.Passive != "on" {
+		// Nothing is judged: no backend stays "an outlier at every
+		// judgement" across the pause, or turning the checks back on
+		// would eject on one bad judgement (rule 4 skipped).
+		for _, st := range members {
+			st.passive.suspectSince = time.Time{}
+		}
 		return false
 	}
 	type judged struct {
@@ -196,9 +217,7 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 		att, done := st.passive.windowTotals()
 		if att < uint64(h.PassiveMin) {
 			st.passive.suspectSince = time.Time{} // no evidence: not an outlier now
-			if !st.passive.stableSince.IsZero() && now.Sub(st.passive.stableSince) > 10*h.BackoffMax {
-				st.passive.backoff = 0 // well behaved for long: forget past ejections
-			}
+			st.passive.forgetIfStable(h, now)
 			continue
 		}
 		r := float64(done) / float64(att)
@@ -207,6 +226,7 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 	if len(js) < 2 { // nobody to compare with
 		for _, j := range js {
 			j.st.passive.suspectSince = time.Time{}
+			j.st.passive.forgetIfStable(h, now)
 		}
 		return false
 	}
@@ -226,11 +246,13 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 		se := math.Sqrt(pooled * (1 - pooled) * (1/float64(j.att) + 1/float64(pAtt)))
 		if j.share < h.PassiveThreshold || j.rate > passiveRelative*peer || peer-j.rate <= passiveZ*se {
 			ps.suspectSince = time.Time{}
+			ps.forgetIfStable(h, now)
 			continue
 		}
 		if ps.suspectSince.IsZero() {
 			ps.suspectSince = now
 		}
+		ps.stableSince = now // an outlier now (ejected or not): not well behaved
 		if now.Sub(ps.suspectSince) < h.PassiveWindow || out >= limit || p.lastHealthyLocked(v, j.st) {
 			continue
 		}
@@ -264,6 +286,18 @@ func (p *Plane) lastHealthyLocked(v *dataplane.VIP, st *backendState) bool {
 	return after < 1 || float64(after) < p.cfg.Control.PanicThreshold*float64(total)
 }
 
+// forgetIfStable forgets the past ejections of a backend that has been
+// well behaved for long: neither ejected nor judged an outlier for 10 ×
+// flap_backoff_max since its last ejection ended. It runs at every
+// judgement that finds the backend fine, with or without enough traffic
+// to judge: a busy backend that behaves must forget as an idle one does,
+// or its next ejection would be doubled for ever.
+func (ps *passiveState) forgetIfStable(h *config.Health, now time.Time) {
+	if ps.backoff != 0 && !ps.stableSince.IsZero() && now.Sub(ps.stableSince) > 10*h.BackoffMax {
+		ps.backoff = 0
+	}
+}
+
 // eject takes st out of new flows for its backoff.
 func (p *Plane) eject(st *backendState, h *config.Health, now time.Time, why string) {
 	ps := &st.passive
@@ -274,6 +308,7 @@ func (p *Plane) eject(st *backendState, h *config.Health, now time.Time, why str
 	}
 	ps.ejections++
 	ps.until = now.Add(ps.backoff)
+	ps.why = why
 	ps.reason = fmt.Sprintf("%s; ejected for %v", why, ps.backoff)
 	p.log.Warn("backend ejected as an outlier", "vip", st.vip, "backend", st.name, "reason", ps.reason)
 }

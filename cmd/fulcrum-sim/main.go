@@ -219,7 +219,7 @@ func runPolicies(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	c := sim.DefaultPolicyConfig()
 	fs.IntVar(&c.Servers, "servers", c.Servers, "number of servers, each serving one request at a time (FIFO)")
-	fs.Float64Var(&c.Load, "load", c.Load, "the fleet's utilisation, above 0 and below 1: arrivals per ms = load × servers")
+	fs.Float64Var(&c.Load, "load", c.Load, "the fleet's utilisation, at least 0.0001 and below 1: arrivals per ms = load × servers")
 	fs.IntVar(&c.Requests, "requests", c.Requests, "number of requests measured")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the random numbers (each rule starts from it)")
 	if err := parseFlags(fs, args); err != nil {

@@ -5,6 +5,7 @@ package sim
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -135,43 +136,30 @@ func digits(s string) bool {
 // blank lines are ignored. Run returns the number of rejected lines, and an
 // error only if it cannot read its input or write its output.
 func (p *Pool) Run(in io.Reader, out, errOut io.Writer) (rejected int, err error) {
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	r := bufio.NewReaderSize(in, 64<<10)
+	var buf []byte
 	w := bufio.NewWriter(out)
-	for line := 1; sc.Scan(); line++ {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 {
-			continue
+	for line := 1; ; line++ {
+		text, tooLong, rerr := readLine(r, buf[:0])
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return rejected, fmt.Errorf("read commands: %w", rerr)
+		}
+		buf = text
+		var f []string
+		if !tooLong {
+			f = strings.Fields(string(text))
+			if len(f) == 0 {
+				continue
+			}
 		}
 		var cmdErr error
-		switch f[0] {
-		case "PICK":
-			if len(f) != 1 {
-				cmdErr = errors.New("PICK takes no arguments")
-				break
-			}
-			_, err = fmt.Fprintln(w, p.Pick())
-		case "STATUS":
-			if len(f) != 1 {
-				cmdErr = errors.New("STATUS takes no arguments")
-				break
-			}
-			err = p.Status(w)
-		case "DONE":
-			if len(f) != 3 {
-				cmdErr = errors.New("DONE takes a backend and a latency: DONE <name> <ms>")
-				break
-			}
-			us, perr := ParseMillis(f[2])
-			if perr != nil {
-				cmdErr = fmt.Errorf("DONE %s: %w", f[1], perr)
-				break
-			}
-			if derr := p.Done(f[1], us); derr != nil {
-				cmdErr = fmt.Errorf("DONE: %w", derr)
-			}
-		default:
-			cmdErr = fmt.Errorf("unknown command %q (want PICK, DONE <name> <ms> or STATUS)", f[0])
+		if tooLong {
+			cmdErr = fmt.Errorf("line longer than %d bytes", maxLine)
+		} else {
+			cmdErr, err = p.command(w, f)
 		}
 		if err == nil {
 			err = w.Flush() // answer each command at once: a driver may wait for it
@@ -186,10 +174,74 @@ func (p *Pool) Run(in io.Reader, out, errOut io.Writer) (rejected int, err error
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return rejected, fmt.Errorf("read commands: %w", err)
-	}
 	return rejected, nil
+}
+
+// maxLine is the longest command line Run reads, without its line end: a
+// longer one is consumed, reported and skipped like any other bad line.
+const maxLine = 1 << 20
+
+// readLine reads the next line of r, without its "\n", into buf. A line of
+// more than maxLine bytes is read to its end and returned empty with
+// tooLong. The last line may lack its "\n". io.EOF: no line is left.
+func readLine(r *bufio.Reader, buf []byte) (line []byte, tooLong bool, err error) {
+	read := 0
+	for {
+		chunk, err := r.ReadSlice('\n')
+		read += len(chunk)
+		if !tooLong && len(buf)+len(chunk) <= maxLine+1 { // +1: the "\n"
+			buf = append(buf, chunk...)
+		} else {
+			tooLong, buf = true, buf[:0]
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && read > 0: // a last line without its "\n"
+		case err != nil:
+			return nil, false, err
+		}
+		buf = bytes.TrimSuffix(buf, []byte("\n"))
+		if len(buf) > maxLine {
+			tooLong, buf = true, buf[:0]
+		}
+		return buf, tooLong, nil
+	}
+}
+
+// command runs one command line's fields (not empty): cmdErr says what
+// is wrong with the command, err that its answer could not be written.
+func (p *Pool) command(w io.Writer, f []string) (cmdErr, err error) {
+	switch f[0] {
+	case "PICK":
+		if len(f) != 1 {
+			cmdErr = errors.New("PICK takes no arguments")
+			break
+		}
+		_, err = fmt.Fprintln(w, p.Pick())
+	case "STATUS":
+		if len(f) != 1 {
+			cmdErr = errors.New("STATUS takes no arguments")
+			break
+		}
+		err = p.Status(w)
+	case "DONE":
+		if len(f) != 3 {
+			cmdErr = errors.New("DONE takes a backend and a latency: DONE <name> <ms>")
+			break
+		}
+		us, perr := ParseMillis(f[2])
+		if perr != nil {
+			cmdErr = fmt.Errorf("DONE %s: %w", f[1], perr)
+			break
+		}
+		if derr := p.Done(f[1], us); derr != nil {
+			cmdErr = fmt.Errorf("DONE: %w", derr)
+		}
+	default:
+		cmdErr = fmt.Errorf("unknown command %q (want PICK, DONE <name> <ms> or STATUS)", f[0])
+	}
+	return cmdErr, err
 }
 
 // outputErr marks a failure to write, as opposed to bad input.

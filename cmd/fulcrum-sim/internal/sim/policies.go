@@ -18,6 +18,14 @@ const (
 	DefaultLoad     = 0.8
 	DefaultRequests = 200_000
 	DefaultRunSeed  = 3 // the seed of policies and slow; the chapter's
+
+	// MinLoad is the lowest load policies accepts. The clock is a float64
+	// of milliseconds; at load L a run ends near requests / (L × servers)
+	// ms, and below 0.01% with 10 million requests on one server that is
+	// past 1e11 ms, where a float64 no longer keeps the thousandths of a
+	// millisecond of a 1 ms service time (and a subnormal load makes the
+	// clock +Inf, and every latency NaN).
+	MinLoad = 0.0001
 )
 
 // Signal is what a load-aware rule compares, turned into sched.Load.Active
@@ -93,6 +101,8 @@ func (c PolicyConfig) Check() error {
 		return fmt.Errorf("servers %d: must be between 1 and 10000", c.Servers)
 	case !(c.Load > 0 && c.Load < 1):
 		return fmt.Errorf("load %v: must be above 0 and below 1 (at 1 or more the queues grow without bound)", c.Load)
+	case c.Load < MinLoad:
+		return fmt.Errorf("load %v: must be at least %v (below, the arrival times outgrow the simulated clock's precision)", c.Load, MinLoad)
 	case c.Requests < 1 || c.Requests > 10_000_000:
 		return fmt.Errorf("requests %d: must be between 1 and 10000000", c.Requests)
 	}
