@@ -1,10 +1,13 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/fulcrumlb/fulcrum/config/configtest"
+	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
@@ -52,5 +55,40 @@ func TestHealthThrough(t *testing.T) {
 			}
 			t.Fatalf("problems %+v, want %s at line %d containing %q\n%s", ps, tc.key, tc.line, tc.msg, tc.toml)
 		})
+	}
+}
+
+// TestHealthThroughLimit: checks through the tunnel take one source port
+// each, dataplane.HealthSlots over all VIPs; one more is refused by Parse
+// (so by `fulcrum check`) at the first backend too many, where `fulcrum
+// run` would otherwise fail to build its snapshot. Backends of VIPs
+// checked directly do not count.
+func TestHealthThroughLimit(t *testing.T) {
+	build := func(tunnelled int) string {
+		b := configtest.New().Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`)
+		// A VIP checked directly, with 50 backends, first.
+		b.VIP("direct", "203.0.113.9", 80)
+		b.Sub("[vip.health]", `kind = "tcp"`)
+		for i := range 50 {
+			b.Backend(fmt.Sprintf("d%d", i), fmt.Sprintf("10.9.%d.%d", i>>8, i&255))
+		}
+		// Two VIPs checked through the tunnel, sharing the slots.
+		for v, n := range []int{tunnelled / 2, tunnelled - tunnelled/2} {
+			b.VIP(fmt.Sprintf("t%d", v), fmt.Sprintf("203.0.113.%d", 20+v), 80)
+			b.Sub("[vip.health]", `kind = "tcp"`, `through = "tunnel"`)
+			for i := range n {
+				b.Backend(fmt.Sprintf("b%d", i), fmt.Sprintf("10.%d.%d.%d", 10+v, i>>8, i&255))
+			}
+		}
+		return b.String()
+	}
+	if _, err := Parse([]byte(build(dataplane.HealthSlots)), "f.toml"); err != nil {
+		t.Fatalf("%d backends checked through the tunnel refused: %v", dataplane.HealthSlots, err)
+	}
+	_, err := Parse([]byte(build(dataplane.HealthSlots+1)), "f.toml")
+	var es Errors
+	want := fmt.Sprintf("vip[2].backend[%d]", dataplane.HealthSlots-dataplane.HealthSlots/2)
+	if !errors.As(err, &es) || len(es) != 1 || es[0].Key != want {
+		t.Fatalf("got %v, want one problem at %s", err, want)
 	}
 }

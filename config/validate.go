@@ -16,6 +16,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/bgp"
 	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/health"
@@ -195,6 +196,21 @@ func (ck *checker) checkSnapshotLimits(c *Config) {
 		if n+len(v.Backends) > conntrack.MaxBackends {
 			j := conntrack.MaxBackends - n
 			ck.bad(fmt.Sprintf("vip[%d].backend[%d]", i, j), "is backend #%d of all VIPs: at most %d backends in all are supported", conntrack.MaxBackends+1, conntrack.MaxBackends)
+			return
+		}
+		n += len(v.Backends)
+	}
+	// Checks through the tunnel: one source port each
+	// (dataplane.HealthSlots of them), over all VIPs.
+	n = 0
+	for i, v := range c.VIPs {
+		if v.Health.Kind == HealthNone || !v.Health.Tunnelled() {
+			continue
+		}
+		if n+len(v.Backends) > dataplane.HealthSlots {
+			j := dataplane.HealthSlots - n
+			ck.bad(fmt.Sprintf("vip[%d].backend[%d]", i, j), `is backend #%d checked through the tunnel (health.through = "tunnel"): at most %d are supported, one check port each (%d-%d)`,
+				dataplane.HealthSlots+1, dataplane.HealthSlots, dataplane.HealthPortBase, dataplane.HealthPortBase+dataplane.HealthSlots-1)
 			return
 		}
 		n += len(v.Backends)
