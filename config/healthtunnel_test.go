@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/fulcrumlb/fulcrum/config/configtest"
-	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
@@ -59,7 +58,7 @@ func TestHealthThrough(t *testing.T) {
 }
 
 // TestHealthThroughLimit: checks through the tunnel take one source port
-// each, dataplane.HealthSlots over all VIPs; one more is refused by Parse
+// each, health.TunnelSlots over all VIPs; one more is refused by Parse
 // (so by `fulcrum check`) at the first backend too many, where `fulcrum
 // run` would otherwise fail to build its snapshot. Backends of VIPs
 // checked directly do not count.
@@ -82,12 +81,12 @@ func TestHealthThroughLimit(t *testing.T) {
 		}
 		return b.String()
 	}
-	if _, err := Parse([]byte(build(dataplane.HealthSlots)), "f.toml"); err != nil {
-		t.Fatalf("%d backends checked through the tunnel refused: %v", dataplane.HealthSlots, err)
+	if _, err := Parse([]byte(build(health.TunnelSlots)), "f.toml"); err != nil {
+		t.Fatalf("%d backends checked through the tunnel refused: %v", health.TunnelSlots, err)
 	}
-	_, err := Parse([]byte(build(dataplane.HealthSlots+1)), "f.toml")
+	_, err := Parse([]byte(build(health.TunnelSlots+1)), "f.toml")
 	var es Errors
-	want := fmt.Sprintf("vip[2].backend[%d]", dataplane.HealthSlots-dataplane.HealthSlots/2)
+	want := fmt.Sprintf("vip[2].backend[%d]", health.TunnelSlots-health.TunnelSlots/2)
 	if !errors.As(err, &es) || len(es) != 1 || es[0].Key != want {
 		t.Fatalf("got %v, want one problem at %s", err, want)
 	}

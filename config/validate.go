@@ -16,7 +16,6 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/bgp"
 	"github.com/fulcrumlb/fulcrum/conntrack"
-	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/health"
@@ -201,16 +200,16 @@ func (ck *checker) checkSnapshotLimits(c *Config) {
 		n += len(v.Backends)
 	}
 	// Checks through the tunnel: one source port each
-	// (dataplane.HealthSlots of them), over all VIPs.
+	// (health.TunnelSlots of them), over all VIPs.
 	n = 0
 	for i, v := range c.VIPs {
 		if v.Health.Kind == HealthNone || !v.Health.Tunnelled() {
 			continue
 		}
-		if n+len(v.Backends) > dataplane.HealthSlots {
-			j := dataplane.HealthSlots - n
+		if n+len(v.Backends) > health.TunnelSlots {
+			j := health.TunnelSlots - n
 			ck.bad(fmt.Sprintf("vip[%d].backend[%d]", i, j), `is backend #%d checked through the tunnel (health.through = "tunnel"): at most %d are supported, one check port each (%d-%d)`,
-				dataplane.HealthSlots+1, dataplane.HealthSlots, dataplane.HealthPortBase, dataplane.HealthPortBase+dataplane.HealthSlots-1)
+				health.TunnelSlots+1, health.TunnelSlots, health.TunnelPortBase, health.TunnelPortBase+health.TunnelSlots-1)
 			return
 		}
 		n += len(v.Backends)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/config/configtest"
+	"github.com/fulcrumlb/fulcrum/health"
 )
 
 // tunnelConfig: the "web" VIP (203.0.113.7:80, be1..be3 at 10.0.1.1..3,
@@ -443,5 +444,13 @@ func TestHealthSlotsAtTheLimit(t *testing.T) {
 	}
 	if _, err := servicesOf(over, r.enc, nil, nil, NextHop{MAC4: gwMAC, Has4: true}); err == nil {
 		t.Errorf("%d backends checked through the tunnel accepted", HealthSlots+1)
+	}
+}
+
+// TestHealthPortsAgreeWithHealth: package health (which config checks the
+// limit with) and the dataplane name the same check ports.
+func TestHealthPortsAgreeWithHealth(t *testing.T) {
+	if HealthPortBase != health.TunnelPortBase || HealthSlots != health.TunnelSlots {
+		t.Errorf("dataplane ports %d+%d, health's %d+%d", HealthPortBase, HealthSlots, health.TunnelPortBase, health.TunnelSlots)
 	}
 }

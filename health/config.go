@@ -37,6 +37,16 @@ const (
 	ThroughTunnel = "tunnel"
 )
 
+// The source ports of checks through the tunnel: one per checked backend,
+// over all VIPs, so that the dataplane can tell which backend a check
+// packet from the kernel is for (package dataplane keeps the same values,
+// HealthPortBase and HealthSlots, and tests that they agree). The range
+// begins just above Linux's default ephemeral ports (32768-60999).
+const (
+	TunnelPortBase = 61000
+	TunnelSlots    = 4096 // ports TunnelPortBase..TunnelPortBase+TunnelSlots-1
+)
+
 // Limits. Values outside them are typos, not plans.
 const (
 	MinInterval = 10 * time.Millisecond
