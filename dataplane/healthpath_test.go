@@ -437,11 +437,16 @@ func TestHealthSlotsAtTheLimit(t *testing.T) {
 		t.Errorf("%d backends got a slot the last snapshot did not use, want %d (all of those)", fresh, HealthSlots-2100)
 	}
 
-	// One more than the table holds is refused.
-	over, err := config.Parse([]byte(manyTunnelChecked(HealthSlots+1, 80, be)), "test.toml")
+	// One more than the table holds is refused (config refuses it first,
+	// TestHealthThroughLimit; here it is added past the check).
+	over, err := config.Parse([]byte(manyTunnelChecked(HealthSlots, 80, be)), "test.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	extra := over.VIPs[0].Backends[0]
+	extra.Name = "one-too-many"
+	extra.Address.Addr = netip.MustParseAddr("10.2.0.2")
+	over.VIPs[0].Backends = append(over.VIPs[0].Backends, extra)
 	if _, err := servicesOf(over, r.enc, nil, nil, NextHop{MAC4: gwMAC, Has4: true}); err == nil {
 		t.Errorf("%d backends checked through the tunnel accepted", HealthSlots+1)
 	}
