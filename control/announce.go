@@ -57,7 +57,8 @@ func (p *Plane) SetAnnouncer(announce func([]netip.Prefix), peers func() []PeerI
 // would pull traffic onto the difference. The prefix covers every port of
 // the address, so one unsettled VIP withholds the whole address. Once
 // announced, an address is not withdrawn for a backend added later by a
-// reload that has not been checked yet.
+// reload that has not been checked yet; one withdrawn (its VIPs removed,
+// or none serving) is held to these rules again, as a new one.
 //
 // Likewise a fresh instance withholds a VIP address until it can forward
 // to its backends: the next hop of at least one backend's address family
@@ -143,6 +144,17 @@ func (p *Plane) announceLocked() {
 			if seen[a] {
 				p.log.Warn("announcing VIP again: its next hop is back", "address", a)
 			}
+		}
+	}
+	// An address that left the set for another reason than a lost next
+	// hop (its VIPs removed by a reload, or none of them serving) is
+	// announced again only as a new one is: once its checks have given
+	// their first verdicts. Otherwise a VIP removed and added back (a
+	// reverted reload) would be announced before its backends, which
+	// start down and unchecked, were checked at all.
+	for a := range p.wasAnnounced {
+		if !seen[a] && !p.hopWithdrawn[a] {
+			delete(p.wasAnnounced, a)
 		}
 	}
 	sort.Slice(set, func(i, j int) bool { return set[i].Addr().Less(set[j].Addr()) })

@@ -69,10 +69,16 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 			st.weight = *b.Weight
 			if b.Drain != st.cfgDrain {
 				st.cfgDrain = b.Drain
-				st.drained = b.Drain
-				if b.Drain {
-					st.drainedAt = now
+				switch {
+				case b.Drain && !st.drained:
+					st.drained, st.drainedAt, st.changedAt = true, now, now
+				case !b.Drain && st.drained:
+					// Undrained by the reload: it slow-starts, as with
+					// Undrain.
+					st.drained, st.upSince, st.changedAt = false, now, now
 				}
+				// Drained already (by the operator): the drain and its
+				// timeout go on from when it began.
 			}
 			st.check = netip.AddrPort{}
 			if !checked {
@@ -83,6 +89,10 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 					// A check added by a reload: the backend served
 					// unchecked until now; keep it serving until a verdict.
 					st.health, st.reason = HealthUnknown, "not checked yet"
+					// Its first verdict does not hold a converged
+					// instance back as converging (converge.go): the
+					// check is new, not the instance.
+					st.initial = st.initial && initial
 				}
 			}
 		}
@@ -268,12 +278,17 @@ func (p *Plane) setHealthLocked(st *backendState, up bool, reason string) {
 	if st.health == h || st.health == HealthUnchecked {
 		return
 	}
+	was := st.health
 	st.health, st.changedAt = h, p.now()
 	if up {
-		// Slow start is for a backend that recovers, not for the first
-		// verdict after this instance started: a fresh instance must build
-		// the same table as the rest of the fleet at once.
-		if st.everUp || !first || !st.initial {
+		// Slow start is for a backend that recovers (or was added and
+		// never served), not for one that served all along: the first
+		// verdict after this instance started (a fresh instance must
+		// build the same table as the rest of the fleet at once), or the
+		// first of a check a reload added to a serving backend (unknown
+		// is routed like up; ramping it again would cut its weight to
+		// slow_start_min at once).
+		if was == HealthDown {
 			st.upSince = p.now()
 		}
 		st.everUp = true

@@ -134,7 +134,9 @@ func (p *Plane) StartHealth(ctx context.Context, opts health.ManagerOptions) err
 // Manager's channel (or in this loop, for the lock) while a reload removes
 // the backend or moves it to another address or check port: the old
 // address's verdict says nothing of the new one, which starts down until
-// its own checks pass (syncBackends), so such an event is dropped.
+// its own checks pass (syncBackends), so such an event is dropped; so is
+// one whose checker a reload has stopped (health.Event.Checker), even at
+// the same address.
 func (p *Plane) healthEvent(ev health.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -146,6 +148,17 @@ func (p *Plane) healthEvent(ev health.Event) {
 		p.log.Debug("health event for an address the backend no longer has, dropped", "vip", st.vip, "backend", st.name,
 			"event_target", ev.Target, "checked", st.check, "state", ev.New)
 		return
+	}
+	// The same address, but maybe another incarnation: two reloads (the
+	// backend removed and added back, moved away and back, its check
+	// turned off and on) can pass while the event waits. The checker
+	// that reported it must be the one running now.
+	if p.checks != nil {
+		if id, ok := p.checks.CheckerID(ev.Key); !ok || id != ev.Checker {
+			p.log.Debug("health event of a checker stopped by a reload, dropped", "vip", st.vip, "backend", st.name,
+				"checker", ev.Checker, "running", id, "state", ev.New)
+			return
+		}
 	}
 	p.setHealthLocked(st, ev.New == health.Up, ev.Reason)
 }

@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
@@ -102,6 +103,11 @@ type Plane struct {
 	shared  *dataplane.Shared
 	workers []*dataplane.Worker
 	now     func() time.Time
+
+	// readSeq numbers the configurations read (Reload) or given (Apply);
+	// appliedSeq is that of the one in force, guarded by mu.
+	readSeq    atomic.Uint64
+	appliedSeq uint64
 
 	mu       sync.Mutex
 	cfg      *config.Config
@@ -224,13 +230,21 @@ func (p *Plane) drainTimeoutPending() bool {
 // Reload applies a new configuration after validating it completely
 // (decoding, and building every table from it). A configuration that fails
 // is rejected with the reason and the running one stays in force.
+//
+// Reloads that overlap (SIGHUP and fulcrumctl reload at once, the file
+// rewritten between them) read the file in one order and may take the
+// lock in the other: the configuration read last is the one left in
+// force, and a reload whose reading is older than the configuration in
+// force changes nothing (it returns nil: the file's newer content is in
+// force).
 func (p *Plane) Reload(path string) (err error) {
 	defer func() { p.noteReload(err) }()
+	seq := p.readSeq.Add(1) // before the file is read
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err
 	}
-	return p.Apply(cfg)
+	return p.apply(cfg, seq)
 }
 
 // ErrExceptionNotUpdated is wrapped by the error of a reload that is in
@@ -249,8 +263,18 @@ var ErrExceptionNotUpdated = errors.New("the configuration is in force, but the 
 // configuration stays in force and Apply returns an error wrapping
 // ErrExceptionNotUpdated.
 func (p *Plane) Apply(cfg *config.Config) error {
+	return p.apply(cfg, p.readSeq.Add(1))
+}
+
+// apply is Apply for a configuration read at seq (readSeq): one read
+// before the configuration in force was read is stale, and ignored.
+func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if seq < p.appliedSeq {
+		p.log.Info("reload superseded: a configuration read after this one is in force", "file", cfg.File)
+		return nil
+	}
 	if err := reloadable(p.cfg, cfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
@@ -271,6 +295,7 @@ func (p *Plane) Apply(cfg *config.Config) error {
 		p.restoreBackends(saved)
 		return err
 	}
+	p.appliedSeq = seq
 	if old.Dataplane.GatewayIPv4 != cfg.Dataplane.GatewayIPv4 || old.Dataplane.GatewayIPv6 != cfg.Dataplane.GatewayIPv6 {
 		select { // the resolver looks the new gateways up at once
 		case p.gwChanged <- struct{}{}:

@@ -87,6 +87,7 @@ type Checker struct {
 	addr   netip.AddrPort
 	prober Prober
 	notify func(Event)
+	id     uint64 // Event.Checker; set by the Manager before Run
 
 	running atomic.Bool
 	mu      sync.Mutex
@@ -165,7 +166,7 @@ func (c *Checker) Run(ctx context.Context) {
 		ev, changed := c.m.observe(time.Now(), rtt, err)
 		c.mu.Unlock()
 		if changed && c.notify != nil {
-			ev.Target = c.target.Addr
+			ev.Target, ev.Checker = c.target.Addr, c.id
 			c.notify(ev)
 		}
 		next := start.Add(jitterDelay(cfg.Interval, cfg.Jitter, rand.Float64()))

@@ -36,6 +36,7 @@ type Manager struct {
 	cancel   context.CancelFunc
 	checkers map[string]*running
 	closed   bool
+	lastID   uint64 // the last Event.Checker given
 }
 
 type running struct {
@@ -115,6 +116,12 @@ func (m *Manager) Set(targets map[string]Target) error {
 				pl.prev = old
 			}
 		}
+		if pl.prev != nil {
+			c.id = pl.prev.c.id // the same run of checks goes on
+		} else {
+			m.lastID++
+			c.id = m.lastID
+		}
 		starts = append(starts, pl)
 	}
 	for key, r := range m.checkers {
@@ -175,6 +182,21 @@ func (m *Manager) Status(key string) (Status, bool) {
 		return Status{}, false
 	}
 	return r.c.Status(), true
+}
+
+// CheckerID is the Event.Checker of the running checker of key; ok is
+// false when key is not checked. An event of key with another Checker
+// comes from a checker that Set has stopped since (the backend was
+// removed, moved or its check turned off, then checked again): it says
+// nothing of the backend as it is checked now.
+func (m *Manager) CheckerID(key string) (id uint64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.checkers[key]
+	if !ok {
+		return 0, false
+	}
+	return r.c.id, true
 }
 
 // Events returns the channel of state changes. It is closed by Close. An

@@ -84,7 +84,15 @@ type Event struct {
 	// Target is the checked backend's configured address (Target.Addr),
 	// the same whichever way the check goes: a consumer can tell an event
 	// of a backend's old address from one of its new address by it.
-	Target   netip.AddrPort
+	Target netip.AddrPort
+	// Checker identifies the run of checks that reported the change: a
+	// Manager gives every checker it starts afresh a new one, and a
+	// checker that inherits its predecessor's state (same address, new
+	// config) keeps the predecessor's. Manager.CheckerID says the current
+	// one of a key: an event of another was queued before the backend was
+	// removed (or its check turned off) and added back, and says nothing
+	// of the new one. 0 for a Checker run outside a Manager.
+	Checker  uint64
 	Old, New State
 	Time     time.Time
 	// Reason is Status.Reason after the change.
