@@ -46,13 +46,22 @@ func (p *Plane) rebuildLocked() error {
 
 // clearRemovedVIPs asks every worker to drop the conntrack entries of VIPs
 // that are gone from the new snapshot.
+//
+// An id that the new snapshot already gives to another VIP (the snapshot
+// reuses a removed VIP's id only when every other id is taken:
+// dataplane.NewServices) is left alone: dropping by VIP id would also drop
+// the flows the new VIP took since the swap, and a load-based scheduler
+// would place them again elsewhere mid-connection. The removed VIP's
+// entries there name backends of the removed VIP, whose ids are gone or
+// belong to another incarnation, so they never forward a packet; they
+// expire as idle.
 func (p *Plane) clearRemovedVIPs(prev, cur *dataplane.Services) {
 	var gone []uint16
 	for id, v := range prev.VIPs {
 		if v == nil {
 			continue
 		}
-		if id >= len(cur.VIPs) || cur.VIPs[id] == nil || cur.VIPs[id].Key != v.Key {
+		if id >= len(cur.VIPs) || cur.VIPs[id] == nil {
 			gone = append(gone, uint16(id))
 		}
 	}

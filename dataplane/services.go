@@ -224,47 +224,68 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 	}
 	// Keep the ids of what survives first, then hand out free ids.
 	// Ids in use by the previous snapshot are not handed to anything new
-	// in this one, so entries of a removed VIP or backend can be told
-	// apart (and cleared) even under the same number.
-	usedB := map[uint32]bool{}
-	usedV := map[uint16]bool{}
+	// in this one while other ids are free, so entries of a removed VIP or
+	// backend can be told apart (and cleared) under their own number. Only
+	// when every id the previous snapshot left unused is taken does a new
+	// VIP or backend get one that it used for something this snapshot no
+	// longer has (a backend's new incarnation, Gen, still tells its
+	// entries from the old ones'): a configuration within MaxVIPs and
+	// MaxBackends builds whatever configuration came before it, as it does
+	// on a fresh instance; otherwise a reload near the limits that replaces
+	// backends or VIPs would be refused on the instances that had the old
+	// ones and run on the others, and the fleet's tables would differ.
+	takenB, beforeB := map[uint32]bool{}, map[uint32]bool{}
+	takenV, beforeV := map[uint16]bool{}, map[uint16]bool{}
 	if prev != nil {
 		for id, v := range prev.VIPs {
 			if v != nil {
-				usedV[uint16(id)] = true
+				beforeV[uint16(id)] = true
 			}
 		}
 		for id, b := range prev.Backends {
 			if b != nil {
-				usedB[uint32(id)] = true
+				beforeB[uint32(id)] = true
 			}
 		}
 	}
 	for _, v := range vips {
 		if id, ok := prevVIPIDs[v.Key]; ok {
-			usedV[id] = true
+			takenV[id] = true
 		}
 		for _, b := range v.Backends {
 			if id, ok := prevIDs[backendIdent{v.Key, b.Name, b.Addr}]; ok {
-				usedB[id] = true
+				takenB[id] = true
 			}
 		}
 	}
-	nextV, nextB := uint16(0), uint32(0)
+	var nextV, reuseV uint16
+	var nextB, reuseB uint32
 	freeV := func() (uint16, error) {
 		for ; int(nextV) < MaxVIPs; nextV++ {
-			if !usedV[nextV] {
-				usedV[nextV] = true
+			if !takenV[nextV] && !beforeV[nextV] {
+				takenV[nextV] = true
 				return nextV, nil
+			}
+		}
+		for ; int(reuseV) < MaxVIPs; reuseV++ {
+			if !takenV[reuseV] {
+				takenV[reuseV] = true
+				return reuseV, nil
 			}
 		}
 		return 0, fmt.Errorf("more than %d VIPs", MaxVIPs)
 	}
 	freeB := func() (uint32, error) {
 		for ; nextB < MaxBackends; nextB++ {
-			if !usedB[nextB] {
-				usedB[nextB] = true
+			if !takenB[nextB] && !beforeB[nextB] {
+				takenB[nextB] = true
 				return nextB, nil
+			}
+		}
+		for ; reuseB < MaxBackends; reuseB++ {
+			if !takenB[reuseB] {
+				takenB[reuseB] = true
+				return reuseB, nil
 			}
 		}
 		return 0, fmt.Errorf("more than %d backends in all", MaxBackends)
