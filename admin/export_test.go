@@ -19,3 +19,11 @@ func SetTableWait(t interface{ Cleanup(func()) }, d time.Duration) {
 	tableWait = d
 	t.Cleanup(func() { tableWait = old })
 }
+
+// SetMetricsWait sets how long a scrape waits for a place, until the test
+// ends.
+func SetMetricsWait(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := metricsWait
+	metricsWait = d
+	t.Cleanup(func() { metricsWait = old })
+}

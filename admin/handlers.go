@@ -72,7 +72,7 @@ func (s *Server) routes() http.Handler {
 		ErrorLog:      promLogger{s.log},
 		ErrorHandling: promhttp.ContinueOnError,
 	})
-	mux.Handle(api.MetricsPath, s.methods(metrics, http.MethodGet, http.MethodHead))
+	mux.Handle(api.MetricsPath, s.methods(s.gateMetrics(metrics), http.MethodGet, http.MethodHead))
 	mux.Handle("/{$}", s.methods(http.HandlerFunc(s.getPage), http.MethodGet, http.MethodHead))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &httpError{http.StatusNotFound, fmt.Sprintf("no endpoint %s", r.URL.Path)})

@@ -1,9 +1,11 @@
 package admin
 
 import (
+	"net/http"
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -369,4 +371,29 @@ func prometheusGoCollectors() []prometheus.Collector {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}
+}
+
+// Scrapes at once. A scrape's answer is built whole before it is written
+// (promhttp): with 65,536 backends it is about 118 MB of text and 500 MB
+// allocated, held until a slow reader has taken it (up to the write
+// timeout). Two run at once (two Prometheus servers of an HA pair); a
+// third waits up to metricsWait for one to end, then is answered 503 with
+// Retry-After, as a table read is.
+var metricsSlot = make(chan struct{}, 2)
+
+// metricsWait is how long a scrape waits for a place.
+var metricsWait = 5 * time.Second
+
+// gateMetrics bounds the scrapes running at once (metricsSlot).
+func (s *Server) gateMetrics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !acquire(r.Context(), metricsSlot, metricsWait) {
+			w.Header().Set("Retry-After", "5")
+			s.writeError(w, r, &httpError{http.StatusServiceUnavailable,
+				"two metrics scrapes are in progress (two at a time): retry later"})
+			return
+		}
+		defer func() { <-metricsSlot }()
+		next.ServeHTTP(w, r)
+	})
 }

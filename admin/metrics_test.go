@@ -2,10 +2,13 @@ package admin_test
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -294,4 +297,47 @@ func TestMetricsPanicMode(t *testing.T) {
 		check(0, "fulcrum_backend_healthy", "vip", "dns", "backend", ns)
 		check(1, "fulcrum_backend_effective_weight", "vip", "dns", "backend", ns)
 	}
+}
+
+// TestMetricsScrapesBounded: a scrape's answer is built whole before it is
+// written, so two run at once; while two are being written to readers that
+// do not take them, a third waits, then is answered 503 with Retry-After,
+// and is served once one of them ends. Other endpoints are not held up.
+func TestMetricsScrapesBounded(t *testing.T) {
+	e := start(t, admintest.Config, loopback())
+	h := e.srv.Handler()
+	admin.SetMetricsWait(t, 200*time.Millisecond)
+	scrape := func() *http.Request {
+		r := httptest.NewRequest("GET", api.MetricsPath, nil)
+		r.Host = "127.0.0.1"
+		return r
+	}
+	var slow [2]*blockingWriter
+	var done [2]chan struct{}
+	for i := range slow {
+		slow[i] = &blockingWriter{h: http.Header{}, header: make(chan struct{}), release: make(chan struct{})}
+		done[i] = make(chan struct{})
+		go func() {
+			defer close(done[i])
+			h.ServeHTTP(slow[i], scrape())
+		}()
+		<-slow[i].header
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, scrape())
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("third scrape: %d (Retry-After %q); want 503 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if code, b := e.call("GET", api.StatusPath, ""); code != 200 {
+		t.Errorf("status during two scrapes: %d %.100s", code, b)
+	}
+	close(slow[0].release)
+	<-done[0]
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, scrape())
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "fulcrum_") {
+		t.Errorf("scrape after one ended: %d %.100s", rec.Code, rec.Body)
+	}
+	close(slow[1].release)
+	<-done[1]
 }

@@ -37,26 +37,26 @@ const tableRetryAfter = "10"
 // tableBufSize is the write buffer of a table answer.
 const tableBufSize = 64 << 10
 
-// acquireTable takes the table slot, waiting for the read in progress
-// until tableWait passes or the caller goes away.
-func acquireTable(ctx context.Context) bool {
+// acquire takes one of slot's places, waiting for one to free up until
+// wait passes or the caller goes away. The table read and the metrics
+// scrape (metrics.go) are bounded this way: each holds memory in
+// proportion to the configuration while a slow reader takes its answer.
+func acquire(ctx context.Context, slot chan struct{}, wait time.Duration) bool {
 	select {
-	case tableSlot <- struct{}{}:
+	case slot <- struct{}{}:
 		return true
 	default:
 	}
-	t := time.NewTimer(tableWait)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
-	case tableSlot <- struct{}{}:
+	case slot <- struct{}{}:
 		return true
 	case <-t.C:
 	case <-ctx.Done():
 	}
 	return false
 }
-
-func releaseTable() { <-tableSlot }
 
 // slotName is a backend name as it appears in a table answer.
 type slotName struct {
@@ -71,13 +71,13 @@ func (s *Server) serveTable(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if !acquireTable(r.Context()) {
+	if !acquire(r.Context(), tableSlot, tableWait) {
 		w.Header().Set("Retry-After", tableRetryAfter)
 		s.writeError(w, r, &httpError{http.StatusServiceUnavailable,
 			"another table read is in progress (one at a time): retry later"})
 		return
 	}
-	defer releaseTable()
+	defer func() { <-tableSlot }()
 	keys, err := s.plane.Table(name)
 	if err != nil {
 		s.writeError(w, r, err)
