@@ -45,8 +45,11 @@ usage:
 commands:
   run      forward traffic until SIGTERM or SIGINT; SIGHUP reloads the file
            (a rejected file leaves the running configuration in force).
+           A SIGTERM/SIGINT during start-up stops it once the EAL is up
+           (exit 0); a second one exits at once (exit 1).
            With a [bgp] section the VIPs are announced once forwarding,
-           and withdrawn for bgp.drain_time before stopping. Under systemd
+           and withdrawn for bgp.drain_time before stopping (a second
+           SIGTERM/SIGINT ends the drain at once). Under systemd
            (Type=notify) it reports READY once the ports are up and the
            tables built, RELOADING around a reload and STOPPING.
   check    validate the file as run would and print the effective
@@ -139,8 +142,21 @@ func parseRun(args []string, stdout, stderr io.Writer) (o runOptions, code int, 
 	fs.DurationVar(&o.statsEvery, "stats-interval", 10*time.Second, "log the counters every `duration` (0: only at exit)")
 	fs.BoolVar(&o.statsJSON, "stats-json", false, "write the counters every stats interval to stdout as one JSON object a line (cumulative, summed over the workers and per worker) instead of logging them")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile (pprof) of the whole run to `file`, written at exit: for `go tool pprof`, and the source of the build's profile-guided optimization (make pgo)")
-	code, done = parseFlags(fs, args)
-	return o, code, done
+	if code, done = parseFlags(fs, args); done {
+		return o, code, done
+	}
+	// A negative duration is a typo, not "off": refused before anything
+	// starts, as every other bad flag.
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"stats-interval", o.statsEvery}, {"exit-when-idle", o.exitIdle}} {
+		if d.v < 0 {
+			fmt.Fprintf(stderr, "fulcrum run: --%s %v: must be 0 or positive\n", d.flag, d.v)
+			return o, 2, true
+		}
+	}
+	return o, 0, false
 }
 
 func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config, int) {

@@ -167,3 +167,20 @@ func TestCheckRefusesTooManyBackends(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 2 and one line starting %q", code, errs, want)
 	}
 }
+
+// TestRunRefusesNegativeDurations: a negative --stats-interval or
+// --exit-when-idle is bad usage, refused (exit 2) before anything starts
+// (here: no CPU profile file is created). Before, it was taken as 0.
+func TestRunRefusesNegativeDurations(t *testing.T) {
+	dir := t.TempDir()
+	for _, flag := range []string{"--stats-interval", "--exit-when-idle"} {
+		prof := filepath.Join(dir, "cpu"+flag+".pprof")
+		code, _, errs := runCmd("run", "-c", filepath.Join(dir, "missing.toml"), flag, "-1s", "--cpu-profile", prof)
+		if code != 2 {
+			t.Errorf("run %s -1s: exit %d, want 2: %s", flag, code, errs)
+		}
+		if _, err := os.Stat(prof); err == nil {
+			t.Errorf("run %s -1s started: it created %s", flag, prof)
+		}
+	}
+}

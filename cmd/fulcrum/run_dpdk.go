@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +38,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
+	// A reader of stdout or stderr that goes away (`| head`, a log
+	// shipper restarted) must not kill the daemon with SIGPIPE and leave
+	// its runtime files behind: the write fails instead, and is handled
+	// (before the first line is logged).
+	signal.Ignore(syscall.SIGPIPE)
 	log, err := newLogger(opt.logFormat, opt.logLevel, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrum run: %v\n", err)
@@ -48,6 +55,54 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		log.Warn("DPDK log stays on stderr", "err", err)
 	}
 	log.Info("fulcrum starting", buildInfo()...)
+	// Signals are caught from here on, before anything is set up: a
+	// SIGHUP during start-up must not kill the daemon (its default
+	// action) and a SIGTERM or SIGINT must stop it through the clean-up
+	// below (ports, EAL, runtime directory), never at the kernel's hand.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	// During start-up (the EAL, the ports, the tables) a watcher takes
+	// the signals: a SIGHUP is remembered and reloads once forwarding; a
+	// SIGTERM or SIGINT stops the daemon at the next safe point (startSig),
+	// through the clean-up; a second one, for a start-up that hangs,
+	// exits at once (status 1), without clean-up.
+	var reloadPending atomic.Bool
+	startStop := make(chan os.Signal, 1)
+	watchEnd, watchDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		stopping := false
+		for {
+			select {
+			case <-watchEnd:
+				return
+			case s := <-sigs:
+				switch {
+				case s == syscall.SIGHUP:
+					reloadPending.Store(true)
+				case !stopping:
+					stopping = true
+					log.Info("stopping once start-up reaches a safe point; a second signal exits at once", "signal", s.String())
+					startStop <- s
+				default:
+					log.Error("second signal during start-up: exiting now, without clean-up", "signal", s.String())
+					os.Exit(1)
+				}
+			}
+		}
+	}()
+	endWatch := sync.OnceFunc(func() { close(watchEnd); <-watchDone })
+	defer endWatch()
+	// startSig returns the stop signal that arrived during start-up, if any.
+	startSig := func() os.Signal {
+		select {
+		case s := <-startStop:
+			return s
+		default:
+			return nil
+		}
+	}
 	if opt.cpuProfile != "" {
 		stop, err := startCPUProfile(opt.cpuProfile)
 		if err != nil {
@@ -113,6 +168,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
+	if startSig() != nil {
+		return 0
+	}
 	eng, err := dataplane.NewEngine(engCfg, shared, log)
 	if err != nil {
 		log.Error("dataplane setup failed", "err", err)
@@ -168,6 +226,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		v4, v6 := plane.Gateways()
 		return exception.Gateways{IPv4: v4, IPv6: v6}
 	}, plane.GatewaysChanged(), func(g exception.Gateways, nh dataplane.NextHop) { plane.SetNextHop(g.IPv4, g.IPv6, nh) })
+	if startSig() != nil {
+		return 0
+	}
 	if err := eng.Run(); err != nil {
 		log.Error("launching forwarding loops", "err", err)
 		return 1
@@ -182,6 +243,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// BGP: the VIPs are announced only now that the loops forward, and only
 	// those that can serve (the control plane decides, after every rebuild).
 	var speaker *bgp.Speaker
+	// The main loop below takes the signals from here on.
+	endWatch()
+	if startSig() != nil { // before anything is announced
+		notify(log, sdnotify.Stopping)
+		return 0
+	}
 	if cfg.BGP != nil {
 		if speaker, err = bgp.New(bgpCfg, log); err == nil {
 			err = speaker.Start(ctx)
@@ -216,12 +283,23 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			log.Error("BGP withdraw", "err", err)
 		}
 		log.Info("VIPs withdrawn; still forwarding while the routers converge", "reason", why, "drain_time", bgpCfg.DrainTime)
-		time.Sleep(bgpCfg.DrainTime)
+		// A second SIGTERM or SIGINT ends the drain at once (an operator
+		// who cannot wait); a SIGHUP changes nothing now.
+		t := time.NewTimer(bgpCfg.DrainTime)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				return
+			case s := <-sigs:
+				if s != syscall.SIGHUP {
+					log.Info("drain cut short", "signal", s.String())
+					return
+				}
+			}
+		}
 	}
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	defer signal.Stop(sigs)
 	var stats, idleTick <-chan time.Time
 	if opt.statsEvery > 0 {
 		t := time.NewTicker(opt.statsEvery)
@@ -229,7 +307,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		stats = t.C
 	}
 	if opt.exitIdle > 0 {
-		t := time.NewTicker(opt.exitIdle / 4)
+		// At least a millisecond: a ticker of 0 panics (--exit-when-idle 3ns).
+		t := time.NewTicker(max(opt.exitIdle/4, time.Millisecond))
 		defer t.Stop()
 		idleTick = t.C
 	}
@@ -246,19 +325,25 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			sr.writeJSON(stdout, time.Now())
 		}
 	}
+	reload := func() {
+		notify(log, sdnotify.Reloading)
+		if err := plane.Reload(*path); errors.Is(err, control.ErrExceptionNotUpdated) {
+			log.Error("reload applied, but the exception interface was not updated (the next reload retries it)", "file", *path, "err", err)
+		} else if err != nil {
+			log.Error("reload rejected; the running configuration stays in force", "file", *path, "err", err)
+		}
+		notify(log, sdnotify.Ready)
+	}
+	if reloadPending.Load() { // a SIGHUP during start-up
+		reload()
+	}
 	var lastRx uint64
 	lastChange := time.Now()
 	for {
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				notify(log, sdnotify.Reloading)
-				if err := plane.Reload(*path); errors.Is(err, control.ErrExceptionNotUpdated) {
-					log.Error("reload applied, but the exception interface was not updated (the next reload retries it)", "file", *path, "err", err)
-				} else if err != nil {
-					log.Error("reload rejected; the running configuration stays in force", "file", *path, "err", err)
-				}
-				notify(log, sdnotify.Ready)
+				reload()
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
