@@ -19,12 +19,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -295,12 +297,35 @@ func (m MAC) MarshalText() ([]byte, error) {
 
 // Load reads, decodes and validates the file at path.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	// Opened without blocking and checked before it is read: a FIFO, a
+	// device or a directory named by mistake (or by a reload's typo) must
+	// get an error, not hang the daemon's main loop, where a SIGTERM would
+	// wait behind it, or read /dev/zero for ever.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("config: %s is not a regular file (%v)", path, fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("config: %s is larger than %d MiB", path, MaxFileSize>>20)
+	}
 	return Parse(data, path)
 }
+
+// MaxFileSize bounds a configuration file: 65,536 backends take about
+// 4 MiB of TOML.
+const MaxFileSize = 64 << 20
 
 // Parse decodes and validates a configuration; name is used in errors.
 // It is the one place that validates: everything `fulcrum run` would

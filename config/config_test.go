@@ -2,8 +2,11 @@ package config
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,5 +157,40 @@ func TestFullExampleStatesTheDefaults(t *testing.T) {
 	}
 	if h := full.VIPs[0].Health; h.Kind != "http" || h.Path != "/healthz" || h.Fall != health.DefaultFall {
 		t.Errorf("vip health override: %+v", h)
+	}
+}
+
+// TestLoadRefusesWhatIsNoFile: a FIFO, a directory or a device named as
+// the configuration gets an error at once (a FIFO with no writer would
+// otherwise block the reader for ever, and /dev/zero would be read
+// without end); a file over MaxFileSize is refused without being read
+// whole.
+func TestLoadRefusesWhatIsNoFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	big := filepath.Join(dir, "big.toml")
+	if err := os.WriteFile(big, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, MaxFileSize+1); err != nil { // sparse
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, dir, "/dev/zero", big} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Load(path)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("Load(%s) accepted", path)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Load(%s) still reading after 10 s", path)
+		}
 	}
 }
