@@ -171,8 +171,11 @@ type Config struct {
 	// ones) and MED (replacing the global one). [[bgp.vip]]
 	VIPs []VIPConfig `toml:"vip"`
 	// DrainTime is how long the daemon keeps forwarding after withdrawing
-	// every VIP on shutdown, before it stops. The speaker does not use it;
-	// the daemon does. [drain_time]
+	// every VIP on shutdown, before it stops; at most MaxDrainTime. 0
+	// means DefaultDrainTime (5 s), as every zero duration here: a
+	// written "0s" cannot be told from a missing key once decoded. For
+	// (almost) no drain set a positive duration such as "1ms". The
+	// speaker does not use it; the daemon does. [drain_time]
 	DrainTime time.Duration `toml:"drain_time"`
 }
 

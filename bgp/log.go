@@ -26,16 +26,21 @@ import (
 type gobgpLogger struct {
 	log *slog.Logger
 
+	localASN uint32 // the configured asn, to explain a refused OPEN
+
 	mu      sync.Mutex
 	lastErr map[netip.Addr]string
+	sent    map[netip.Addr]bool   // lastErr is a NOTIFICATION GoBGP sent
 	peerASN map[netip.Addr]uint32 // configured peer_asn, to explain a bad peer AS
 }
 
-func newGobgpLogger(log *slog.Logger) *gobgpLogger {
+func newGobgpLogger(log *slog.Logger, localASN uint32) *gobgpLogger {
 	return &gobgpLogger{
-		log:     log.With("component", "gobgp"),
-		lastErr: map[netip.Addr]string{},
-		peerASN: map[netip.Addr]uint32{},
+		log:      log.With("component", "gobgp"),
+		localASN: localASN,
+		lastErr:  map[netip.Addr]string{},
+		sent:     map[netip.Addr]bool{},
+		peerASN:  map[netip.Addr]uint32{},
 	}
 }
 
@@ -73,15 +78,16 @@ func (l *gobgpLogger) notification(a netip.Addr, f fields) string {
 }
 
 // record keeps msg as the neighbour's last error when the line is about a
-// peer ("Topic": "Peer", "Key": its address) and says something went wrong.
-func (l *gobgpLogger) record(level slog.Level, msg string, f fields) {
+// peer ("Topic": "Peer", "Key": its address) and says something went
+// wrong, and returns it ("" for any other line).
+func (l *gobgpLogger) record(level slog.Level, msg string, f fields) string {
 	if f["Topic"] != "Peer" {
-		return
+		return ""
 	}
 	key, _ := f["Key"].(string)
 	a, err := netip.ParseAddr(key)
 	if err != nil {
-		return
+		return ""
 	}
 	var text string
 	switch {
@@ -107,11 +113,34 @@ func (l *gobgpLogger) record(level slog.Level, msg string, f fields) {
 			}
 		}
 	default:
-		return
+		return ""
 	}
 	l.mu.Lock()
 	l.lastErr[a] = text
+	l.sent[a] = msg == "sent notification"
 	l.mu.Unlock()
+	return text
+}
+
+// refused explains a session the router ended during the OPEN exchange
+// (in state in; why is GoBGP's disconnect reason), which GoBGP does not
+// log: a NOTIFICATION received in OpenConfirm is dropped as "invalid-msg"
+// and a connection closed in OpenSent or OpenConfirm is "read-failed",
+// both silently. That is how a router refuses this LB's OPEN, bad peer AS
+// first among the reasons (its remote AS for this LB is not asn): the
+// session cycled through active and idle with no error at all. A failure
+// GoBGP explained (a NOTIFICATION it sent, logged before the state
+// change) is left as it is. It returns the error recorded, or "".
+func (l *gobgpLogger) refused(a netip.Addr, in State, why string) string {
+	text := fmt.Sprintf("the router ended the session in %s (%s) without a reason GoBGP reports: it most likely refused this LB's OPEN; check that its neighbor for this LB has remote AS %d (asn here), and accepts the hold time and capabilities",
+		in, why, l.localASN)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sent[a] {
+		return ""
+	}
+	l.lastErr[a] = text
+	return text
 }
 
 // demoted are GoBGP lines logged above their worth.
@@ -144,7 +173,7 @@ func (l *gobgpLogger) emit(ctx context.Context, level slog.Level, msg string, f 
 	case level < slog.LevelWarn:
 		level = slog.LevelDebug
 	}
-	l.record(level, msg, f)
+	text := l.record(level, msg, f)
 	if !l.log.Enabled(ctx, level) {
 		return
 	}
@@ -158,6 +187,11 @@ func (l *gobgpLogger) emit(ctx context.Context, level slog.Level, msg string, f 
 	args := make([]any, 0, 2*len(keys))
 	for _, k := range keys {
 		args = append(args, k, f[k])
+	}
+	if text != "" {
+		// GoBGP's fields give a NOTIFICATION as numbers (Code 2,
+		// Subcode 2): the line says what they mean, as Peers does.
+		args = append(args, "error", text)
 	}
 	l.log.Log(ctx, level, msg, args...)
 }

@@ -134,7 +134,7 @@ func New(cfg Config, log *slog.Logger) (*Speaker, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("component", "bgp")
-	glog := newGobgpLogger(log)
+	glog := newGobgpLogger(log, c.cfg.ASN)
 	for _, n := range c.neighbors {
 		glog.peerASN[n.addr] = n.PeerASN
 	}
@@ -311,6 +311,13 @@ func (s *Speaker) onEvent(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time) 
 		from = StateIdle
 	}
 	args := []any{"neighbor", addr, "peer_asn", st.PeerASN, "from", from, "to", to}
+	if (from == StateOpenSent || from == StateOpenConfirm) && (to == StateIdle || to == StateActive) && !s.stopping.Load() &&
+		(st.DisconnectReason == api.PeerState_DISCONNECT_REASON_INVALID_MSG || st.DisconnectReason == api.PeerState_DISCONNECT_REASON_READ_FAILED) {
+		if text := s.glog.refused(addr, from, st.DisconnectMessage); text != "" {
+			s.log.Warn("bgp session refused", append(args, "asn", s.cfg.cfg.ASN, "error", text)...)
+			return
+		}
+	}
 	switch {
 	case to == StateEstablished:
 		s.log.Info("bgp session established", append(args, "peer_router_id", st.RouterID)...)
