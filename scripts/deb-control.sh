@@ -72,5 +72,16 @@ if [ "$1" = remove ] && [ -d /run/systemd/system ]; then
 	systemctl stop fulcrum.service >/dev/null 2>&1 || true
 fi
 PRERM
-chmod 0755 "$stage/DEBIAN/postinst" "$stage/DEBIAN/prerm"
+cat >"$stage/DEBIAN/postrm" <<'POSTRM'
+#!/bin/sh
+set -e
+# An enabled unit's link would dangle once the unit is gone.
+if [ "$1" = purge ]; then
+	rm -f /etc/systemd/system/multi-user.target.wants/fulcrum.service
+fi
+if { [ "$1" = remove ] || [ "$1" = purge ]; } && [ -d /run/systemd/system ]; then
+	systemctl daemon-reload >/dev/null 2>&1 || true
+fi
+POSTRM
+chmod 0755 "$stage/DEBIAN/postinst" "$stage/DEBIAN/prerm" "$stage/DEBIAN/postrm"
 echo "deb-control: Depends: $depends"

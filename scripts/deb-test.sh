@@ -88,4 +88,13 @@ sed -e "s|/usr/|$root/usr/|g" -e "s|/etc/fulcrum/|$root/etc/fulcrum/|g" "$root/l
 # verify exits 0 after some warnings (an unknown Type=, say): any output fails.
 out=$(systemd-analyze verify --man=no "$work/unit/fulcrum.service" 2>&1) || fail "systemd-analyze verify: $out"
 [ -z "$out" ] || fail "systemd-analyze verify: $out"
+echo "deb-test: the conffile's mode, then purge"
+[ "$(stat -c %a:%U:%G "$root/etc/fulcrum/fulcrum.toml")" = 640:root:root ] || fail "/etc/fulcrum/fulcrum.toml is $(stat -c %a:%U:%G "$root/etc/fulcrum/fulcrum.toml"), want 640:root:root"
+# As `systemctl enable` would leave it: purge must not leave it dangling.
+mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
+ln -sf /lib/systemd/system/fulcrum.service "$root/etc/systemd/system/multi-user.target.wants/fulcrum.service"
+in_root dpkg --purge fulcrum >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "dpkg --purge fulcrum"; }
+[ ! -L "$root/etc/systemd/system/multi-user.target.wants/fulcrum.service" ] || fail "purge left the unit's wants link"
+[ ! -e "$root/etc/fulcrum/fulcrum.toml" ] || fail "purge left the conffile"
+[ ! -e "$root/usr/bin/fulcrum" ] || fail "purge left /usr/bin/fulcrum"
 echo "deb-test: ok ($((SECONDS - start))s)"
