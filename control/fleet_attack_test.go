@@ -86,15 +86,7 @@ func TestReloadAtBackendLimitBuilds(t *testing.T) {
 		a := netip.AddrFrom4([4]byte{10, 201, byte(j >> 8), byte(j)})
 		final[1].Backends[j].Name, final[1].Backends[j].Addr = a.String(), a
 	}
-	fresh, err := dataplane.NewServices(nil, enc, dataplane.NextHop{}, final)
-	if err != nil {
-		t.Fatalf("fresh instance: %v", err)
-	}
-	reloaded, err := dataplane.NewServices(prev, enc, dataplane.NextHop{}, final)
-	if err != nil {
-		t.Fatalf("reloaded instance refuses the configuration a fresh one runs: %v", err)
-	}
-	sameChoices(t, fresh, reloaded)
+	reloaded := freshAndReloaded(t, enc, prev, final)
 	// A backend id handed to a new server is a new incarnation of it.
 	for _, b := range reloaded.Backends {
 		if b == nil || int(b.ID) >= len(prev.Backends) {
@@ -118,6 +110,14 @@ func TestReloadAtVIPLimitBuilds(t *testing.T) {
 	}
 	final := fleetSpecs(dataplane.MaxVIPs, 1, 3)
 	final[7].Port, final[7].Key.Port = 8080, 8080
+	freshAndReloaded(t, enc, prev, final)
+}
+
+// freshAndReloaded builds final as a fresh instance does and as one whose
+// last snapshot is prev does, checks that both build and that every slot
+// names the same backend address, and returns the reloaded snapshot.
+func freshAndReloaded(t *testing.T, enc *encap.Encapsulator, prev *dataplane.Services, final []dataplane.VIPSpec) *dataplane.Services {
+	t.Helper()
 	fresh, err := dataplane.NewServices(nil, enc, dataplane.NextHop{}, final)
 	if err != nil {
 		t.Fatalf("fresh instance: %v", err)
@@ -127,4 +127,5 @@ func TestReloadAtVIPLimitBuilds(t *testing.T) {
 		t.Fatalf("reloaded instance refuses the configuration a fresh one runs: %v", err)
 	}
 	sameChoices(t, fresh, reloaded)
+	return reloaded
 }

@@ -69,13 +69,7 @@ func TestSpoofedSYNKeepsEstablishedFlow(t *testing.T) {
 			seg := func(sp uint16, flags string, payload int) []byte {
 				return frame(t, client, "203.0.113.7", sp, 80, layers.IPProtocolTCP, flags, payload, true)
 			}
-			owner := make([]netip.Addr, n)
-			for i := range n {
-				sp := uint16(20000 + i)
-				out, v := r.run(seg(sp, "S", 0))
-				owner[i] = tunnelDst(t, out[0], v[0])
-				r.run(seg(sp, "A", 0), seg(sp, "PA", 100))
-			}
+			owner := handshakes(t, r, seg, 20000, n)
 			be1 := backendAddr(r, "web", "be1")
 			on1 := 0
 			for _, o := range owner {
@@ -277,13 +271,7 @@ func TestSpoofedRSTThenSYNKeepsFlow(t *testing.T) {
 			seg := func(sp uint16, flags string, payload int) []byte {
 				return frame(t, "198.51.100.92", "203.0.113.7", sp, 80, layers.IPProtocolTCP, flags, payload, true)
 			}
-			owner := make([]netip.Addr, n)
-			for i := range n {
-				sp := uint16(21000 + i)
-				out, v := r.run(seg(sp, "S", 0))
-				owner[i] = tunnelDst(t, out[0], v[0])
-				r.run(seg(sp, "A", 0), seg(sp, "PA", 100))
-			}
+			owner := handshakes(t, r, seg, 21000, n)
 			r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
 			moved := 0
 			for i := range n {
@@ -303,12 +291,7 @@ func TestSpoofedRSTThenSYNKeepsFlow(t *testing.T) {
 				r.run(seg(sp, "R", 0))
 				r.run(seg(sp, "PA", 100))
 			}
-			est := 0
-			r.w.ct.ForEach(func(e *conntrack.Entry) {
-				if kk := e.Key(); kk.SrcPort >= 21000 && kk.SrcPort < 21000+n && e.State() == conntrack.StateEstablished {
-					est++
-				}
-			})
+			est := entriesIn(r, 21000, n, conntrack.StateEstablished)
 			if est != n {
 				t.Errorf("%v, fused %v: %d of %d entries established after a forged RST and the client's segment", k, fused, est, n)
 			}
@@ -378,13 +361,7 @@ func TestRepeatedSpoofedSYNsKeepFlow(t *testing.T) {
 				seg := func(sp uint16, flags string, payload int) []byte {
 					return frame(t, "198.51.100.94", "203.0.113.7", sp, 80, layers.IPProtocolTCP, flags, payload, true)
 				}
-				owner := make([]netip.Addr, n)
-				for i := range n {
-					sp := uint16(24000 + i)
-					out, v := r.run(seg(sp, "S", 0))
-					owner[i] = tunnelDst(t, out[0], v[0])
-					r.run(seg(sp, "A", 0), seg(sp, "PA", 100))
-				}
+				owner := handshakes(t, r, seg, 24000, n)
 				r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
 				kept0 := r.w.c.SYNKept
 				moved := 0
@@ -421,12 +398,7 @@ func TestRepeatedSpoofedSYNsKeepFlow(t *testing.T) {
 				if got := r.w.c.SYNKept - kept0; got != want {
 					t.Errorf("%s then S, %v, fused %v: SYNKept counted %d, want %d", first, k, fused, got, want)
 				}
-				est := 0
-				r.w.ct.ForEach(func(e *conntrack.Entry) {
-					if kk := e.Key(); kk.SrcPort >= 24000 && kk.SrcPort < 24000+n && e.State() == conntrack.StateEstablished {
-						est++
-					}
-				})
+				est := entriesIn(r, 24000, n, conntrack.StateEstablished)
 				if est != n {
 					t.Errorf("%s then S, %v, fused %v: %d of %d entries established after forged SYNs", first, k, fused, est, n)
 				}
@@ -450,13 +422,7 @@ func TestForgedFINUndoneByData(t *testing.T) {
 			seg := func(sp uint16, flags string, payload int) []byte {
 				return frame(t, "198.51.100.95", "203.0.113.7", sp, 80, layers.IPProtocolTCP, flags, payload, true)
 			}
-			owner := make([]netip.Addr, n)
-			for i := range n {
-				sp := uint16(25000 + i)
-				out, v := r.run(seg(sp, "S", 0))
-				owner[i] = tunnelDst(t, out[0], v[0])
-				r.run(seg(sp, "A", 0), seg(sp, "PA", 100))
-			}
+			owner := handshakes(t, r, seg, 25000, n)
 			r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
 			moved := 0
 			for i := range n {
@@ -473,12 +439,7 @@ func TestForgedFINUndoneByData(t *testing.T) {
 			if moved > 0 {
 				t.Errorf("%v, fused %v: %d of %d connections moved by a forged FIN and SYN after the client's data", k, fused, moved, n)
 			}
-			est := 0
-			r.w.ct.ForEach(func(e *conntrack.Entry) {
-				if kk := e.Key(); kk.SrcPort >= 25000 && kk.SrcPort < 25000+n && e.State() == conntrack.StateEstablished {
-					est++
-				}
-			})
+			est := entriesIn(r, 25000, n, conntrack.StateEstablished)
 			if est != n {
 				t.Errorf("%v, fused %v: %d of %d entries established after a forged FIN and the client's data", k, fused, est, n)
 			}
@@ -488,16 +449,37 @@ func TestForgedFINUndoneByData(t *testing.T) {
 				r.run(seg(sp, "FA", 0))
 				r.run(seg(sp, "A", 0))
 			}
-			closing := 0
-			r.w.ct.ForEach(func(e *conntrack.Entry) {
-				if kk := e.Key(); kk.SrcPort >= 25000 && kk.SrcPort < 25000+n && e.State() == conntrack.StateClosing {
-					closing++
-				}
-			})
+			closing := entriesIn(r, 25000, n, conntrack.StateClosing)
 			if closing != n {
 				t.Errorf("%v, fused %v: %d of %d entries closing after the client's FIN and ACK", k, fused, closing, n)
 			}
 			wantBalance(t, r)
 		}
 	}
+}
+
+// handshakes opens n connections from ports base.. with seg (SYN, then the
+// handshake's ACK and a data segment) and returns the backend each went to.
+func handshakes(t *testing.T, r *rig, seg func(sp uint16, flags string, payload int) []byte, base uint16, n int) []netip.Addr {
+	t.Helper()
+	owner := make([]netip.Addr, n)
+	for i := range n {
+		sp := base + uint16(i)
+		out, v := r.run(seg(sp, "S", 0))
+		owner[i] = tunnelDst(t, out[0], v[0])
+		r.run(seg(sp, "A", 0), seg(sp, "PA", 100))
+	}
+	return owner
+}
+
+// entriesIn counts the conntrack entries of source ports base..base+n-1
+// in state st.
+func entriesIn(r *rig, base uint16, n int, st conntrack.State) int {
+	c := 0
+	r.w.ct.ForEach(func(e *conntrack.Entry) {
+		if k := e.Key(); k.SrcPort >= base && int(k.SrcPort) < int(base)+n && e.State() == st {
+			c++
+		}
+	})
+	return c
 }
