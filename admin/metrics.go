@@ -14,6 +14,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/punt"
 )
 
 // PortStats are the wire port's driver counters (dpdk.Stats, which this
@@ -65,7 +66,7 @@ type collector struct {
 	wHealthTunnel                                                       *prometheus.Desc
 	wSecondChance, wSecondChanceFlows                                   *prometheus.Desc
 	wFragments, wICMPRouted, wForwarded, wICMPReplies                   *prometheus.Desc
-	wICMPLimited, wPolls, wBusy                                         *prometheus.Desc
+	wICMPLimited, wPuntLimited, wPolls, wBusy                           *prometheus.Desc
 	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups                *prometheus.Desc
 	wCTInserts, wCTExpired, wCTFlushed                                  *prometheus.Desc
 	staleWorkers                                                        *prometheus.Desc
@@ -143,6 +144,7 @@ func newCollector(s *Server) *collector {
 		wForwarded:         d("worker_forwarded_packets_total", "Packets encapsulated toward a backend.", "worker"),
 		wICMPReplies:       d("worker_icmp_replies_total", "ICMP messages the LB answered itself: too-big (path MTU) or echo (ping to a VIP).", "worker", "type"),
 		wICMPLimited:       d("worker_icmp_rate_limited_total", "ICMP replies not sent because the lcore's budget was spent.", "worker", "type"),
+		wPuntLimited:       d("worker_punt_rate_limited_total", "Packets for the host (the exception path) dropped because their class's budget on the lcore was spent (dataplane.punt).", "worker", "class"),
 		wPolls:             d("worker_polls_total", "Receive polls of a worker: with packets (a burst) or empty.", "worker", "result"),
 		wBusy:              d("worker_busy_ratio", "Fraction of a worker's polls that found packets, since the previous scrape (since start on the first).", "worker"),
 		wCTEntries:         d("worker_conntrack_entries", "Live conntrack entries of a worker.", "worker"),
@@ -178,7 +180,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.converging, c.convergingNewFlows,
 		c.adminConns, c.adminRefused,
 		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wSYNKept, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
-		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPolls, c.wBusy,
+		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPuntLimited, c.wPolls, c.wBusy,
 		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
 		c.staleWorkers, c.wQUIC,
 		c.portPackets, c.portBytes, c.portMissed, c.portNoMbuf, c.portErrors,
@@ -251,6 +253,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wICMPReplies, w.EchoReplies, id, "echo")
 		counter(c.wICMPLimited, w.Drops[dataplane.DropICMPRateLimited], id, "too-big")
 		counter(c.wICMPLimited, w.Drops[dataplane.DropEchoRateLimited], id, "echo")
+		for k, n := range w.PuntLimited {
+			counter(c.wPuntLimited, n, id, punt.Class(k).String())
+		}
 		counter(c.wPolls, w.Bursts, id, "packets")
 		counter(c.wPolls, w.IdlePolls, id, "empty")
 		gauge(c.wBusy, busy[i], id)

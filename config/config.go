@@ -37,6 +37,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/health"
 	"github.com/fulcrumlb/fulcrum/packet"
+	"github.com/fulcrumlb/fulcrum/punt"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
@@ -98,6 +99,9 @@ type Dataplane struct {
 	// previous table after a change (default 5m).
 	SecondChance       *bool         `toml:"second_chance"`
 	SecondChanceWindow time.Duration `toml:"second_chance_window"`
+	// Punt: the exception path's budgets ([dataplane.punt]), package
+	// punt's, which documents and validates them.
+	Punt punt.Config `toml:"punt"`
 	// The tunnel settings (mtu, ttl, df, gue_port) are package encap's,
 	// which documents and validates them; config sets SrcV4 and SrcV6
 	// from lb_ipv4 and lb_ipv6.

@@ -14,6 +14,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/health"
 	"github.com/fulcrumlb/fulcrum/maglev"
+	"github.com/fulcrumlb/fulcrum/punt"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
@@ -149,7 +150,7 @@ func TestFullExampleStatesTheDefaults(t *testing.T) {
 	}
 	if full.Dataplane.Burst != conntrack.DefaultBurst || full.Conntrack.Capacity != conntrack.DefaultCapacity || full.Control.PanicThreshold != DefaultPanicThreshold ||
 		full.Health.Interval != health.DefaultInterval || full.Health.Rise != health.DefaultRise || full.Admin.Listen != DefaultAdminListen ||
-		full.VIPs[0].TableSize != maglev.DefaultSize || full.Dataplane.IdleMaxSleep != DefaultIdleMaxSleep {
+		full.VIPs[0].TableSize != maglev.DefaultSize || full.Dataplane.IdleMaxSleep != DefaultIdleMaxSleep || full.Dataplane.Punt != punt.Default {
 		t.Errorf("examples/fulcrum.toml disagrees with the defaults: %+v", full)
 	}
 	if v := full.VIPs[0]; v.Scheduler != sched.Maglev || v.Draws != 2 || v.Penalty.String() != "30ms" || v.Health.Passive != "on" || v.Health.PassiveMin != 20 {

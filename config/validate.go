@@ -20,6 +20,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/health"
 	"github.com/fulcrumlb/fulcrum/maglev"
+	"github.com/fulcrumlb/fulcrum/punt"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
@@ -323,6 +324,8 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	if d.SecondChanceWindow < 0 || d.SecondChanceWindow > MaxSecondChanceWindow {
 		ck.bad("dataplane.second_chance_window", "%v is outside 0..%v", d.SecondChanceWindow, MaxSecondChanceWindow)
 	}
+	d.Punt = d.Punt.WithDefaults()
+	ck.addOwned("dataplane.punt", d.Punt.Validate(), fieldOf(func(fe *punt.FieldError) (string, string) { return fe.Key, fe.Msg }))
 	if d.ExceptionIf == "" {
 		d.ExceptionIf = DefaultExceptionName
 	}

@@ -60,6 +60,9 @@ var reloadPolicy = map[string]string{
 	// The second chance (docs/second-chance.md): in the snapshot.
 	"dataplane.second_chance":        applied,
 	"dataplane.second_chance_window": applied,
+
+	// The exception path's budgets: in the snapshot.
+	"dataplane.punt": applied,
 }
 
 // applied marks a key a reload applies.

@@ -21,6 +21,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
 	"github.com/fulcrumlb/fulcrum/internal/testtls"
+	"github.com/fulcrumlb/fulcrum/punt"
 )
 
 // reloadBase is the configuration every reload case starts from. Its
@@ -342,6 +343,16 @@ func reloadCases() []reloadCase {
 		}, want: func(t *testing.T, f *reloadFixture) {
 			if w := chanceOf(f, "web"); w != 90*time.Second {
 				t.Errorf("web's second-chance window %v, want 90s", w)
+			}
+		}},
+
+		{key: "dataplane.punt", edit: func(s string) string {
+			return s + "\n[dataplane.punt]\nbgp = 70\nother = 5\n"
+		}, want: func(t *testing.T, f *reloadFixture) {
+			want := punt.Default.Rates()
+			want[punt.BGP], want[punt.Other] = 70, 5
+			if got := f.shared.Services.Load().Punt(); got != want {
+				t.Errorf("punt limits %v, want %v", got, want)
 			}
 		}},
 

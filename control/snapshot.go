@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"net/netip"
 	"strconv"
 
 	"github.com/fulcrumlb/fulcrum/config"
@@ -82,7 +83,20 @@ func BuildServices(cfg *config.Config, prev *dataplane.Services, over dataplane.
 	if err != nil {
 		return nil, err
 	}
-	return dataplane.NewServices(prev, enc, nh, VIPSpecs(cfg, over))
+	s, err := dataplane.NewServices(prev, enc, nh, VIPSpecs(cfg, over))
+	if err != nil {
+		return nil, err
+	}
+	var peers []netip.Addr
+	if cfg.BGP != nil {
+		for _, n := range cfg.BGP.Neighbors {
+			if a, err := netip.ParseAddr(n.Address); err == nil {
+				peers = append(peers, a)
+			}
+		}
+	}
+	s.SetPunt(cfg.Dataplane.Punt, peers)
+	return s, nil
 }
 
 // EngineConfig is the start-up configuration of the DPDK engine: ports,

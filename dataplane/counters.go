@@ -9,6 +9,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/packet"
+	"github.com/fulcrumlb/fulcrum/punt"
 )
 
 // DropReason is a drop decided by the dataplane itself (parse failures and
@@ -33,6 +34,7 @@ const (
 	DropMartianSource                     // VIP traffic from an address no client has (multicast, loopback, ...) or, for a new flow, from a VIP or the LB's own address
 	DropNotForHost                        // non-VIP traffic to a unicast address that is not the LB's own: the kernel would not take it
 	DropHealthForgedSYN                   // a SYN to a health check's port on the LB's address: it would break the check (simultaneous open)
+	DropPuntRateLimited                   // for the kernel, but over its class's punt budget (package punt)
 	NumDropReasons
 )
 
@@ -53,6 +55,7 @@ var dropNames = [NumDropReasons]string{
 	DropMartianSource:   "martian-source",
 	DropNotForHost:      "not-for-host",
 	DropHealthForgedSYN: "health-check-forged-syn",
+	DropPuntRateLimited: "punt-rate-limited",
 }
 
 // encapDropNames are the encapsulation drops as drop reasons: encap names
@@ -99,19 +102,20 @@ type PacketBytes struct {
 // stores; the control plane reads a consistent copy through Snapshot.
 type Counters struct {
 	RxPackets, RxBytes uint64
-	TxPackets, TxBytes uint64 // counted by the I/O loop after tx
-	TxFull             uint64 // decided to send (forward, reply, punt), but the port's tx queue refused it
-	Punted             uint64 // handed to the kernel
-	FromKernel         uint64 // sent on the wire from the exception port
-	HealthTunnelTx     uint64 // of which health checks encapsulated to a backend (healthpath.go)
-	Fragments          uint64 // VIP packets that were IP fragments
-	ICMPErrors         uint64 // ICMP errors routed to the backend owning the quoted flow
-	EchoReplies        uint64 // pings to a VIP answered by the LB
-	CTHits, CTMisses   uint64 // every VIP packet but fragments and QUIC Routed is exactly one of them
-	Moved              uint64 // conntrack hits whose backend was removed: re-selected
-	SYNKept            uint64 // SYNs on an established flow that kept its backend (port reuse, or a spoofed SYN)
-	SecondChance       uint64 // packets forwarded naming a second-chance backend (docs/second-chance.md)
-	SecondChanceFlows  uint64 // flows (mid-connection, unknown here) given a second chance
+	TxPackets, TxBytes uint64                  // counted by the I/O loop after tx
+	TxFull             uint64                  // decided to send (forward, reply, punt), but the port's tx queue refused it
+	Punted             uint64                  // handed to the kernel
+	PuntLimited        [punt.NumClasses]uint64 // of Drops[DropPuntRateLimited], by class
+	FromKernel         uint64                  // sent on the wire from the exception port
+	HealthTunnelTx     uint64                  // of which health checks encapsulated to a backend (healthpath.go)
+	Fragments          uint64                  // VIP packets that were IP fragments
+	ICMPErrors         uint64                  // ICMP errors routed to the backend owning the quoted flow
+	EchoReplies        uint64                  // pings to a VIP answered by the LB
+	CTHits, CTMisses   uint64                  // every VIP packet but fragments and QUIC Routed is exactly one of them
+	Moved              uint64                  // conntrack hits whose backend was removed: re-selected
+	SYNKept            uint64                  // SYNs on an established flow that kept its backend (port reuse, or a spoofed SYN)
+	SecondChance       uint64                  // packets forwarded naming a second-chance backend (docs/second-chance.md)
+	SecondChanceFlows  uint64                  // flows (mid-connection, unknown here) given a second chance
 	Bursts, IdlePolls  uint64
 
 	Parse [packet.NumReasons]uint64
@@ -359,6 +363,9 @@ func (sum *Counters) Add(c *Counters) {
 	}
 	for i, n := range c.QUIC {
 		sum.QUIC[i] += n
+	}
+	for i, n := range c.PuntLimited {
+		sum.PuntLimited[i] += n
 	}
 	ct, s := &c.Conntrack, &sum.Conntrack
 	s.Hits += ct.Hits

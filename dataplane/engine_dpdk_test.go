@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dpdk"
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/punt"
 )
 
 // The EAL starts once per test binary: no hugepages, no PCI, a per-process
@@ -215,21 +217,7 @@ func (l *lab) counters() Counters {
 		if !w.Snapshot(&c, 5*time.Second) {
 			l.t.Fatal("worker did not answer a snapshot")
 		}
-		sum.RxPackets += c.RxPackets
-		sum.TxPackets += c.TxPackets
-		sum.Punted += c.Punted
-		sum.TxFull += c.TxFull
-		sum.CTHits += c.CTHits
-		sum.CTMisses += c.CTMisses
-		for i := range c.Parse {
-			sum.Parse[i] += c.Parse[i]
-		}
-		for i := range c.Encap {
-			sum.Encap[i] += c.Encap[i]
-		}
-		for i := range c.Drops {
-			sum.Drops[i] += c.Drops[i]
-		}
+		sum.Add(&c)
 	}
 	return sum
 }
@@ -424,55 +412,19 @@ func TestExceptionPath(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("iproute2 not installed")
 	}
-	l := newLab(t, labToml(`exception = true
-exception_iface = "fltest0"`))
-	// The kernel side lives in a namespace of the test's own, so its
-	// answers can never leave through the host's interfaces.
-	ns := fmt.Sprintf("fulcrum-dptest-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	// The kernel side as the daemon sets it up (package exception), by
-	// hand: package exception imports dataplane.
-	for _, a := range [][]string{{"link", "set", "dev", "fltest0", "netns", ns},
-		{"-n", ns, "link", "set", "dev", "fltest0", "address", net.HardwareAddr(l.eng.PortMAC[:]).String()},
-		{"-n", ns, "link", "set", "dev", "fltest0", "up"},
-		{"-n", ns, "addr", "replace", "192.0.2.10/24", "dev", "fltest0"}} {
-		if out, err := exec.Command("ip", a...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", a, err, out)
-		}
-	}
+	l, ns := newExceptionLab(t, "fltest0", "")
 	peerMAC := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x77}
-	buf := gopacket.NewSerializeBuffer()
-	_ = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true},
-		&layers.Ethernet{SrcMAC: peerMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
-		&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: layers.ARPRequest,
-			SourceHwAddress: peerMAC, SourceProtAddress: []byte{192, 0, 2, 1}, DstHwAddress: make([]byte, 6), DstProtAddress: []byte{192, 0, 2, 10}})
-	arpReq := append([]byte(nil), buf.Bytes()...)
-	var gotARP bool
-	deadline := time.Now().Add(10 * time.Second)
-	for !gotARP && time.Now().Before(deadline) {
-		l.send(arpReq)
-		for _, f := range l.recv(1<<20, 200*time.Millisecond) {
-			pk := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
-			if a, ok := pk.Layer(layers.LayerTypeARP).(*layers.ARP); ok && a.Operation == layers.ARPReply &&
-				net.IP(a.SourceProtAddress).String() == "192.0.2.10" && bytes.Equal(a.SourceHwAddress, l.eng.PortMAC[:]) && bytes.Equal(a.DstHwAddress, peerMAC) {
-				gotARP = true
-			}
-		}
-	}
-	if !gotARP {
+	if !l.arpAnswered(peerMAC) {
 		t.Fatalf("no ARP reply from the kernel for 192.0.2.10")
 	}
-	buf = gopacket.NewSerializeBuffer()
+	buf := gopacket.NewSerializeBuffer()
 	ip := &layers.IPv4{Version: 4, IHL: 5, TTL: 64, Protocol: layers.IPProtocolICMPv4, SrcIP: net.IP{192, 0, 2, 1}, DstIP: net.IP{192, 0, 2, 10}}
 	_ = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
 		&layers.Ethernet{SrcMAC: peerMAC, DstMAC: l.eng.PortMAC[:], EthernetType: layers.EthernetTypeIPv4}, ip,
 		&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(layers.ICMPv4TypeEchoRequest, 0), Id: 0x4242, Seq: 1}, gopacket.Payload("fulcrum"))
 	ping := append([]byte(nil), buf.Bytes()...)
 	var gotPong bool
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !gotPong && time.Now().Before(deadline) {
 		l.send(ping)
 		for _, f := range l.recv(1<<20, 200*time.Millisecond) {
@@ -493,4 +445,132 @@ exception_iface = "fltest0"`))
 	if c.Punted < 2 {
 		t.Errorf("punted %d, want at least the ARP request and the ping", c.Punted)
 	}
+}
+
+// newExceptionLab is a lab with its exception tap, iface, in a network
+// namespace of the test's own (so the kernel's answers can never leave
+// through the host's interfaces), set up as the daemon sets it up
+// (package exception), by hand: package exception imports dataplane.
+// puntKeys is a [dataplane.punt] table's keys, or "".
+func newExceptionLab(t *testing.T, iface, puntKeys string) (*lab, string) {
+	t.Helper()
+	extra := fmt.Sprintf("exception = true\nexception_iface = %q", iface)
+	if puntKeys != "" {
+		extra += "\n[dataplane.punt]\n" + puntKeys
+	}
+	l := newLab(t, labToml(extra))
+	ns := fmt.Sprintf("fulcrum-dptest-%d-%s", os.Getpid(), iface)
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	for _, a := range [][]string{{"link", "set", "dev", iface, "netns", ns},
+		{"-n", ns, "link", "set", "dev", iface, "address", net.HardwareAddr(l.eng.PortMAC[:]).String()},
+		{"-n", ns, "link", "set", "dev", iface, "up"},
+		{"-n", ns, "addr", "replace", "192.0.2.10/24", "dev", iface}} {
+		if out, err := exec.Command("ip", a...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", a, err, out)
+		}
+	}
+	return l, ns
+}
+
+// arpAnswered asks the kernel behind the tap for 192.0.2.10 from peerMAC
+// until it answers (true) or 10 s pass.
+func (l *lab) arpAnswered(peerMAC net.HardwareAddr) bool {
+	buf := gopacket.NewSerializeBuffer()
+	_ = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true},
+		&layers.Ethernet{SrcMAC: peerMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
+		&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: layers.ARPRequest,
+			SourceHwAddress: peerMAC, SourceProtAddress: []byte{192, 0, 2, 1}, DstHwAddress: make([]byte, 6), DstProtAddress: []byte{192, 0, 2, 10}})
+	arpReq := append([]byte(nil), buf.Bytes()...)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		l.send(arpReq)
+		for _, f := range l.recv(1<<20, 200*time.Millisecond) {
+			pk := gopacket.NewPacket(f, layers.LayerTypeEthernet, gopacket.Default)
+			if a, ok := pk.Layer(layers.LayerTypeARP).(*layers.ARP); ok && a.Operation == layers.ARPReply &&
+				net.IP(a.SourceProtAddress).String() == "192.0.2.10" && bytes.Equal(a.SourceHwAddress, l.eng.PortMAC[:]) && bytes.Equal(a.DstHwAddress, peerMAC) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// A flood for the LB's own address through a real tap: the forwarding
+// core hands the kernel at most the other class's budget (its burst, then
+// its rate over the time the flood took), counts the rest, and the kernel
+// receives exactly what was handed to it. ARP, a class of its own, is
+// still answered right after.
+func TestExceptionPathFloodBounded(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the exception path needs root (tap device)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("iproute2 not installed")
+	}
+	const rate, n = 500, 4000
+	l, ns := newExceptionLab(t, "fltest1", fmt.Sprintf("other = %d", rate))
+	kernelRx := func() uint64 {
+		out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/fltest1/statistics/rx_packets").Output()
+		if err != nil {
+			t.Fatalf("rx_packets: %v", err)
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if !l.arpAnswered(net.HardwareAddr{0x02, 0, 0, 0, 0, 0x76}) { // the tap is up
+		t.Fatal("no ARP reply before the flood")
+	}
+	l.drain(50 * time.Millisecond)
+	c0, k0 := l.counters(), kernelRx()
+	var frames [][]byte
+	for i := 0; i < n; i++ {
+		frames = append(frames, frame(t, fmt.Sprintf("198.51.%d.%d", 100+i/250, 1+i%250), "192.0.2.10", uint16(1024+i), 9, layers.IPProtocolUDP, "", 0, true))
+	}
+	start := time.Now()
+	l.send(frames...)
+	var c Counters
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if c = l.counters(); c.RxPackets-c0.RxPackets >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	took := time.Since(start)
+	punted, limited := c.Punted-c0.Punted, c.PuntLimited[punt.Other]-c0.PuntLimited[punt.Other]
+	if c.RxPackets-c0.RxPackets != n || punted+limited != n {
+		t.Fatalf("received %d, punted %d, limited %d; want %d received, all punted or limited", c.RxPackets-c0.RxPackets, punted, limited, n)
+	}
+	// The budget was full at the start: its burst, then rate a second
+	// (the dataplane's clock has 1 ms steps: one more).
+	if bound := uint64(punt.Burst(rate) + rate*(int(took.Milliseconds())+1)/1000); punted > bound {
+		t.Errorf("punted %d of %d in %v, over the budget's %d", punted, n, took, bound)
+	}
+	if limited == 0 {
+		t.Errorf("nothing limited: %d punted in %v", punted, took)
+	}
+	if c.Drops[DropPuntRateLimited]-c0.Drops[DropPuntRateLimited] != limited {
+		t.Errorf("punt-rate-limited %d, other class %d", c.Drops[DropPuntRateLimited]-c0.Drops[DropPuntRateLimited], limited)
+	}
+	// What was handed to the kernel arrived, less what the tap refused.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		c = l.counters()
+		got, want := kernelRx()-k0, punted-(c.TxFull-c0.TxFull)
+		if got == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the kernel received %d, the dataplane handed it %d", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !l.arpAnswered(net.HardwareAddr{0x02, 0, 0, 0, 0, 0x77}) {
+		t.Error("no ARP reply right after the flood")
+	}
+	t.Logf("%d packets for the host in %v: %d punted, %d limited", n, took, punted, limited)
 }

@@ -1,10 +1,16 @@
 package dataplane
 
 import (
+	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/punt"
 
 	"github.com/fulcrumlb/fulcrum/config/configtest"
 )
@@ -83,5 +89,181 @@ func TestForgedSYNToHealthCheckPortDropped(t *testing.T) {
 	r2 := newRig(t, testConfig) // no checks through the tunnel
 	if _, v := r2.run(frame(t, configtest.Web, lb4, 80, port, layers.IPProtocolTCP, "S", 0, true)); v[0] != Punt {
 		t.Errorf("without checks through the tunnel: verdict %v, want punt", v[0])
+	}
+}
+
+// puntFrames returns builders of the i-th frame of each punt class, for
+// the budget tests.
+func puntFrames(t *testing.T) (arp, ns, bgp, health, other func(i int) []byte) {
+	arp = func(i int) []byte {
+		buf := gopacket.NewSerializeBuffer()
+		_ = gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true},
+			&layers.Ethernet{SrcMAC: clientMAC, DstMAC: layers.EthernetBroadcast, EthernetType: layers.EthernetTypeARP},
+			&layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: 1,
+				SourceHwAddress: clientMAC, SourceProtAddress: []byte{192, 0, 2, byte(i)}, DstHwAddress: make([]byte, 6), DstProtAddress: []byte{192, 0, 2, 10}})
+		return append([]byte(nil), buf.Bytes()...)
+	}
+	ns = func(i int) []byte {
+		ip := &layers.IPv6{Version: 6, HopLimit: 255, NextHeader: layers.IPProtocolICMPv6,
+			SrcIP: netip.MustParseAddr(fmt.Sprintf("fe80::%x", i+1)).AsSlice(), DstIP: netip.MustParseAddr("ff02::1:ff00:10").AsSlice()}
+		icmp := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeNeighborSolicitation, 0)}
+		_ = icmp.SetNetworkLayerForChecksum(ip)
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
+			&layers.Ethernet{SrcMAC: clientMAC, DstMAC: portMAC[:], EthernetType: layers.EthernetTypeIPv6}, ip, icmp,
+			gopacket.Payload(append([]byte{0, 0, 0, 0}, netip.MustParseAddr("2001:db8:100::10").AsSlice()...))); err != nil {
+			t.Fatal(err)
+		}
+		return append([]byte(nil), buf.Bytes()...)
+	}
+	bgp = func(i int) []byte {
+		return frame(t, peer4, lb4, 179, uint16(40000+i), layers.IPProtocolTCP, "A", 0, true)
+	}
+	health = func(i int) []byte {
+		return frame(t, "10.0.1.1", lb4, 8080, uint16(40000+i), layers.IPProtocolTCP, "SA", 0, true)
+	}
+	other = func(i int) []byte {
+		return frame(t, fmt.Sprintf("198.51.%d.%d", 100+i/250, 1+i%250), lb4, uint16(1000+i), 53, layers.IPProtocolUDP, "", 0, true)
+	}
+	return
+}
+
+// peer4 is the BGP neighbour of the punt budget tests.
+const peer4 = "192.0.2.1"
+
+// runAt runs frames in one burst at the rig's clock without moving it.
+func (r *rig) runAt(frames ...[]byte) []Verdict {
+	r.now -= 10 // run moves the clock by 10 ms
+	_, v := r.run(frames...)
+	return v
+}
+
+func count(v []Verdict, want Verdict) int {
+	n := 0
+	for _, x := range v {
+		if x == want {
+			n++
+		}
+	}
+	return n
+}
+
+// A flood for the host costs the forwarding core at most its class's
+// budget: a burst of a tenth of a second's worth, then the rate. The rest
+// is dropped and counted by class, and every packet is accounted for.
+func TestPuntFloodBounded(t *testing.T) {
+	r := newRig(t, testConfig)
+	_, _, _, _, other := puntFrames(t)
+	rate := punt.Default.Other
+	burst := punt.Burst(rate)
+	punted := 0
+	for b := 0; b < 20; b++ { // 640 packets at one instant
+		fs := make([][]byte, 32)
+		for i := range fs {
+			fs[i] = other(b*32 + i)
+		}
+		punted += count(r.runAt(fs...), Punt)
+	}
+	if punted != burst {
+		t.Errorf("punted %d of 640 at one instant, want the burst %d", punted, burst)
+	}
+	if got := r.w.c.PuntLimited[punt.Other]; got != uint64(640-burst) || r.w.c.Drops[DropPuntRateLimited] != got {
+		t.Errorf("punt-rate-limited %d (other %d), want %d", r.w.c.Drops[DropPuntRateLimited], got, 640-burst)
+	}
+	// 37 ms later, 37 tokens at 1000 a second; 2 s later, the burst again
+	// (not 2,000: the budget holds a burst at most).
+	for _, tc := range []struct {
+		ms   conntrack.Time
+		want int
+	}{{37, rate * 37 / 1000}, {2000, burst}} {
+		r.now += tc.ms
+		punted = 0
+		for b := 0; b < 10; b++ {
+			fs := make([][]byte, 32)
+			for i := range fs {
+				fs[i] = other(b*32 + i)
+			}
+			punted += count(r.runAt(fs...), Punt)
+		}
+		if punted != tc.want {
+			t.Errorf("%d ms later: punted %d, want %d", tc.ms, punted, tc.want)
+		}
+	}
+	if r.w.c.PuntLimited[punt.Neighbour]+r.w.c.PuntLimited[punt.BGP]+r.w.c.PuntLimited[punt.Health] != 0 {
+		t.Errorf("other classes limited: %v", r.w.c.PuntLimited)
+	}
+	wantBalance(t, r)
+}
+
+// While a flood spends the other class's budget, the traffic the LB needs
+// still reaches the kernel: ARP and neighbour discovery, its BGP session,
+// its health checks' answers (direct, and through the tunnel: from the VIP
+// to a check's port). A flood forged from the BGP neighbour's address
+// spends the bgp budget only.
+func TestPuntClassesOutliveAFlood(t *testing.T) {
+	r := newRig(t, tunnelConfig)
+	r.shared.Services.Load().SetPunt(punt.Config{}, []netip.Addr{netip.MustParseAddr(peer4)})
+	arp, ns, bgp, health, other := puntFrames(t)
+	tunnelAnswer := frame(t, configtest.Web, lb4, 80, r.healthPort("web", "be2"), layers.IPProtocolTCP, "SA", 0, true)
+	flood := func(f func(int) []byte) {
+		for b := 0; b < 20; b++ {
+			fs := make([][]byte, 32)
+			for i := range fs {
+				fs[i] = f(b*32 + i)
+			}
+			r.runAt(fs...)
+		}
+	}
+	flood(other)
+	if r.w.c.PuntLimited[punt.Other] == 0 {
+		t.Fatal("the flood was not limited")
+	}
+	v := r.runAt(other(999), arp(1), ns(1), bgp(1), health(1), tunnelAnswer)
+	want := []Verdict{Drop, Punt, Punt, Punt, Punt, Punt}
+	for i := range want {
+		if v[i] != want[i] {
+			t.Errorf("packet %d during the flood: verdict %v, want %v", i, v[i], want[i])
+		}
+	}
+	flood(bgp)
+	v = r.runAt(bgp(999), arp(2), ns(2), health(2))
+	want = []Verdict{Drop, Punt, Punt, Punt}
+	for i := range want {
+		if v[i] != want[i] {
+			t.Errorf("packet %d during the forged BGP flood: verdict %v, want %v", i, v[i], want[i])
+		}
+	}
+	for c, want := range map[punt.Class]bool{punt.Other: true, punt.BGP: true, punt.Neighbour: false, punt.Health: false} {
+		if got := r.w.c.PuntLimited[c] > 0; got != want {
+			t.Errorf("class %v limited: %v, want %v", c, got, want)
+		}
+	}
+	wantBalance(t, r)
+}
+
+// A rate below one packet a millisecond (the clock's resolution) still
+// refills: 5 a second is one every 200 ms, not none.
+func TestPuntLowRate(t *testing.T) {
+	r := newRig(t, testConfig)
+	r.shared.Services.Load().SetPunt(punt.Config{Other: 5}, nil)
+	_, _, _, _, other := puntFrames(t)
+	n := 0
+	for b := 0; b < 4; b++ {
+		fs := make([][]byte, 32)
+		for i := range fs {
+			fs[i] = other(i)
+		}
+		n += count(r.runAt(fs...), Punt)
+	}
+	if n != punt.MinBurst {
+		t.Fatalf("punted %d at once, want the smallest burst %d", n, punt.MinBurst)
+	}
+	got := 0
+	for ms := 0; ms < 1000; ms++ { // one packet a millisecond for a second
+		r.now++
+		got += count(r.runAt(other(ms)), Punt)
+	}
+	if got != 5 {
+		t.Errorf("punted %d in a second at 5 a second", got)
 	}
 }

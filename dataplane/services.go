@@ -12,6 +12,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/maglev"
 	"github.com/fulcrumlb/fulcrum/packet"
+	"github.com/fulcrumlb/fulcrum/punt"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
@@ -115,6 +116,11 @@ type Services struct {
 	// for isSelf; an unset one is all zero, which no tuple's source
 	// reaching isSelf is (martian refuses it first).
 	self4, self6 [16]byte
+	// The exception path's budgets and classes (punt.go): the limits, the
+	// BGP neighbours' addresses and every backend's, in flow.Tuple's form.
+	punt         punt.Rates
+	peers        [][16]byte
+	backendAddrs map[[16]byte]struct{}
 }
 
 // NumBackendIDs is one past the highest backend id in use.
@@ -389,6 +395,13 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 	}
 	if err := s.health.assign(prev, s); err != nil {
 		return nil, err
+	}
+	s.punt = defaultPunt
+	s.backendAddrs = make(map[[16]byte]struct{}, len(s.Backends))
+	for _, b := range s.Backends {
+		if b != nil {
+			s.backendAddrs[b.Addr.Unmap().As16()] = struct{}{}
+		}
 	}
 	return s, nil
 }

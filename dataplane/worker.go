@@ -11,6 +11,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/internal/prefetch"
 	"github.com/fulcrumlb/fulcrum/packet"
+	"github.com/fulcrumlb/fulcrum/punt"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
@@ -113,6 +114,9 @@ type Worker struct {
 	// flood must not starve the too-big replies path MTU discovery needs.
 	tooBig, echo tokenBucket
 
+	// The exception path's budgets, one a class (punt.go).
+	puntBudget [punt.NumClasses]tokenBucket
+
 	// burstNew marks, by the top 8 bits of the hash, the flows this burst
 	// inserted into conntrack: a later packet of the burst that missed in
 	// the batched lookup (done before any insert) looks again only when
@@ -139,7 +143,10 @@ func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, key flow.Key, por
 		return nil, err
 	}
 	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), local: flow.NewLocalHasher(key), portMAC: portMAC,
-		tooBig: tokenBucket{tokens: ICMPBurst}, echo: tokenBucket{tokens: EchoBurst}, localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
+		tooBig: fullBucket(ICMPBurst), echo: fullBucket(EchoBurst), localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
+	for c, r := range defaultPunt {
+		w.puntBudget[c] = fullBucket(punt.Burst(r))
+	}
 	return w, nil
 }
 
@@ -340,9 +347,12 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		w.why[i] = whyParse(r)
 		return nil
 	}
-	if ps.L3 == packet.L3Other || svc == nil {
-		c.Punted++
-		w.Verdicts[i] = Punt
+	if ps.L3 == packet.L3Other {
+		w.punt(i, svc, puntL2(ps), now)
+		return nil
+	}
+	if svc == nil {
+		w.punt(i, nil, puntClass(nil, ps), now)
 		return nil
 	}
 	if !ps.Fragment {
@@ -371,8 +381,7 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		case svc.health.n > 0 && forgedCheckSYN(ps):
 			w.drop(i, DropHealthForgedSYN)
 		default:
-			c.Punted++
-			w.Verdicts[i] = Punt
+			w.punt(i, svc, puntClass(svc, ps), now)
 		}
 		return nil
 	}
@@ -713,23 +722,29 @@ const (
 	EchoBurst = 50
 )
 
-// tokenBucket is one ICMP reply budget.
+// tokenBucket is one budget of packets a second (ICMP replies, punts),
+// kept in thousandths of a token so that a rate below one a millisecond
+// (the clock's resolution) still refills.
 type tokenBucket struct {
-	tokens int
-	last   conntrack.Time
+	milli int64 // tokens x 1000
+	last  conntrack.Time
 }
 
+// fullBucket is a budget holding burst tokens.
+func fullBucket(burst int) tokenBucket { return tokenBucket{milli: int64(burst) * 1000} }
+
 // take takes one token, first refilling rate per second (now is in
-// milliseconds) since the last refill, up to burst.
+// milliseconds) since the last refill, up to burst. A clock that went back
+// refills nothing.
 func (b *tokenBucket) take(now conntrack.Time, rate, burst int) bool {
-	if el := int(int32(now - b.last)); el > 0 {
-		b.tokens = min(burst, b.tokens+el*rate/1000)
+	if el := int64(int32(now - b.last)); el > 0 {
+		b.milli = min(int64(burst)*1000, b.milli+el*int64(rate))
 		b.last = now
 	}
-	if b.tokens <= 0 {
+	if b.milli < 1000 {
 		return false
 	}
-	b.tokens--
+	b.milli -= 1000
 	return true
 }
 

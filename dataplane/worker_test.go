@@ -106,7 +106,11 @@ func servicesOf(cfg *config.Config, enc *encap.Encapsulator, prev *Services, ove
 		}
 		specs = append(specs, v)
 	}
-	return NewServices(prev, enc, nh, specs)
+	s, err := NewServices(prev, enc, nh, specs)
+	if err == nil {
+		s.SetPunt(cfg.Dataplane.Punt, nil)
+	}
+	return s, err
 }
 
 // frame builds a client packet with gopacket.

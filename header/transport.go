@@ -188,6 +188,10 @@ const (
 	ICMPv6PacketTooBig   = 2
 	ICMPv6EchoRequest    = 128
 	ICMPv6EchoReply      = 129
+	// Neighbour discovery (RFC 4861): router and neighbour solicitations
+	// and advertisements, and redirects, 133 to 137.
+	ICMPv6RouterSolicit = 133
+	ICMPv6Redirect      = 137
 )
 
 // ICMPv4 is a view of an ICMP header.

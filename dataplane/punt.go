@@ -1,0 +1,82 @@
+package dataplane
+
+import (
+	"net/netip"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/header"
+	"github.com/fulcrumlb/fulcrum/packet"
+	"github.com/fulcrumlb/fulcrum/punt"
+)
+
+// The exception path's budgets (package punt has the policy and its
+// classes): every packet for the host takes a token from its class's
+// budget on the lcore, or is dropped as punt-rate-limited and counted in
+// Counters.PuntLimited by class.
+
+// SetPunt sets the snapshot's punt budgets (zero rates take the default)
+// and the BGP neighbours whose packets are the bgp class. The control
+// plane calls it on a snapshot it has built, before publishing it.
+func (s *Services) SetPunt(c punt.Config, peers []netip.Addr) {
+	s.punt = c.Rates()
+	s.peers = make([][16]byte, 0, len(peers))
+	for _, a := range peers {
+		if a.IsValid() {
+			s.peers = append(s.peers, a.Unmap().As16()) // IPv4 in its mapped form, as in flow.Tuple
+		}
+	}
+}
+
+// Punt is the snapshot's punt budgets, packets a second an lcore by class.
+func (s *Services) Punt() punt.Rates { return s.punt }
+
+// puntClass is the class of a punted IP packet ps (not VIP traffic).
+func puntClass(svc *Services, ps *packet.Parsed) punt.Class {
+	t := &ps.Tuple
+	switch {
+	case ps.Proto == packet.ProtoICMPv6 && !ps.Fragment && ps.ICMPType >= header.ICMPv6RouterSolicit && ps.ICMPType <= header.ICMPv6Redirect:
+		return punt.Neighbour
+	case svc == nil:
+		return punt.Other
+	}
+	for i := range svc.peers {
+		if svc.peers[i] == t.Src {
+			return punt.BGP
+		}
+	}
+	if _, ok := svc.backendAddrs[t.Src]; ok {
+		return punt.Health
+	}
+	if ps.Proto == packet.ProtoTCP && t.DstPort >= HealthPortBase && int(t.DstPort) < HealthPortBase+HealthSlots && svc.isVIPAddr(&t.Src) {
+		return punt.Health
+	}
+	return punt.Other
+}
+
+// puntL2 is the class of a punted frame that is not IP.
+func puntL2(ps *packet.Parsed) punt.Class {
+	if ps.EtherType == packet.EtherTypeARP {
+		return punt.Neighbour
+	}
+	return punt.Other
+}
+
+// defaultPunt is the budgets before the first snapshot.
+var defaultPunt = punt.Default.Rates()
+
+// punt hands packet i to the kernel if its class's budget allows, or drops
+// it (punt-rate-limited). svc may be nil (no snapshot yet): the default
+// budgets apply.
+func (w *Worker) punt(i int, svc *Services, class punt.Class, now conntrack.Time) {
+	rate := defaultPunt[class]
+	if svc != nil {
+		rate = svc.punt[class]
+	}
+	if !w.puntBudget[class].take(now, rate, punt.Burst(rate)) {
+		w.c.PuntLimited[class]++
+		w.drop(i, DropPuntRateLimited)
+		return
+	}
+	w.c.Punted++
+	w.Verdicts[i] = Punt
+}
