@@ -508,16 +508,18 @@ func TestStaleClock(t *testing.T) {
 
 // slot describes one entry of a single-bucket table in the eviction tests.
 type slot struct {
-	st  State
-	age Time // idle time at the moment of the insert
+	st   State
+	age  Time // idle time at the moment of the insert
+	once bool // other, and one packet only: not touched after its insert (entryOnce)
 }
 
 func TestEvictionOrder(t *testing.T) {
 	const now = 1000 * sec
-	est := func(age Time) slot { return slot{StateEstablished, age} }
-	nw := func(age Time) slot { return slot{StateNew, age} }
-	cl := func(age Time) slot { return slot{StateClosing, age} }
-	ot := func(age Time) slot { return slot{StateOther, age} }
+	est := func(age Time) slot { return slot{StateEstablished, age, false} }
+	nw := func(age Time) slot { return slot{StateNew, age, false} }
+	cl := func(age Time) slot { return slot{StateClosing, age, false} }
+	ot := func(age Time) slot { return slot{StateOther, age, false} } // a UDP flow past its first packet
+	ot1 := func(age Time) slot { return slot{StateOther, age, true} } // a UDP flow of one packet: ranks as new
 	tests := []struct {
 		name     string
 		bucket   [8]slot
@@ -545,8 +547,14 @@ func TestEvictionOrder(t *testing.T) {
 			StateNew, nil, false, 0, 0},
 		{"other may not evict established", [8]slot{est(1), est(2), est(3), est(4), est(5), est(299 * sec), est(7), est(8)},
 			StateOther, nil, false, 0, 0},
-		{"other evicts LRU other", [8]slot{est(100 * sec), ot(3 * sec), est(100 * sec), ot(4 * sec), ot(2 * sec), est(100 * sec), est(100 * sec), est(100 * sec)},
+		{"a datagram may not evict other", [8]slot{est(100 * sec), ot(3 * sec), est(100 * sec), ot(4 * sec), ot(2 * sec), est(100 * sec), est(100 * sec), est(100 * sec)},
+			StateOther, nil, false, 0, 0},
+		{"a datagram evicts LRU one-datagram other", [8]slot{est(100 * sec), ot1(3 * sec), est(100 * sec), ot1(4 * sec), ot1(2 * sec), ot(20 * sec), est(100 * sec), est(100 * sec)},
 			StateOther, []int{3}, true, StateOther, 0},
+		{"SYN evicts one-datagram other", [8]slot{ot(20 * sec), ot(21 * sec), ot(22 * sec), ot(23 * sec), ot1(1), est(2), est(100 * sec), est(200 * sec)},
+			StateNew, []int{4}, true, StateOther, 0},
+		{"one-datagram other and new: LRU", [8]slot{ot1(5 * sec), nw(6 * sec), ot1(4 * sec), ot(30*sec - 1), est(2), est(3), est(4), est(5)},
+			StateNew, []int{1}, true, StateNew, 0},
 		{"other evicts new before other", [8]slot{ot(29 * sec), ot(28 * sec), ot(27 * sec), nw(1), ot(26 * sec), ot(25 * sec), ot(24 * sec), ot(23 * sec)},
 			StateOther, []int{3}, true, StateNew, 0},
 		{"established evicts LRU established", [8]slot{est(1), est(2), est(3), est(4), est(5), est(299 * sec), est(7), est(8)},
@@ -567,8 +575,12 @@ func TestEvictionOrder(t *testing.T) {
 			keys := make([]flow.Tuple, 9)
 			for i, s := range tt.bucket {
 				keys[i] = tuple4(i)
-				if tb.Insert(testHasher.Hash(&keys[i]), &keys[i], s.st, 1, uint32(i), 1, now-s.age) == nil {
+				e := tb.Insert(testHasher.Hash(&keys[i]), &keys[i], s.st, 1, uint32(i), 1, now-s.age)
+				if e == nil {
 					t.Fatalf("filling slot %d failed", i)
+				}
+				if s.st == StateOther && !s.once {
+					tb.Touch(e, now-s.age, 0) // its second packet
 				}
 			}
 			keys[8] = tuple4(8)

@@ -79,7 +79,8 @@
 //	            and after a FIN, such a segment that carries data does
 //	            (Table.TouchSegment): a client sends no new data after
 //	            its FIN
-//	other       UDP and every protocol without a handshake
+//	other       UDP and every protocol without a handshake (ranked as
+//	            new for eviction until its second packet, below)
 //
 // A segment with SYN and ACK, FIN or RST changes no state: no client sends
 // one to a server, and a forged one must neither reopen a live entry nor
@@ -113,6 +114,12 @@
 // bucket holding only live established flows rejects the SYN, and an
 // established flow is never evicted while a new or closing entry could go
 // instead. UDP (other) outranks new for the same reason: a SYN flood must not
-// flush QUIC or DNS flows either. Only an explicit insert in the established
-// class may evict an established entry (least recently seen first).
+// flush QUIC or DNS flows either. But only from a flow's second packet on:
+// a flow of one datagram (inserted as other, not touched since) ranks as
+// new, and so does a datagram that inserts one. One packet is what a
+// blind spoofer pays for an entry, so a flood of spoofed datagrams competes
+// with new TCP connections as a SYN flood does (least recently seen
+// first) instead of taking slots that no SYN may take back. Only an
+// explicit insert in the established class may evict an established entry
+// (least recently seen first).
 package conntrack

@@ -104,6 +104,30 @@ const entryChance = 1
 // the client's next segment can show to be forged (Touch).
 const entryReset = 2
 
+// entryOnce marks an entry inserted as other (a UDP flow's first packet,
+// Initial) that no second packet has touched yet: it ranks as new for
+// eviction (rankOf), so one spoofed datagram never buys a slot that a SYN
+// may not take back, nor one that outranks the handshakes in progress.
+const entryOnce = 4
+
+// rankOf is e's rank for eviction: its state's, or new's while it is a
+// flow of one packet (entryOnce).
+func rankOf(e *Entry) uint8 {
+	if e.flags&entryOnce != 0 {
+		return rank[StateNew]
+	}
+	return rank[e.state&3]
+}
+
+// newcomerRank is the rank of an entry Insert is about to create in state
+// st: a flow of one packet, so other ranks as new (entryOnce).
+func newcomerRank(st State) uint8 {
+	if st == StateOther {
+		return rank[StateNew]
+	}
+	return rank[st]
+}
+
 // Key is the flow's 5-tuple.
 func (e *Entry) Key() flow.Tuple { return e.key }
 

@@ -145,3 +145,58 @@ func TestSYNFlood(t *testing.T) {
 		t.Error("the real client's flow did not survive the second flood")
 	}
 }
+
+// udpFlood is a distinct spoofed datagram's flow for each i.
+func udpFlood(i int) flow.Tuple {
+	k := synFlood(i)
+	k.Proto, k.DstPort = packet.ProtoUDP, 53
+	return k
+}
+
+// One spoofed datagram buys no slot that a SYN may not take back: a table
+// full of one-packet UDP flows still tracks every new TCP connection (a
+// flow of one datagram ranks as new, like a SYN, and the oldest go first).
+// A UDP flow that has sent a second packet ranks as other, and a SYN flood
+// leaves it alone, as it leaves established TCP flows.
+func TestUDPFloodBuysNoProtectedSlot(t *testing.T) {
+	const capacity = 4096
+	tb := newTable(t, capacity)
+	now := Time(1_000_000)
+	for i := 0; i < 4*capacity; i++ {
+		k := udpFlood(i)
+		if e := packetIn(tb, &k, 0, now); e == nil || e.State() != StateOther {
+			t.Fatalf("datagram %d: entry %v", i, e)
+		}
+	}
+	now++
+	failed := tb.Counters().InsertFailed
+	for i := 0; i < capacity/4; i++ {
+		k := tuple4(i)
+		if e := packetIn(tb, &k, packet.TCPSyn, now); e == nil {
+			t.Fatalf("SYN %d not tracked in a table full of one-datagram flows (%d inserts failed)", i, tb.Counters().InsertFailed-failed)
+		}
+	}
+
+	// Two packets: other, kept through a SYN flood of ten times the table.
+	tb = newTable(t, capacity)
+	var kept []flow.Tuple
+	for i := 0; len(kept) < capacity/2; i++ {
+		k := udpFlood(i)
+		if packetIn(tb, &k, 0, now) == nil {
+			continue
+		}
+		if e := packetIn(tb, &k, 0, now); e == nil || e.State() != StateOther {
+			t.Fatalf("flow %d after its second datagram: %v, want other", i, e)
+		}
+		kept = append(kept, k)
+	}
+	for i := 0; i < 10*capacity; i++ {
+		k := synFlood(i)
+		packetIn(tb, &k, packet.TCPSyn, now+1)
+	}
+	for i, k := range kept {
+		if e := tb.Lookup(testHasher.Hash(&k), &k, now+1); e == nil || e.State() != StateOther {
+			t.Fatalf("UDP flow %d of %d lost to a SYN flood", i, len(kept))
+		}
+	}
+}

@@ -15,6 +15,15 @@ type modelEntry struct {
 	seen         Time
 	state        State
 	reset        bool // closed by an RST alone (Entry.Live)
+	once         bool // inserted as other and not touched since: ranks as new (entryOnce)
+}
+
+// modelRank is m's rank for eviction (rankOf).
+func (m *modelEntry) modelRank() uint8 {
+	if m.once {
+		return rank[StateNew]
+	}
+	return rank[m.state]
 }
 
 // touch is the model of Table.TouchSegment's state change (the package
@@ -24,6 +33,7 @@ type modelEntry struct {
 // makes it established again if the entry is marked or the segment
 // carries data, and anything else ends the mark.
 func (m *modelEntry) touch(flags uint8, data bool) {
+	m.once = false
 	fin, rst, syn := flags&packet.TCPFin != 0, flags&packet.TCPRst != 0, flags&packet.TCPSyn != 0
 	if syn && (fin || rst || flags&packet.TCPAck != 0) {
 		return // no client's segment: no change
@@ -135,7 +145,7 @@ func FuzzTable(f *testing.F) {
 					break
 				}
 				if e != nil {
-					model[*k] = modelEntry{uint16(b % 3), uint32(b % 5), uint32(a), now, st, false}
+					model[*k] = modelEntry{uint16(b % 3), uint32(b % 5), uint32(a), now, st, false, st == StateOther}
 					inserted, insertState = k, st
 					check(k, e, "Insert")
 				}
@@ -224,7 +234,7 @@ func FuzzTable(f *testing.F) {
 				case expired(m):
 				case removed != nil && mk == *removed:
 				case dropping && dropped.matches(&Entry{vip: m.vip, backend: m.backend}):
-				case inserted != nil && where[mk] == fuzzBucket(*inserted)&tb.mask && rank[m.state] <= rank[insertState]:
+				case inserted != nil && where[mk] == fuzzBucket(*inserted)&tb.mask && m.modelRank() <= newcomerRank(insertState):
 					// Evicted from the newcomer's own bucket, which is
 					// where an insert into full buckets makes room.
 					evictions++

@@ -499,6 +499,7 @@ func (t *Table) Touch(e *Entry, now Time, tcpFlags uint8) (reopened bool) {
 // its backend and the caller may Repin.
 func (t *Table) TouchSegment(e *Entry, now Time, tcpFlags uint8, data bool) (reopened bool) {
 	e.lastSeen = now
+	e.flags &^= entryOnce // a second packet (entryOnce)
 	if tcpFlags&packet.TCPSyn != 0 && tcpFlags&(packet.TCPAck|packet.TCPFin|packet.TCPRst) != 0 {
 		// SYN with ACK, FIN or RST: no client sends it on a connection
 		// to a server (a SYN-ACK is the server's, and simultaneous open
@@ -568,6 +569,9 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	e.key = *key
 	e.vip, e.backend, e.gen, e.lastSeen, e.state = vip, backend, gen, now, st
 	e.flags, e.chance, e.flowHash = 0, 0, 0
+	if st == StateOther {
+		e.flags = entryOnce // new's rank until a second packet (entryOnce)
+	}
 	t.count(backend)
 	return e
 }
@@ -594,8 +598,8 @@ func (t *Table) evict(first int, st State, now Time) int {
 			}
 			continue
 		}
-		r := rank[e.state&3]
-		if r > rank[st] {
+		r := rankOf(e)
+		if r > newcomerRank(st) {
 			continue
 		}
 		if victim < 0 || r < victimRank || (r == victimRank && age > victimAge) {

@@ -1,11 +1,13 @@
 package dataplane
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
 	"github.com/google/gopacket/layers"
 
+	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
@@ -482,4 +484,57 @@ func entriesIn(r *rig, base uint16, n int, st conntrack.State) int {
 		}
 	})
 	return c
+}
+
+// A flood of spoofed datagrams at a UDP VIP, one per forged source, fills
+// the flow table, and new TCP connections of another VIP must still be
+// tracked: a flow of one datagram ranks as new (conntrack's entryOnce), so
+// a SYN takes the oldest such slot, as it would a SYN flood's. Were the
+// flood's entries other, no SYN could evict them: the connections would
+// be untracked, and a drain afterwards would move them. Under a
+// load-based scheduler and Maglev, on both paths.
+func TestUDPFloodLeavesTCPTracked(t *testing.T) {
+	for _, k := range []sched.Kind{sched.Maglev, sched.P2C} {
+		for _, fused := range []bool{true, false} {
+			cfg := configtest.New().
+				Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
+				Section("conntrack", "capacity = 1024").
+				Web(3, fmt.Sprintf("scheduler = %q", k)).
+				VIP("dns", "203.0.113.8", 53, `protocol = "udp"`).
+				Backend("d1", "10.0.2.1").
+				String()
+			r := newRig(t, cfg)
+			r.w.generalOnly = !fused
+			for b := 0; b < 4*1024/32; b++ {
+				fs := make([][]byte, 32)
+				for i := range fs {
+					n := b*32 + i
+					fs[i] = frame(t, fmt.Sprintf("198.18.%d.%d", n/250, 1+n%250), "203.0.113.8", uint16(1024+n), 53, layers.IPProtocolUDP, "", 20, false)
+				}
+				r.run(fs...)
+			}
+			failed := r.w.ct.Counters().InsertFailed
+			const n = 200
+			seg := func(sp uint16, flags string, payload int) []byte {
+				return frame(t, "198.51.100.94", configtest.Web, sp, 80, layers.IPProtocolTCP, flags, payload, true)
+			}
+			owner := handshakes(t, r, seg, 23000, n)
+			if f := r.w.ct.Counters().InsertFailed - failed; f != 0 {
+				t.Errorf("%v, fused %v: %d inserts failed for %d new connections after the datagram flood", k, fused, f, n)
+			}
+			r.publish(Overrides{{"web", "be1"}: {Weight: 0}})
+			moved := 0
+			for i := range n {
+				sp := uint16(23000 + i)
+				out, v := r.run(seg(sp, "PA", 100))
+				if tunnelDst(t, out[0], v[0]) != owner[i] {
+					moved++
+				}
+			}
+			if moved > 0 {
+				t.Errorf("%v, fused %v: %d of %d connections moved by a drain after the datagram flood", k, fused, moved, n)
+			}
+			wantBalance(t, r)
+		}
+	}
 }
