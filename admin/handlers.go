@@ -20,6 +20,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/punt"
 )
 
 // maxWeight is the largest weight a backend may have (config and
@@ -259,6 +260,14 @@ func workerJSON(id int, c *dataplane.Counters) api.Worker {
 	})
 	for st, n := range c.Conntrack.Evicted {
 		w.Conntrack.Evictions[conntrack.State(st).String()] = n
+	}
+	for k, n := range c.PuntLimited {
+		if n > 0 {
+			if w.PuntLimited == nil {
+				w.PuntLimited = map[string]uint64{}
+			}
+			w.PuntLimited[punt.Class(k).String()] = n
+		}
 	}
 	for p, n := range c.QUIC {
 		if n > 0 {

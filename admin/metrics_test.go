@@ -22,6 +22,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/admin/api"
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/punt"
 )
 
 // scrape fetches /metrics and parses it with Prometheus' own parser.
@@ -340,4 +341,42 @@ func TestMetricsScrapesBounded(t *testing.T) {
 	}
 	close(slow[1].release)
 	<-done[1]
+}
+
+// Packets for the host over their class's punt budget are counted by class
+// in /metrics and in the status JSON, and agree with the drop reason: 80
+// datagrams to the LB's own address against a budget of 1 a second (its
+// burst 64) all at once.
+func TestPuntLimitedMetrics(t *testing.T) {
+	p := admintest.New(t, admintest.Config+"\n[dataplane.punt]\nother = 1\n")
+	e := serve(t, p, loopback(), p.File)
+	const n = 80
+	punted := 0
+	for i := range n {
+		if r := e.plane.Send(admintest.UDP(t, uint16(3000+i), netip.MustParseAddrPort("192.0.2.10:9"))); r.Verdict == dataplane.Punt {
+			punted++
+		}
+	}
+	limited := n - punted
+	if punted < punt.MinBurst || limited == 0 {
+		t.Fatalf("punted %d of %d, want the burst of %d and the rest limited", punted, n, punt.MinBurst)
+	}
+	var st api.Status
+	e.get(api.StatusPath, &st)
+	w := st.Workers[0]
+	if w.PuntLimited["other"] != uint64(limited) || w.Drops["punt-rate-limited"] != uint64(limited) || len(w.PuntLimited) != 1 || w.Punted != uint64(punted) {
+		t.Errorf("status: punt_limited %v, drops %d, punted %d; want other %d, %d punted", w.PuntLimited, w.Drops["punt-rate-limited"], w.Punted, limited, punted)
+	}
+	fams := e.scrape()
+	for _, c := range []struct {
+		class string
+		want  float64
+	}{{"other", float64(limited)}, {"neighbour", 0}, {"bgp", 0}, {"health", 0}} {
+		if got, ok := value(fams, "fulcrum_worker_punt_rate_limited_total", "worker", "0", "class", c.class); !ok || got != c.want {
+			t.Errorf("fulcrum_worker_punt_rate_limited_total{class=%q} = %v (found %v), want %v", c.class, got, ok, c.want)
+		}
+	}
+	if got, _ := value(fams, "fulcrum_drops_total", "reason", "punt-rate-limited"); got != float64(limited) {
+		t.Errorf("fulcrum_drops_total{reason=punt-rate-limited} = %v, want %d", got, limited)
+	}
 }

@@ -167,15 +167,19 @@ type BGPPeer struct {
 
 // Worker is one dataplane worker's (lcore's) counters.
 type Worker struct {
-	Worker      int               `json:"worker"`
-	RxPackets   uint64            `json:"rx_packets"`
-	RxBytes     uint64            `json:"rx_bytes"`
-	TxPackets   uint64            `json:"tx_packets"`
-	TxBytes     uint64            `json:"tx_bytes"`
-	Forwarded   uint64            `json:"forwarded"`    // encapsulated toward a backend
-	ICMPReplies uint64            `json:"icmp_replies"` // too-big answered to the client
-	EchoReplies uint64            `json:"echo_replies"` // pings to a VIP answered by the LB
-	Punted      uint64            `json:"punted"`       // handed to the kernel
+	Worker      int    `json:"worker"`
+	RxPackets   uint64 `json:"rx_packets"`
+	RxBytes     uint64 `json:"rx_bytes"`
+	TxPackets   uint64 `json:"tx_packets"`
+	TxBytes     uint64 `json:"tx_bytes"`
+	Forwarded   uint64 `json:"forwarded"`    // encapsulated toward a backend
+	ICMPReplies uint64 `json:"icmp_replies"` // too-big answered to the client
+	EchoReplies uint64 `json:"echo_replies"` // pings to a VIP answered by the LB
+	Punted      uint64 `json:"punted"`       // handed to the kernel
+	// PuntLimited: for the kernel but over their class's budget
+	// ([dataplane.punt]), by class (neighbour, bgp, health, other); zero
+	// counters are left out. Of Drops["punt-rate-limited"].
+	PuntLimited map[string]uint64 `json:"punt_limited,omitempty"`
 	FromKernel  uint64            `json:"from_kernel"`
 	Fragments   uint64            `json:"fragments"`
 	ICMPErrors  uint64            `json:"icmp_errors"` // routed to the backend of the quoted flow
