@@ -419,6 +419,10 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		switch {
 		case !isEchoRequest(ps):
 			w.drop(i, DropVIPICMP)
+		case isSelf(svc, &ps.Tuple.Src):
+			// From a VIP or the LB's own address: spoofed, and the
+			// reply would come back to the LB (RFC 1812 4.3.2.7).
+			w.drop(i, DropICMPToSelf)
 		case !w.echo.take(now, EchoRate, EchoBurst):
 			w.drop(i, DropEchoRateLimited)
 		default:
@@ -547,9 +551,19 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		w.selfSource = true
 		return nil
 	}
+	if ps.Fragment || icmp {
+		// Fragments and ICMP errors for a flow this instance has not
+		// seen never create state and are not new flows: the VIP's
+		// Maglev table places them, under every scheduler (a
+		// load-based one would pick afresh for each fragment of a
+		// datagram, and count each in its load). An untracked
+		// segment's flow follows the table too, so an error about it
+		// reaches the same backend.
+		return w.fromTable(svc, v, w.hashes[i])
+	}
 	picker := v.Sched.IsPicker()
 	var be *Backend
-	if picker && ps.Proto == packet.ProtoTCP && ps.TCPFlags&packet.TCPSyn == 0 && !ps.Fragment {
+	if picker && ps.Proto == packet.ProtoTCP && ps.TCPFlags&packet.TCPSyn == 0 {
 		// A load-based scheduler places connections, at their SYN. A
 		// segment of a connection this instance does not know (ECMP
 		// moved it here, its entry expired, or its SYN found no slot)
@@ -560,11 +574,8 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 	if be == nil {
 		be = w.choose(svc, v, i)
 	}
-	if be == nil || ps.Fragment || icmp {
-		// Fragments and ICMP errors for a flow this instance has not
-		// seen are routed by the scheduler alone; they never create
-		// state, and are not new flows.
-		return be
+	if be == nil {
+		return nil
 	}
 	e = w.ct.Insert(w.lhashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
 	if e == nil && picker {

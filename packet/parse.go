@@ -142,6 +142,14 @@ func parseIPv6(frame []byte, off int, p *Parsed) Reason {
 		case header.IPv6ExtTruncated:
 			return TruncatedExtHeader
 		}
+		if w.Fragment && twoFragmentHeaders(b[:ipLen]) {
+			// The walk keeps the last fragment header's fields: a first
+			// fragment followed by an atomic one would pass for a whole
+			// packet and be routed by its ports, away from the rest of
+			// its datagram. No sender puts two in a chain (RFC 8200
+			// §4.1).
+			return BadFragment
+		}
 		// An atomic fragment (offset 0, no more fragments: a whole
 		// packet behind a Fragment header, which hosts send after a
 		// Packet Too Big below 1280) is not a fragment: RFC 6946 has it
@@ -231,3 +239,22 @@ var badTCPFlags = func() (m uint64) {
 	}
 	return m
 }()
+
+// twoFragmentHeaders reports whether the IPv6 packet b, whose extension
+// headers were walked without error and include a fragment header, has a
+// second fragment header after its first. A first fragment header with a
+// non-zero offset ends the chain (its rest is payload), so only one at
+// offset 0 (a first or an atomic fragment) can be followed by another.
+func twoFragmentHeaders(b header.IPv6) bool {
+	const noFrag = header.IPv6ExtAll &^ header.IPv6ExtFragment
+	f := header.WalkIPv6Ext(b, header.IPv6MinimumSize, b.NextHeader(), noFrag, MaxExtHeaders)
+	if f.Status != header.IPv6ExtOK || f.Proto != header.ProtoFragment || len(b)-f.Off < header.IPv6FragmentSize {
+		return false
+	}
+	fh := header.IPv6Fragment(b[f.Off:])
+	if fh.FragmentOffset() != 0 {
+		return false
+	}
+	g := header.WalkIPv6Ext(b, f.Off+header.IPv6FragmentSize, fh.NextHeader(), noFrag, MaxExtHeaders)
+	return g.Proto == header.ProtoFragment
+}
