@@ -745,12 +745,18 @@ type tokenBucket struct {
 func fullBucket(burst int) tokenBucket { return tokenBucket{milli: int64(burst) * 1000} }
 
 // take takes one token, first refilling rate per second (now is in
-// milliseconds) since the last refill, up to burst. A clock that went back
-// refills nothing.
+// milliseconds) since the last refill, up to burst. The clock is
+// milliseconds in 32 bits and never goes back: a difference that looks
+// negative is a budget idle for 2^31 ms (24.8 days) or more, which is full
+// (left alone, it would refill nothing for another 24.8 days: a too-big
+// budget unused that long would answer 50 and then fall silent).
 func (b *tokenBucket) take(now conntrack.Time, rate, burst int) bool {
-	if el := int64(int32(now - b.last)); el > 0 {
+	switch el := int64(int32(now - b.last)); {
+	case el > 0:
 		b.milli = min(int64(burst)*1000, b.milli+el*int64(rate))
 		b.last = now
+	case el < 0:
+		b.milli, b.last = int64(burst)*1000, now
 	}
 	if b.milli < 1000 {
 		return false

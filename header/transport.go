@@ -192,6 +192,11 @@ const (
 	// and advertisements, and redirects, 133 to 137.
 	ICMPv6RouterSolicit = 133
 	ICMPv6Redirect      = 137
+	// Multicast listener discovery (RFC 2710, RFC 3810): query, report,
+	// done; the MLDv2 report.
+	ICMPv6MLDQuery    = 130
+	ICMPv6MLDDone     = 132
+	ICMPv6MLDv2Report = 143
 )
 
 // ICMPv4 is a view of an ICMP header.
