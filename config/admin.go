@@ -82,6 +82,9 @@ func (a *Admin) finishAdminToken() error {
 		}
 		return nil
 	}
+	if a.Token == RedactedSecret {
+		return errAt("admin.token", "is the placeholder `fulcrum check` prints instead of the token: write the token itself here, or use token_file")
+	}
 	if a.Token != "" {
 		if err := checkToken(a.Token); err != nil {
 			return errAt("admin.token", "%v", err)

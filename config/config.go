@@ -336,7 +336,9 @@ const MaxFileSize = 64 << 20
 // reject, it rejects, and an invalid configuration comes back as Errors,
 // every problem with its line.
 func Parse(data []byte, name string) (*Config, error) {
-	if len(strings.TrimSpace(stripComments(string(data)))) == 0 {
+	// A byte order mark (which some editors write, and the decoder skips)
+	// is no content either.
+	if len(strings.TrimSpace(stripComments(strings.TrimPrefix(string(data), "\ufeff")))) == 0 {
 		return nil, Errors{{File: name, Line: 1, Msg: "empty file: a configuration needs at least [dataplane] and one [[vip]]"}}
 	}
 	var c Config
@@ -415,7 +417,37 @@ func stripComments(s string) string {
 // same file:line: form as every other error.
 var typeErrRE = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 
-// Encode writes the effective configuration as TOML (for `fulcrum check`).
+// RedactedSecret is what Redacted writes in place of a secret the file
+// holds (admin.token, a [[bgp.neighbor]]'s password). Parse refuses it
+// in either key, naming the key: effective configuration copied from
+// `fulcrum check` must not silently run with the placeholder as the
+// secret (an MD5 key no router has) or without one.
+const RedactedSecret = "(not shown by fulcrum check: write the secret here)"
+
+// Redacted is a copy of c with every secret written in the file replaced
+// by RedactedSecret, for printing (`fulcrum check`): its output goes to
+// terminals, CI logs and tickets. A token_file's token is never in c's
+// keys, so it needs no redaction. c is not changed.
+func (c *Config) Redacted() *Config {
+	r := *c
+	if r.Admin.Token != "" {
+		r.Admin.Token = RedactedSecret
+	}
+	if c.BGP != nil {
+		b := *c.BGP
+		b.Neighbors = append([]bgp.Neighbor(nil), c.BGP.Neighbors...)
+		for i := range b.Neighbors {
+			if b.Neighbors[i].Password != "" {
+				b.Neighbors[i].Password = RedactedSecret
+			}
+		}
+		r.BGP = &b
+	}
+	return &r
+}
+
+// Encode writes the effective configuration as TOML (for `fulcrum check`,
+// which encodes it Redacted).
 func (c *Config) Encode() (string, error) {
 	var b strings.Builder
 	err := toml.NewEncoder(&b).Encode(c)

@@ -365,8 +365,13 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	}
 	if d.HashKey == "" {
 		ck.bad("dataplane.hash_key", "is required: 32 hex digits, the same on every instance of the fleet (e.g. from `openssl rand -hex 16`)")
-	} else if _, err := flow.ParseKey(d.HashKey); err != nil {
+	} else if k, err := flow.ParseKey(d.HashKey); err != nil {
 		ck.bad("dataplane.hash_key", "%v", err)
+	} else {
+		// One spelling of the key (lower-case hex), so that the effective
+		// configurations of a fleet compare equal and a reload that only
+		// changes the digits' case is not refused as a new key.
+		d.HashKey = k.String()
 	}
 
 	// Encapsulation: package encap's defaults and limits.
@@ -530,6 +535,11 @@ func (c *Config) finishAdmin() error {
 func (ck *checker) finishBGP(c *Config) {
 	b := c.BGP
 	*b = b.WithDefaults()
+	for i, n := range b.Neighbors {
+		if n.Password == RedactedSecret {
+			ck.bad(fmt.Sprintf("bgp.neighbor[%d].password", i), "is the placeholder `fulcrum check` prints instead of the password: write the TCP MD5 key itself here")
+		}
+	}
 	ck.addOwned("bgp", b.Validate(), fieldOf(func(fe *bgp.FieldError) (string, string) { return fe.Key, fe.Msg }))
 
 	var vips []netip.Addr // the configured VIP addresses, in config order, once each

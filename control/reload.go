@@ -117,19 +117,96 @@ func changedKeys(a, b *config.Config) []string {
 			x, y = x.Elem(), y.Elem()
 		}
 		if x.Kind() != reflect.Struct {
-			if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+			if !sameValue(x, y) {
 				out = append(out, name)
 			}
 			continue
 		}
 		eachKey(x, y, func(k string, x, y reflect.Value) {
-			if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+			if !sameValue(x, y) {
 				out = append(out, name+"."+k)
 			}
 		})
 	}
 	sort.Strings(out)
 	return out
+}
+
+// sameValue is reflect.DeepEqual as the configuration means it: an empty
+// list is the same setting as an absent one (`pci = []` and no pci line
+// both decode to "none", one as an empty slice and one as nil), so a
+// reload that only deletes or adds an empty list changes nothing instead
+// of being refused as a change of its key.
+func sameValue(x, y reflect.Value) bool {
+	if x.IsValid() != y.IsValid() {
+		return false
+	}
+	if !x.IsValid() {
+		return true
+	}
+	if x.Type() != y.Type() {
+		return false
+	}
+	switch x.Kind() {
+	case reflect.Slice:
+		if x.Len() != y.Len() {
+			return false
+		}
+		if x.Len() > 0 && x.Pointer() == y.Pointer() {
+			return true
+		}
+		fallthrough
+	case reflect.Array:
+		for i := 0; i < x.Len(); i++ {
+			if !sameValue(x.Index(i), y.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Pointer:
+		if x.IsNil() || y.IsNil() {
+			return x.IsNil() == y.IsNil()
+		}
+		return x.Pointer() == y.Pointer() || sameValue(x.Elem(), y.Elem())
+	case reflect.Interface:
+		if x.IsNil() || y.IsNil() {
+			return x.IsNil() == y.IsNil()
+		}
+		return sameValue(x.Elem(), y.Elem())
+	case reflect.Struct:
+		for i := 0; i < x.NumField(); i++ {
+			if !sameValue(x.Field(i), y.Field(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		if x.Len() != y.Len() {
+			return false
+		}
+		for _, k := range x.MapKeys() {
+			yv := y.MapIndex(k)
+			if !yv.IsValid() || !sameValue(x.MapIndex(k), yv) {
+				return false
+			}
+		}
+		return true
+	case reflect.Bool:
+		return x.Bool() == y.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return x.Int() == y.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return x.Uint() == y.Uint()
+	case reflect.Float32, reflect.Float64:
+		return x.Float() == y.Float()
+	case reflect.Complex64, reflect.Complex128:
+		return x.Complex() == y.Complex()
+	case reflect.String:
+		return x.String() == y.String()
+	}
+	// Funcs, channels, unsafe pointers: equal only when both are nil or
+	// the same (none is a configuration value).
+	return x.Pointer() == y.Pointer()
 }
 
 // eachKey calls fn with each keyed field of the structs x and y, reading

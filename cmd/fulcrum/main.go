@@ -184,13 +184,19 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	// config.Load validated everything; the tables are built to print them.
-	svc, err := control.BuildServices(cfg, nil, nil, dataplane.NextHop{})
-	if err != nil {
+	// config.Load validated everything; the tables are built to print
+	// them, by the control plane as `fulcrum run` builds its first ones:
+	// a backend written with drain = true takes no slot, and weights are
+	// scaled as the daemon scales them.
+	shared := &dataplane.Shared{}
+	if _, err := control.New(cfg, shared, nil, slog.New(slog.DiscardHandler)); err != nil {
 		fmt.Fprintf(stderr, "fulcrum: %s: %v\n", cfg.File, err)
 		return 2
 	}
-	out, err := cfg.Encode()
+	svc := shared.Services.Load()
+	// Secrets written in the file are not printed: the output goes to
+	// terminals and logs (config.RedactedSecret, which Parse refuses).
+	out, err := cfg.Redacted().Encode()
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrum: %v\n", err)
 		return 1
