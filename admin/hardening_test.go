@@ -2,9 +2,12 @@ package admin_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -299,5 +302,76 @@ func TestTLS(t *testing.T) {
 	srv = admin.New(p.Plane, config.Admin{Listen: "127.0.0.1:0", TLSCert: keyFile, TLSKey: certFile}, "", nil)
 	if _, err := srv.Listen(); err == nil || !strings.Contains(err.Error(), certFile) || !strings.Contains(err.Error(), keyFile) {
 		t.Errorf("Listen with swapped cert and key: %v", err)
+	}
+}
+
+// A certificate renewed in place (new files at the same tls_cert and
+// tls_key paths) is served from the next reload on: a reload that took
+// the config and kept serving the old certificate would let it expire
+// under an operator who did everything right. A reload whose new pair
+// does not match keeps the running configuration and certificate.
+func TestTLSCertificateRenewedOnReload(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, _ := admintest.SelfSigned(t, dir)
+	p := admintest.New(t, admintest.Config+fmt.Sprintf("\n[admin]\nlisten = \"127.0.0.1:0\"\ntls_cert = %q\ntls_key = %q\n", certFile, keyFile))
+	srv := admin.New(p.Plane, p.Config().Admin, p.File, nil)
+	ln, err := srv.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveOn(t, srv, ln)
+	served := func() []byte {
+		t.Helper()
+		c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Raw
+	}
+	derOf := func(file string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		return blk.Bytes
+	}
+	if !bytes.Equal(served(), derOf(certFile)) {
+		t.Fatal("not serving the configured certificate")
+	}
+	// Renew: a new pair written over the old files, then a reload.
+	newCert, newKey, _ := admintest.SelfSigned(t, t.TempDir())
+	for _, f := range [][2]string{{newCert, certFile}, {newKey, keyFile}} {
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Reload(p.File); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(served(), derOf(newCert)) {
+		t.Error("after the reload: still serving the old certificate")
+	}
+	// A key that is not the certificate's: the reload is refused, and the
+	// renewed certificate stays.
+	_, otherKey, _ := admintest.SelfSigned(t, t.TempDir())
+	b, err := os.ReadFile(otherKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Reload(p.File); err == nil {
+		t.Error("a reload with a mismatched key pair was taken")
+	}
+	if !bytes.Equal(served(), derOf(newCert)) {
+		t.Error("after a refused reload: not serving the renewed certificate")
 	}
 }

@@ -60,6 +60,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -137,10 +138,14 @@ type Server struct {
 	checkHost bool                   // loopback TCP listener (reads need no token): DNS-rebinding guard
 	timeouts  timeouts
 	tls       *tls.Config // nil: plain HTTP
-	conns     connStats
-	cop       *http.CrossOriginProtection
-	reg       *prometheus.Registry
-	handler   http.Handler
+	// cert is the certificate served (tls.GetCertificate reads it for
+	// every handshake); a reload that read a renewed pair at the same
+	// paths replaces it (takeCert).
+	cert    atomic.Pointer[tls.Certificate]
+	conns   connStats
+	cop     *http.CrossOriginProtection
+	reg     *prometheus.Registry
+	handler http.Handler
 
 	portStats func() (PortStats, error) // SetPortStats; nil: no port metrics
 	version   string                    // SetVersion
@@ -168,8 +173,11 @@ func New(plane *control.Plane, cfg config.Admin, reloadPath string, log *slog.Lo
 	s := &Server{plane: plane, cfg: cfg, reloadPath: reloadPath, log: log.With("component", "admin"),
 		cop: http.NewCrossOriginProtection(), timeouts: defaultTimeouts, started: time.Now()}
 	s.token.Store(newSecret(cfg.Secret()))
-	if cfg.TokenFile != "" && plane != nil {
-		plane.OnConfig(func(c *config.Config) { s.takeToken(&c.Admin) })
+	if plane != nil && (cfg.TokenFile != "" || cfg.TLSCert != "") {
+		plane.OnConfig(func(c *config.Config) {
+			s.takeToken(&c.Admin)
+			s.takeCert(&c.Admin)
+		})
 	}
 	s.local = config.AdminListenLocal(cfg.Listen)
 	s.checkHost = s.local && !strings.HasPrefix(cfg.Listen, "unix:")
@@ -200,7 +208,7 @@ func newSecret(tok string) *secret {
 // from then on is checked against the new token only. A reload never
 // takes the token away: package config refuses an empty token file.
 func (s *Server) takeToken(a *config.Admin) {
-	if a.TokenFile != s.cfg.TokenFile {
+	if a.TokenFile == "" || a.TokenFile != s.cfg.TokenFile {
 		return
 	}
 	tok := a.Secret()
@@ -209,6 +217,23 @@ func (s *Server) takeToken(a *config.Admin) {
 	}
 	s.token.Store(newSecret(tok))
 	s.log.Warn("admin token replaced: the reload read a new one from token_file; the old one is refused from now on", "token_file", a.TokenFile)
+}
+
+// takeCert takes the certificate a reload read from this server's
+// tls_cert and tls_key (a reload that changes the paths is refused before
+// it gets here; Load checked the new pair), so that a certificate renewed
+// in place is served from the reload on. Connections already open keep
+// the one they were made with.
+func (s *Server) takeCert(a *config.Admin) {
+	c := a.Certificate()
+	if c == nil || s.cert.Load() == nil || a.TLSCert != s.cfg.TLSCert || a.TLSKey != s.cfg.TLSKey {
+		return
+	}
+	if old := s.cert.Load(); old != nil && len(old.Certificate) > 0 && len(c.Certificate) > 0 && bytes.Equal(old.Certificate[0], c.Certificate[0]) {
+		return
+	}
+	s.cert.Store(c)
+	s.log.Warn("admin certificate replaced: the reload read a new one from tls_cert", "tls_cert", a.TLSCert)
 }
 
 // Handler is the API's HTTP handler (for tests and for embedding).
@@ -242,21 +267,28 @@ func (s *Server) Listen() (net.Listener, error) {
 	return ln, nil
 }
 
-// loadTLS reads [admin] tls_cert and tls_key once. TLS 1.2 is the floor
-// (RFC 9325); HTTP/1.1 only, as on plain connections, so one connection
-// carries one request at a time and max_conns bounds the work in flight.
+// loadTLS takes [admin] tls_cert and tls_key (as config.Load read them,
+// or reads them); a reload may replace the pair later (takeCert). TLS 1.2
+// is the floor (RFC 9325); HTTP/1.1 only, as on plain connections, so one
+// connection carries one request at a time and max_conns bounds the work
+// in flight.
 func (s *Server) loadTLS() error {
 	if s.tls != nil || s.cfg.TLSCert == "" && s.cfg.TLSKey == "" {
 		return nil
 	}
-	cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
-	if err != nil {
-		return fmt.Errorf("admin tls_cert %s, tls_key %s: %w", s.cfg.TLSCert, s.cfg.TLSKey, err)
+	cert := s.cfg.Certificate() // as config.Load read it
+	if cert == nil {
+		c, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
+		if err != nil {
+			return fmt.Errorf("admin tls_cert %s, tls_key %s: %w", s.cfg.TLSCert, s.cfg.TLSKey, err)
+		}
+		cert = &c
 	}
+	s.cert.Store(cert)
 	s.tls = &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{"http/1.1"},
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert.Load(), nil },
+		NextProtos:     []string{"http/1.1"},
 	}
 	return nil
 }

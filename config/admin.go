@@ -165,11 +165,19 @@ func (a *Admin) checkAdminTLS() error {
 	if err := checkCertPEM(certPEM); err != nil {
 		return errAt("admin.tls_cert", "%s: %v", a.TLSCert, err)
 	}
-	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
 		return errAt("admin.tls_key", "%s (with tls_cert %s): %v", a.TLSKey, a.TLSCert, err)
 	}
+	a.cert = &cert
 	return nil
 }
+
+// Certificate is the tls_cert and tls_key pair as Load read and checked
+// it, or nil (no TLS, or an Admin that Load did not fill). The admin
+// server serves it, and takes the one a reload read: a certificate renewed
+// in place is served from the reload on.
+func (a *Admin) Certificate() *tls.Certificate { return a.cert }
 
 // readTLSFile reads a PEM file of [admin], saying its path once.
 func readTLSFile(path string) ([]byte, error) {

@@ -17,6 +17,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -164,7 +165,8 @@ type Admin struct {
 	// cannot exhaust the process's file descriptors.
 	MaxConns int `toml:"max_conns"`
 
-	secret string // the token read from TokenFile; see Secret
+	secret string           // the token read from TokenFile; see Secret
+	cert   *tls.Certificate // the pair TLSCert and TLSKey hold, as Load read it; see Certificate
 }
 
 // VIP is one virtual service: an address, a port (0: every port) and a
