@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalid is matched (errors.Is) by every validation error, so callers
@@ -25,8 +26,26 @@ type Problem struct {
 	Msg string
 }
 
-// Error is "FILE:LINE: MSG".
-func (p *Problem) Error() string { return p.File + ":" + strconv.Itoa(p.Line) + ": " + p.Msg }
+// Error is "FILE:LINE: MSG", with MSG cut at MaxProblemLen bytes.
+func (p *Problem) Error() string { return p.File + ":" + strconv.Itoa(p.Line) + ": " + clip(p.Msg) }
+
+// MaxProblemLen bounds a problem's message as Error prints it: a bad value
+// of megabytes is quoted in its message (sometimes twice), and printing it
+// whole would bury every other problem (and fill a journal).
+const MaxProblemLen = 512
+
+// clip is s cut to MaxProblemLen bytes at a character boundary, saying how
+// long it was.
+func clip(s string) string {
+	if len(s) <= MaxProblemLen {
+		return s
+	}
+	cut := MaxProblemLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "... (" + strconv.Itoa(len(s)) + " bytes in all)"
+}
 
 // Is makes errors.Is(p, ErrInvalid) hold.
 func (p *Problem) Is(target error) bool { return target == ErrInvalid }

@@ -88,3 +88,38 @@ func TestRedactedSecrets(t *testing.T) {
 		t.Errorf("redaction of a config without secrets changed it:\n%s\n---\n%s", a, b)
 	}
 }
+
+// A bad value of megabytes is not printed whole: each problem's line is
+// cut at MaxProblemLen bytes and says how long it was, and the other
+// problems of the file are still listed.
+func TestLongBadValueIsClipped(t *testing.T) {
+	long := strings.Repeat("9@9,", 1<<20)
+	toml := "[eal]\nlcore_map = \"" + long + "\"\nmemory_mb = 1\n" + `[dataplane]
+port = "net_ring0"
+lb_ipv4 = "192.0.2.10"
+next_hop_mac = "02:00:00:00:00:fe"
+hash_key = "000102030405060708090a0b0c0d0e0f"
+[[vip]]
+name = "web"
+address = "203.0.113.7"
+port = 80
+  [[vip.backend]]
+  address = "10.0.1.1"
+`
+	_, err := Parse([]byte(toml), "f.toml")
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	lines := Lines(err)
+	if len(lines) < 2 {
+		t.Fatalf("%d problems, want lcore_map's and memory_mb's", len(lines))
+	}
+	for _, l := range lines {
+		if len(l) > MaxProblemLen+100 {
+			t.Errorf("a problem of %d bytes: %.80s...", len(l), l)
+		}
+	}
+	if !strings.Contains(err.Error(), "eal.memory_mb") || !strings.Contains(err.Error(), "bytes in all") {
+		t.Errorf("want memory_mb's problem and a clipped one: %.300s", err.Error())
+	}
+}
