@@ -21,6 +21,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
 	"github.com/fulcrumlb/fulcrum/internal/testtls"
+	"github.com/fulcrumlb/fulcrum/packet"
 	"github.com/fulcrumlb/fulcrum/punt"
 )
 
@@ -412,6 +413,17 @@ func reloadCases() []reloadCase {
 				t.Errorf("chk/c1 checked at %v, want port 8080", a)
 			}
 		}},
+		{key: "health.through", edit: set("health", "through", `"tunnel"`), want: func(t *testing.T, f *reloadFixture) {
+			// The checks go through the tunnel: bound to the snapshot's
+			// check ports.
+			ts, err := healthTargets(f.plane.Config(), f.shared.Services.Load())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tg, ok := ts[checkKey(dataplane.BackendRef{VIP: "chk", Backend: "c1"})]; !ok || tg.Config.Through != "tunnel" {
+				t.Errorf("chk/c1 check %+v (found %v), want through the tunnel", tg.Config, ok)
+			}
+		}},
 		{key: "health.path", edit: set("health", "path", `"/ready"`), want: healthChanged("Path", "/ready")},
 		{key: "health.host", edit: set("health", "host", `"example.org"`), want: healthChanged("Host", "example.org")},
 		{key: "health.expect", edit: set("health", "expect", `"204"`), want: healthChanged("ExpectStatus", "204")},
@@ -487,6 +499,21 @@ name = "web"`)},
 		{key: "vip.quic", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nprotocol = \"udp\"\nquic = true\nquic_cid_len = 12"), want: func(t *testing.T, f *reloadFixture) {
 			if v := f.vip("web"); v == nil || v.QUIC == nil {
 				t.Errorf("web: %+v, want QUIC routing", v)
+			}
+		}},
+		{key: "vip.quic_cid_len", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nprotocol = \"udp\"\nquic = true\nquic_cid_len = 12"), want: func(t *testing.T, f *reloadFixture) {
+			if v := f.vip("web"); v == nil || !quicLayout(v, func(c packet.QUICConfig) bool { return c.CIDLen == 12 }) {
+				t.Errorf("web: %+v, want QUIC routing with 12-byte connection IDs", v)
+			}
+		}},
+		{key: "vip.quic_server_id_len", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nprotocol = \"udp\"\nquic = true\nquic_server_id_len = 3"), want: func(t *testing.T, f *reloadFixture) {
+			if v := f.vip("web"); v == nil || !quicLayout(v, func(c packet.QUICConfig) bool { return c.ServerIDLen == 3 }) {
+				t.Errorf("web: %+v, want QUIC routing with 3-byte server ids", v)
+			}
+		}},
+		{key: "vip.quic_config_id", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nprotocol = \"udp\"\nquic = true\nquic_config_id = 1"), want: func(t *testing.T, f *reloadFixture) {
+			if v := f.vip("web"); v == nil || !quicLayout(v, func(c packet.QUICConfig) bool { return c.ConfigID == 1 }) {
+				t.Errorf("web: %+v, want QUIC routing with config id 1", v)
 			}
 		}},
 		{key: "vip.encap", edit: replace("address = \"203.0.113.7\"\nport = 80", "address = \"203.0.113.7\"\nport = 80\nencap = \"ipip\""), want: func(t *testing.T, f *reloadFixture) {
@@ -649,6 +676,12 @@ func TestReloadCasesCoverEveryKey(t *testing.T) {
 	}
 }
 
+// quicLayout reports whether v routes QUIC by a layout ok accepts.
+func quicLayout(v *dataplane.VIP, ok func(packet.QUICConfig) bool) bool {
+	c, on := v.QUICLayout()
+	return on && ok(c)
+}
+
 // allKeys lists "section.key" for every key of config.Config (the keys of
 // [bgp] and of [[vip]] one level down).
 func allKeys() []string {
@@ -663,10 +696,25 @@ func allKeys() []string {
 		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
 			ft = ft.Elem()
 		}
-		for j := 0; j < ft.NumField(); j++ {
-			if k := tomlName(ft.Field(j)); k != "" {
-				out = append(out, sec+"."+k)
-			}
+		out = append(out, keysOf(sec, ft)...)
+	}
+	return out
+}
+
+// keysOf lists "sec.key" for the keys of struct type t, reading an
+// embedded struct's keys as the section's own, as the decoder and
+// changedKeys (eachKey) do: [health]'s check keys are package health's
+// Config, [dataplane]'s tunnel keys package encap's.
+func keysOf(sec string, t reflect.Type) []string {
+	var out []string
+	for j := 0; j < t.NumField(); j++ {
+		f := t.Field(j)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("toml") == "" {
+			out = append(out, keysOf(sec, f.Type)...)
+			continue
+		}
+		if k := tomlName(f); k != "" {
+			out = append(out, sec+"."+k)
 		}
 	}
 	return out

@@ -64,6 +64,15 @@ type quicRoutes struct {
 	backends []uint32
 }
 
+// QUICLayout is the connection-ID layout v routes QUIC short headers by
+// (defaults filled in), and whether v routes them at all.
+func (v *VIP) QUICLayout() (packet.QUICConfig, bool) {
+	if v.QUIC == nil {
+		return packet.QUICConfig{}, false
+	}
+	return v.QUIC.cfg, true
+}
+
 // newQUICRoutes builds v's lookup from its specs' ids (ids maps a
 // backend's name to its backend id in the snapshot).
 func newQUICRoutes(cv *VIPSpec, ids map[string]uint32) (*quicRoutes, error) {
