@@ -110,6 +110,22 @@ const entryReset = 2
 // may not take back, nor one that outranks the handshakes in progress.
 const entryOnce = 4
 
+// entrySYN marks an entry whose flow this instance saw open with a SYN
+// (Entry.MarkSYN at its insert, or a SYN since: TouchSegment), so that
+// the ACK that establishes it completes a handshake measured here. A flow
+// picked up mid-stream (ECMP moved it here) becomes established too, but
+// the gap between its first two packets is no handshake.
+const entrySYN = 8
+
+// MarkSYN records that the flow's first packet here was a SYN (the
+// dataplane calls it on the entry Insert returned).
+func (e *Entry) MarkSYN() { e.flags |= entrySYN }
+
+// SYNSeen reports whether this instance saw the flow open with a SYN: its
+// first packet here (MarkSYN) or one since (TouchSegment). Only then is
+// the step from new to established a handshake whose time means anything.
+func (e *Entry) SYNSeen() bool { return e.flags&entrySYN != 0 }
+
 // rankOf is e's rank for eviction: its state's, or new's while it is a
 // flow of one packet (entryOnce).
 func rankOf(e *Entry) uint8 {

@@ -508,6 +508,9 @@ func (t *Table) TouchSegment(e *Entry, now Time, tcpFlags uint8, data bool) (reo
 		// second forged SYN to move, and a SYN-FIN would close it.
 		return false
 	}
+	if tcpFlags&(packet.TCPSyn|packet.TCPAck) == packet.TCPSyn {
+		e.flags |= entrySYN // a (new) connection opening: MarkSYN
+	}
 	next := e.state.Next(tcpFlags)
 	if next == StateClosing || e.flags&entryReset != 0 {
 		next = e.closeRule(next, tcpFlags, data) // entry.go: a forged FIN or RST, and what shows it

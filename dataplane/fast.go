@@ -377,7 +377,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 			w.ct.Repin(e, be.ID, be.Gen)
 		}
 		e.ClearChance()
-	case was == conntrack.StateNew && e.State() == conntrack.StateEstablished:
+	case was == conntrack.StateNew && e.State() == conntrack.StateEstablished && e.SYNSeen():
 		// The handshake completed (as in selectBackend).
 		bc := backendCounters(c, be)
 		bc.Established++
@@ -436,6 +436,7 @@ func (w *Worker) fuseNew(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.E
 	e := w.ct.Insert(lh, &ps.Tuple, conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
 	if e != nil {
 		e.SetFlowHash(h)
+		e.MarkSYN() // a pure SYN (fastBurst)
 	}
 	start, length, res := w.encapTo(enc, p, ps, entropyHash(e, h), v.Encap, be, nil, dst)
 	if res != encap.Forward {

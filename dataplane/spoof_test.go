@@ -538,3 +538,43 @@ func TestUDPFloodLeavesTCPTracked(t *testing.T) {
 		}
 	}
 }
+
+// A flow picked up mid-stream (its first packet here is an ACK: ECMP
+// moved it from another instance) becomes established with its next ACK,
+// but completes no handshake: the gap between its first two packets here
+// is no handshake time, and must not reach the peak-EWMA latency signal
+// (one such flow 9 s apart pinned a backend's latency at 9 s) or the
+// passive checks' completions. A SYN and its ACK still count, as does a
+// SYN on the picked-up flow (port reuse) and its ACK. Both paths.
+func TestMidStreamPickupIsNoHandshake(t *testing.T) {
+	for _, fused := range []bool{true, false} {
+		r := newRig(t, testConfig)
+		r.w.generalOnly = !fused
+		seg := func(sp uint16, flags string) []byte {
+			return frame(t, "198.51.100.95", configtest.Web, sp, 80, layers.IPProtocolTCP, flags, 0, true)
+		}
+		r.run(seg(24000, "A"))
+		r.now += 9000
+		r.run(seg(24000, "PA"))
+		if got := entriesIn(r, 24000, 1, conntrack.StateEstablished); got != 1 {
+			t.Fatalf("fused %v: the picked-up flow is not established (%d)", fused, got)
+		}
+		if p := sumBackends(&r.w.c); p.Established != 0 || p.HandshakeMs != 0 {
+			t.Errorf("fused %v: a flow picked up mid-stream counted %d handshakes, %d ms", fused, p.Established, p.HandshakeMs)
+		}
+		r.run(seg(24001, "S"))
+		r.now += 40
+		r.run(seg(24001, "A"))
+		if p := sumBackends(&r.w.c); p.Established != 1 || p.HandshakeMs != 50 {
+			t.Errorf("fused %v: SYN then ACK 50 ms later: %d handshakes, %d ms; want 1, 50", fused, p.Established, p.HandshakeMs)
+		}
+		r.run(seg(24000, "F"))
+		r.run(seg(24000, "S")) // port reuse on the picked-up flow's tuple
+		r.now += 20
+		r.run(seg(24000, "A"))
+		if p := sumBackends(&r.w.c); p.Established != 2 || p.HandshakeMs != 80 {
+			t.Errorf("fused %v: then a new connection on the picked-up tuple: %d handshakes, %d ms; want 2, 80", fused, p.Established, p.HandshakeMs)
+		}
+		wantBalance(t, r)
+	}
+}

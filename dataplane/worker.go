@@ -514,9 +514,11 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				e.ClearChance() // a new connection: no second chance
 				return be
 			}
-			if was == conntrack.StateNew && e.State() == conntrack.StateEstablished {
+			if was == conntrack.StateNew && e.State() == conntrack.StateEstablished && e.SYNSeen() {
 				// The handshake completed: the client's ACK came back one
-				// client round trip after the backend's SYN-ACK.
+				// client round trip after the backend's SYN-ACK. (A flow
+				// picked up mid-stream completes none: the gap between
+				// its first two packets here is no handshake.)
 				if be := w.pinned(svc, v, e); be != nil {
 					bc := backendCounters(c, be)
 					bc.Established++
@@ -578,6 +580,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		return nil
 	}
 	e = w.ct.Insert(w.lhashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
+	if e != nil && syn {
+		e.MarkSYN()
+	}
 	if e == nil && picker {
 		// No slot (a full table under a flood): an untracked flow's
 		// later packets would choose again, and go elsewhere. The
