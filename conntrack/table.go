@@ -590,6 +590,7 @@ func (t *Table) evict(first int, st State, now Time) int {
 	freed, victim := -1, -1
 	var victimRank uint8
 	var victimAge int32
+	own := newcomerRank(st)
 	for s := first; s < first+bucketSlots; s++ {
 		e := &t.entries[s]
 		age := idle(e, now)
@@ -602,7 +603,7 @@ func (t *Table) evict(first int, st State, now Time) int {
 			continue
 		}
 		r := rankOf(e)
-		if r > newcomerRank(st) {
+		if r > own {
 			continue
 		}
 		if victim < 0 || r < victimRank || (r == victimRank && age > victimAge) {
