@@ -12,6 +12,7 @@ package exception
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -68,6 +69,28 @@ func MoveToNetns(name, ns string) error {
 		return fmt.Errorf("exception interface %s: move to netns %s: %w", name, ns, err)
 	}
 	return nil
+}
+
+// CheckAbsent returns an error if an interface named name already exists
+// in the current network namespace. The exception path's net_tap creates
+// the interface; with the name of an existing multi-queue tap it would
+// silently attach to it as one more queue (another Fulcrum's still
+// running, with its own file prefix, or one of the host's), and Configure
+// would then replace that interface's addresses and routes, and the exit
+// set it down. A tap of a killed Fulcrum is not persistent: the kernel
+// removes it when the process dies, so a restart never finds its own.
+func CheckAbsent(name string) error {
+	link, err := netlink.LinkByName(name)
+	var nf netlink.LinkNotFoundError
+	switch {
+	case errors.As(err, &nf):
+		return nil
+	case err != nil:
+		return fmt.Errorf("exception interface %s: %w", name, err)
+	}
+	return fmt.Errorf("exception interface %s already exists (type %s, index %d): another Fulcrum running, or an interface of the host's; "+
+		"Fulcrum creates its own and will not take over an existing one: remove it or set another dataplane.exception_iface",
+		name, link.Type(), link.Attrs().Index)
 }
 
 // Configure makes the interface (in network namespace ns, "" for the

@@ -104,7 +104,20 @@ func noForwarding(h *netlink.Handle, ifc Iface) error {
 		}
 		found := false
 		for _, r := range have {
-			found = found || r.IifName == ifc.Name && r.Protocol == RouteProtocol
+			if r.IifName != ifc.Name || r.Protocol != RouteProtocol {
+				continue
+			}
+			// A blackhole names no table and no goto target. A rule of
+			// ours that does (a leftover, or edited by hand) would match
+			// before a blackhole added beside it, at the same priority,
+			// and the kernel would forward: it goes.
+			if r.Table == 0 && r.Goto < 0 {
+				found = true
+				continue
+			}
+			if err := h.RuleDel(&r); err != nil {
+				return fmt.Errorf("remove stale rule iif %s table %d: %w", ifc.Name, r.Table, err)
+			}
 		}
 		if found {
 			continue

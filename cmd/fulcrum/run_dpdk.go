@@ -144,6 +144,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		bgpCfg = *cfg.BGP // validated, defaults filled in, by config.Load
 	}
 
+	// The exception tap's name must be free before anything is set up:
+	// net_tap would attach to an existing tap of that name (another
+	// Fulcrum's) and the kernel side of both would then be ours to
+	// change and to set down at exit.
+	if engCfg.Exception {
+		if err := exception.CheckAbsent(engCfg.ExceptionIf); err != nil {
+			log.Error("exception path", "err", err)
+			return 1
+		}
+	}
 	ealArgs := control.EALArgs(cfg)
 	log.Info("starting EAL", "args", ealArgs)
 	if err := dpdk.InitEAL(ealArgs); err != nil {
