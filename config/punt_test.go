@@ -1,11 +1,13 @@
 package config_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/config/configtest"
+	"github.com/fulcrumlb/fulcrum/health"
 	"github.com/fulcrumlb/fulcrum/punt"
 )
 
@@ -34,5 +36,42 @@ func TestPuntKeys(t *testing.T) {
 		if _, err := parse(bad.line); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: err %v, want one naming %s", bad.line, err, bad.want)
 		}
+	}
+}
+
+// The health budget follows the checks: 500 backends checked over HTTP
+// every 100 ms answer with about 30,000 packets a second, over the
+// default 10,000, whose drops would call healthy backends down. Left out,
+// the rate is sized at twice that; written lower, it is refused at its
+// key; written higher, it stays. A few backends keep the default.
+func TestPuntHealthSizedByChecks(t *testing.T) {
+	parse := func(punt string, n int) (*config.Config, error) {
+		b := configtest.New().Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
+			VIP("web", "203.0.113.7", 80).Sub("[vip.health]", `kind = "http"`, `interval = "100ms"`, `timeout = "50ms"`)
+		for i := range n {
+			b.Backend(fmt.Sprintf("b%d", i), fmt.Sprintf("10.0.%d.%d", 1+i/250, 1+i%250))
+		}
+		toml := b.String()
+		if punt != "" {
+			toml += "\n[dataplane.punt]\n" + punt + "\n"
+		}
+		return config.Parse([]byte(toml), "punt.toml")
+	}
+	need := 2 * 500 * health.AnswersPerCheck(health.KindHTTP) * 10
+	c, err := parse("", 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dataplane.Punt.Health != need {
+		t.Errorf("health left out, 500 backends: %d, want %d", c.Dataplane.Punt.Health, need)
+	}
+	if _, err := parse("health = 20000", 500); err == nil || !strings.Contains(err.Error(), "dataplane.punt.health") {
+		t.Errorf("health = 20000 for 500 backends every 100 ms: %v, want refused at dataplane.punt.health", err)
+	}
+	if c, err := parse(fmt.Sprintf("health = %d", need+1), 500); err != nil || c.Dataplane.Punt.Health != need+1 {
+		t.Errorf("health = %d: %v", need+1, err)
+	}
+	if c, err := parse("", 3); err != nil || c.Dataplane.Punt.Health != punt.Default.Health {
+		t.Errorf("3 backends: %v, health %d, want the default", err, c.Dataplane.Punt.Health)
 	}
 }

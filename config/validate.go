@@ -47,6 +47,10 @@ type checker struct {
 	data []byte         // the file, for setAt
 	raw  map[string]any // the file decoded into maps; see setAt
 	errs Errors
+	// puntHealthSet: [dataplane.punt] health was written (not 0): a rate
+	// the checks need more than is refused, where a default is raised
+	// (checkPuntHealth).
+	puntHealthSet bool
 	// healthDefaultsBad: [health] had a problem, which every VIP inherits
 	// and which is reported once, at [health].
 	healthDefaultsBad bool
@@ -156,6 +160,7 @@ func (ck *checker) finish(c *Config) {
 	}
 	ck.checkLoops(c)
 	ck.checkSnapshotLimits(c)
+	ck.checkPuntHealth(c)
 	if !dpOK {
 		return // the next-hop check needs a valid [dataplane]
 	}
@@ -181,6 +186,33 @@ func (ck *checker) finish(c *Config) {
 				return
 			}
 		}
+	}
+}
+
+// checkPuntHealth sizes [dataplane.punt] health by the checks: the
+// packets a second their answers bring to the LB (health.AnswersPerCheck
+// for every checked backend, at its interval), twice over, since all may
+// reach one lcore. Left out (or 0), the rate is raised to that when the
+// default is less; written lower, it is refused: the checks' own answers
+// would be dropped over the budget and healthy backends called down.
+func (ck *checker) checkPuntHealth(c *Config) {
+	p := &c.Dataplane.Punt
+	if p.Health < 0 || p.Health > punt.MaxRate {
+		return // refused at its key already
+	}
+	need := 0.0
+	for _, v := range c.VIPs {
+		if h := v.Health; h.Kind != HealthNone && h.Interval > 0 {
+			need += float64(len(v.Backends)*health.AnswersPerCheck(h.Kind)) / h.Interval.Seconds()
+		}
+	}
+	n := min(int(math.Ceil(2*need)), punt.MaxRate)
+	switch {
+	case n <= p.Health:
+	case !ck.puntHealthSet:
+		p.Health = n
+	default:
+		ck.bad("dataplane.punt.health", "%d is below the %d packets a second the configured health checks' answers need (twice their packets at every checked backend's interval, as all may reach one lcore): they would be dropped and healthy backends called down; raise it, or leave it out to have it sized", p.Health, n)
 	}
 }
 
@@ -324,6 +356,7 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	if d.SecondChanceWindow < 0 || d.SecondChanceWindow > MaxSecondChanceWindow {
 		ck.bad("dataplane.second_chance_window", "%v is outside 0..%v", d.SecondChanceWindow, MaxSecondChanceWindow)
 	}
+	ck.puntHealthSet = d.Punt.Health != 0
 	d.Punt = d.Punt.WithDefaults()
 	ck.addOwned("dataplane.punt", d.Punt.Validate(), fieldOf(func(fe *punt.FieldError) (string, string) { return fe.Key, fe.Msg }))
 	if d.ExceptionIf == "" {

@@ -51,3 +51,18 @@ func lookupKind(name string) *kindInfo {
 
 // kindList is the names for an error message: "tcp, http, https".
 func kindList() string { return strings.Join(Kinds(), ", ") }
+
+// AnswersPerCheck is about how many packets a backend sends the LB for one
+// check of kind: a TCP connect's SYN-ACK and the close's FIN and ACK; an
+// HTTP check's answer segments besides; a TLS handshake's records on top
+// for HTTPS. The exception path must let that many through for every
+// check (package punt's health budget, sized from it by package config).
+func AnswersPerCheck(kind string) int {
+	switch kind {
+	case KindTCP:
+		return 3
+	case KindHTTPS:
+		return 12
+	}
+	return 6
+}

@@ -75,7 +75,8 @@ type Config struct {
 
 // Default: about 15,000 punts a second an lcore at most, a small share of
 // the core. The health class is the largest: a few thousand backends
-// checked every few seconds answer with several packets a check.
+// checked every few seconds answer with several packets a check (package
+// config raises it where the configured checks need more).
 var Default = Config{Neighbour: 2000, BGP: 2000, Health: 10000, Other: 1000}
 
 // MaxRate bounds each class's rate: more would let the exception path
