@@ -45,6 +45,12 @@ const (
 	HealthSlots = 4096
 )
 
+// isHealthPort reports whether port is one of the checks' source ports
+// (HealthPortBase..HealthPortBase+HealthSlots-1).
+func isHealthPort(port uint16) bool {
+	return port >= HealthPortBase && int(port) < HealthPortBase+HealthSlots
+}
+
 // healthSlots is the snapshot's map of checks through the tunnel.
 type healthSlots struct {
 	byIdent map[backendIdent]uint16 // kept across snapshots
@@ -212,7 +218,7 @@ func (w *Worker) healthCheck(svc *Services, ps *packet.Parsed) bool {
 	if ps.Proto != packet.ProtoTCP || ps.Fragment {
 		return false
 	}
-	if sp := ps.Tuple.SrcPort; sp < HealthPortBase || int(sp) >= HealthPortBase+HealthSlots {
+	if !isHealthPort(ps.Tuple.SrcPort) {
 		return false
 	}
 	if ps.Tuple.V6 {

@@ -47,7 +47,7 @@ func puntClass(svc *Services, ps *packet.Parsed) punt.Class {
 	if _, ok := svc.backendAddrs[t.Src]; ok {
 		return punt.Health
 	}
-	if ps.Proto == packet.ProtoTCP && t.DstPort >= HealthPortBase && int(t.DstPort) < HealthPortBase+HealthSlots && svc.isVIPAddr(&t.Src) {
+	if ps.Proto == packet.ProtoTCP && isHealthPort(t.DstPort) && svc.isVIPAddr(&t.Src) {
 		return punt.Health
 	}
 	return punt.Other

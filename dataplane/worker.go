@@ -822,5 +822,5 @@ func forHost(svc *Services, t *flow.Tuple) bool {
 // real SYN-ACK no longer matches and the check fails.
 func forgedCheckSYN(ps *packet.Parsed) bool {
 	return ps.Proto == packet.ProtoTCP && ps.TCPFlags&(packet.TCPSyn|packet.TCPAck) == packet.TCPSyn &&
-		ps.Tuple.DstPort >= HealthPortBase && int(ps.Tuple.DstPort) < HealthPortBase+HealthSlots
+		isHealthPort(ps.Tuple.DstPort)
 }
