@@ -131,6 +131,13 @@ func bothPaths(t *testing.T, toml string, fn func(t *testing.T, r *rig)) {
 	}
 }
 
+// underPickers is bothPaths under each of two load-based schedulers.
+func underPickers(t *testing.T, fn func(t *testing.T, r *rig)) {
+	for _, k := range []sched.Kind{sched.RoundRobin, sched.LeastConn} {
+		t.Run(k.String(), func(t *testing.T) { bothPaths(t, withScheduler(k), fn) })
+	}
+}
+
 // Under a load-based scheduler every fragment of a datagram must still
 // reach one backend: fragments are stateless, so each one asked the
 // scheduler afresh (round-robin gave consecutive fragments to consecutive
@@ -138,56 +145,49 @@ func bothPaths(t *testing.T, toml string, fn func(t *testing.T, r *rig)) {
 // scheduler's own load. They follow the VIP's Maglev table, as untracked
 // segments do.
 func TestAttackFragmentsOneBackendUnderPicker(t *testing.T) {
-	for _, k := range []sched.Kind{sched.RoundRobin, sched.LeastConn} {
-		for _, fused := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%v/fused=%v", k, fused), func(t *testing.T) {
-				r := newRig(t, withScheduler(k))
-				r.w.generalOnly = !fused
-				const n = 40
-				split := 0
-				for d := range n {
-					src := fmt.Sprintf("198.51.100.%d", 10+d)
-					first := raw4(src, "203.0.113.7", 6, uint16(d), 0x2000, cat(tcpSeg(40000, 80, packet.TCPAck, 60)))
-					mid := raw4(src, "203.0.113.7", 6, uint16(d), 0x2000|10, make([]byte, 80))
-					last := raw4(src, "203.0.113.7", 6, uint16(d), 20, make([]byte, 40))
-					var dsts []netip.Addr
-					// One burst, then each fragment in its own.
-					out, v := r.run(first, mid, last)
-					for i := range v {
-						dsts = append(dsts, tunnelDst(t, out[i], v[i]))
-					}
-					for _, f := range [][]byte{first, mid, last} {
-						o, vv := r.run(f)
-						dsts = append(dsts, tunnelDst(t, o[0], vv[0]))
-					}
-					for _, x := range dsts {
-						if !x.IsValid() || x != dsts[0] {
-							split++
-							t.Logf("datagram %d: fragments went to %v", d, dsts)
-							break
-						}
-					}
+	underPickers(t, func(t *testing.T, r *rig) {
+		const n = 40
+		split := 0
+		for d := range n {
+			src := fmt.Sprintf("198.51.100.%d", 10+d)
+			first := raw4(src, "203.0.113.7", 6, uint16(d), 0x2000, cat(tcpSeg(40000, 80, packet.TCPAck, 60)))
+			mid := raw4(src, "203.0.113.7", 6, uint16(d), 0x2000|10, make([]byte, 80))
+			last := raw4(src, "203.0.113.7", 6, uint16(d), 20, make([]byte, 40))
+			var dsts []netip.Addr
+			// One burst, then each fragment in its own.
+			out, v := r.run(first, mid, last)
+			for i := range v {
+				dsts = append(dsts, tunnelDst(t, out[i], v[i]))
+			}
+			for _, f := range [][]byte{first, mid, last} {
+				o, vv := r.run(f)
+				dsts = append(dsts, tunnelDst(t, o[0], vv[0]))
+			}
+			for _, x := range dsts {
+				if !x.IsValid() || x != dsts[0] {
+					split++
+					t.Logf("datagram %d: fragments went to %v", d, dsts)
+					break
 				}
-				if split > 0 {
-					t.Errorf("%d of %d fragmented datagrams split over backends", split, n)
-				}
-				var nf uint64
-				for _, b := range r.w.c.Backends {
-					nf += b.NewFlows
-				}
-				if r.w.ct.Len() != 0 || nf != 0 || r.w.c.Fragments != 6*n {
-					t.Errorf("conntrack %d entries, new flows %d, fragments %d (want 0, 0, %d)", r.w.ct.Len(), nf, r.w.c.Fragments, 6*n)
-				}
-				for _, l := range r.w.localNew {
-					if l != 0 {
-						t.Errorf("fragments counted in the scheduler's load: %v", r.w.localNew[:8])
-						break
-					}
-				}
-				wantBalance(t, r)
-			})
+			}
 		}
-	}
+		if split > 0 {
+			t.Errorf("%d of %d fragmented datagrams split over backends", split, n)
+		}
+		var nf uint64
+		for _, b := range r.w.c.Backends {
+			nf += b.NewFlows
+		}
+		if r.w.ct.Len() != 0 || nf != 0 || r.w.c.Fragments != 6*n {
+			t.Errorf("conntrack %d entries, new flows %d, fragments %d (want 0, 0, %d)", r.w.ct.Len(), nf, r.w.c.Fragments, 6*n)
+		}
+		for _, l := range r.w.localNew {
+			if l != 0 {
+				t.Errorf("fragments counted in the scheduler's load: %v", r.w.localNew[:8])
+				break
+			}
+		}
+	})
 }
 
 // An ICMP error about a flow this instance does not track (ECMP moved it
@@ -196,40 +196,33 @@ func TestAttackFragmentsOneBackendUnderPicker(t *testing.T) {
 // Maglev table, so the error must too (path MTU discovery of the flow
 // breaks otherwise), and it must not count in the scheduler's load.
 func TestAttackICMPErrorUntrackedFlowUnderPicker(t *testing.T) {
-	for _, k := range []sched.Kind{sched.RoundRobin, sched.LeastConn} {
-		for _, fused := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%v/fused=%v", k, fused), func(t *testing.T) {
-				r := newRig(t, withScheduler(k))
-				r.w.generalOnly = !fused
-				const n = 40
-				wrong := 0
-				for i := range n {
-					sp := uint16(30000 + i)
-					// The backend's reply (from the VIP) hit a small MTU.
-					quote := raw4("203.0.113.7", "198.51.100.50", 6, 1, 0x4000, tcpSeg(80, sp, packet.TCPAck, 0))[14:]
-					e := raw4("192.0.2.99", "203.0.113.7", 1, 9, 0, icmpMsg(3, 4, 1400, quote))
-					ct0 := r.w.ct.Len()
-					out, v := r.run(e)
-					got := tunnelDst(t, out[0], v[0])
-					if r.w.ct.Len() != ct0 {
-						t.Fatalf("an ICMP error created conntrack state")
-					}
-					// The flow's next segment (not a SYN): the table's answer.
-					out, v = r.run(raw4("198.51.100.50", "203.0.113.7", 6, 2, 0x4000, tcpSeg(sp, 80, packet.TCPAck, 10)))
-					if want := tunnelDst(t, out[0], v[0]); !got.IsValid() || got != want {
-						wrong++
-					}
-				}
-				if wrong > 0 {
-					t.Errorf("%d of %d ICMP errors about an untracked flow reached another backend than the flow", wrong, n)
-				}
-				if r.w.c.ICMPErrors != n {
-					t.Errorf("ICMPErrors %d, want %d", r.w.c.ICMPErrors, n)
-				}
-				wantBalance(t, r)
-			})
+	underPickers(t, func(t *testing.T, r *rig) {
+		const n = 40
+		wrong := 0
+		for i := range n {
+			sp := uint16(30000 + i)
+			// The backend's reply (from the VIP) hit a small MTU.
+			quote := raw4("203.0.113.7", "198.51.100.50", 6, 1, 0x4000, tcpSeg(80, sp, packet.TCPAck, 0))[14:]
+			e := raw4("192.0.2.99", "203.0.113.7", 1, 9, 0, icmpMsg(3, 4, 1400, quote))
+			ct0 := r.w.ct.Len()
+			out, v := r.run(e)
+			got := tunnelDst(t, out[0], v[0])
+			if r.w.ct.Len() != ct0 {
+				t.Fatalf("an ICMP error created conntrack state")
+			}
+			// The flow's next segment (not a SYN): the table's answer.
+			out, v = r.run(raw4("198.51.100.50", "203.0.113.7", 6, 2, 0x4000, tcpSeg(sp, 80, packet.TCPAck, 10)))
+			if want := tunnelDst(t, out[0], v[0]); !got.IsValid() || got != want {
+				wrong++
+			}
 		}
-	}
+		if wrong > 0 {
+			t.Errorf("%d of %d ICMP errors about an untracked flow reached another backend than the flow", wrong, n)
+		}
+		if r.w.c.ICMPErrors != n {
+			t.Errorf("ICMPErrors %d, want %d", r.w.c.ICMPErrors, n)
+		}
+	})
 }
 
 // An echo request from a VIP's address or the LB's own is spoofed: the
