@@ -245,7 +245,9 @@ func (w *Worker) steer(svc *Services, p *Pkt, ps *packet.Parsed, i int) {
 	}
 	dst, ok := svc.NextHop.mac(be.Target.OuterV6())
 	if !ok {
-		w.drop(i, DropNoNextHop)
+		// Not a wire packet: counted as the kernel's (no-next-hop is the
+		// wire's, and would read as client traffic lost).
+		w.drop(i, DropHealthNotSent)
 		return
 	}
 	start, length, res := svc.Enc.Encap(p.Buf, p.Off, p.Len, ps, w.hasher.Hash(&ps.Tuple), v.Encap, &be.Target, *dst, w.portMAC)
