@@ -80,6 +80,9 @@ func parseIPv4(frame []byte, off int, p *Parsed) Reason {
 	if total < ihl || total > len(b) {
 		return BadIPv4TotalLen
 	}
+	if ihl > header.IPv4MinimumSize && sourceRoute4(b[header.IPv4MinimumSize:ihl]) {
+		return SourceRouted
+	}
 	p.IPLen = uint16(total)
 	p.TOS = b.TOS()
 	p.TTL = b.TTL()
@@ -141,6 +144,9 @@ func parseIPv6(frame []byte, off int, p *Parsed) Reason {
 			return TooManyExtHeaders
 		case header.IPv6ExtTruncated:
 			return TruncatedExtHeader
+		}
+		if routingLeft(b[:ipLen]) {
+			return SourceRouted
 		}
 		if w.Fragment && twoFragmentHeaders(b[:ipLen]) {
 			// The walk keeps the last fragment header's fields: a first
@@ -257,4 +263,54 @@ func twoFragmentHeaders(b header.IPv6) bool {
 	}
 	g := header.WalkIPv6Ext(b, f.Off+header.IPv6FragmentSize, fh.NextHeader(), noFrag, MaxExtHeaders)
 	return g.Proto == header.ProtoFragment
+}
+
+// sourceRoute4 reports whether the IPv4 options opts carry a loose or
+// strict source route (RFC 791 LSRR, SSRR). The header's destination is
+// then only the next hop of a route the sender chose: a VIP there would
+// have the backend, or the hosts the route names, relay the packet on to
+// the route's final address, which need not be a VIP. RFC 7126 §4.3-4.4
+// has routers drop such packets by default, and Linux hosts refuse them
+// (accept_source_route = 0). A malformed option list ends the walk: the
+// backend's kernel refuses it.
+func sourceRoute4(opts []byte) bool {
+	for i := 0; i < len(opts); {
+		switch t := opts[i]; t {
+		case 0: // end of option list
+			return false
+		case 1: // no operation
+			i++
+			continue
+		case 0x83, 0x89: // LSRR, SSRR (copied flag set)
+			return true
+		}
+		if i+1 >= len(opts) || opts[i+1] < 2 {
+			return false
+		}
+		i += int(opts[i+1])
+	}
+	return false
+}
+
+// routingLeft reports whether the IPv6 packet b, whose extension headers
+// were walked without error, has a routing header with segments left
+// (RFC 8200 §4.4): its destination address is then not the packet's final
+// destination, and a VIP there would have the backend (or the nodes the
+// header names) send it on to addresses the sender chose. A routing
+// header with no segment left is processed as if absent. A routing header
+// after a fragment header with a non-zero offset is payload, not a header.
+func routingLeft(b header.IPv6) bool {
+	const noRouting = header.IPv6ExtAll &^ (1 << header.ProtoRouting)
+	off, nh := header.IPv6MinimumSize, b.NextHeader()
+	for n := 0; n <= MaxExtHeaders; n++ {
+		w := header.WalkIPv6Ext(b, off, nh, noRouting, MaxExtHeaders)
+		if w.Status != header.IPv6ExtOK || w.Proto != header.ProtoRouting || w.Fragment && w.FragOffset != 0 || len(b)-w.Off < 8 {
+			return false
+		}
+		if b[w.Off+3] != 0 { // segments left
+			return true
+		}
+		off, nh = w.Off+(int(b[w.Off+1])+1)*8, b[w.Off]
+	}
+	return false
 }

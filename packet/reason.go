@@ -27,6 +27,7 @@ const (
 	NotICMPError              // ParseICMPError on a packet that is not an ICMP error message
 	BadICMPQuote              // the packet quoted by an ICMP error is cut off or malformed
 	BadTCPFlags               // a TCP flag combination no stack sends (SYN+RST, SYN+FIN, none, FIN+PSH+URG without ACK): a scan or an attack
+	SourceRouted              // IPv4 LSRR/SSRR option, or an IPv6 routing header with segments left: the destination is not the final one
 	numReasons
 )
 
@@ -52,6 +53,7 @@ var reasonNames = [numReasons]string{
 	NotICMPError:       "not-icmp-error",
 	BadICMPQuote:       "bad-icmp-quote",
 	BadTCPFlags:        "bad-tcp-flags",
+	SourceRouted:       "source-routed",
 }
 
 // NumReasons is the number of Reason values, for sizing counter arrays.
