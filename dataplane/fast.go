@@ -100,12 +100,14 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 	var lastV *VIP
 	for i := range pkts {
 		p := &pkts[i]
-		if p.Off < 0 || p.Len < 0 || p.Off > len(p.Buf) || p.Len > len(p.Buf)-p.Off {
+		// Off and Len within Buf, as two unsigned compares (a negative
+		// value is a huge one): the general path drops what fails.
+		if uint(p.Off) > uint(len(p.Buf)) || uint(p.Len) > uint(len(p.Buf)-p.Off) {
 			cut = i
 			break
 		}
 		ps := &w.parsed[i]
-		if !packet.ParseFlow(p.Buf[p.Off:p.Off+p.Len], ps) {
+		if !packet.ParseFlow(p.Buf[p.Off:][:p.Len], ps) {
 			cut = i
 			break
 		}
@@ -351,10 +353,15 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		seen.mark(&ps.Tuple)
 		return false, 0
 	}
-	// What EncapChance would not forward (too big, no headroom: the
-	// general path answers or counts it) is the general path's.
+	// What Encap and EncapChance would not forward (too big, no
+	// headroom: the general path answers or counts it) is the general
+	// path's. Without a second chance, the prepared header is written
+	// first: Header.Encap checks what it needs (Fits, headroom) and
+	// changes nothing when it refuses, and nothing below changes what it
+	// writes (the entry's fleet hash is set at insert).
+	var start, length int
 	if cht == nil {
-		if !be.Hdr.Fits(v.Encap, ps) || p.Off+int(ps.L3Off) < be.Hdr.HeaderLen() {
+		if start, length = be.Hdr.Encap(p.Buf, p.Off, p.Len, ps, v.Encap, e.FlowHash(), dst, &w.portMAC); length == 0 {
 			seen.mark(&ps.Tuple)
 			return false, 0
 		}
@@ -383,18 +390,12 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		bc.Established++
 		bc.HandshakeMs += uint64(now - lastSeen)
 	}
-	// encapTo's two cases, written out: the call through encapTo (11
+	// encapTo's second case, written out: the call through encapTo (11
 	// arguments, not inlined) cost as much as its work.
-	var start, length int
-	if cht == nil {
-		start, length = be.Hdr.Encap(p.Buf, p.Off, p.Len, ps, v.Encap, e.FlowHash(), dst, &w.portMAC)
-	}
-	if length == 0 {
+	if cht != nil {
 		if start, length, res = enc.EncapChance(p.Buf, p.Off, p.Len, ps, e.FlowHash(), v.Encap, &be.Target, cht, *dst, w.portMAC); res != encap.Forward {
 			return true, res
 		}
-	}
-	if cht != nil {
 		c.SecondChance++
 	}
 	countForward(c, v, be, p.Len)

@@ -158,13 +158,14 @@ func (h *Header) HeaderLen() int { return int(h.hl) }
 func (h *Header) Encap(buf []byte, off, n int, p *packet.Parsed, kind Kind, hash uint64, dstMAC, srcMAC *[6]byte) (start, length int) {
 	ipLen, l3, hl := int(p.IPLen), int(p.L3Off), int(h.hl)
 	ip := off + l3
-	if !h.Fits(kind, p) || off < 0 || n < 0 || n > len(buf)-off || l3 < ethLen || ipLen > n-l3 || ip < hl {
+	if !h.Fits(kind, p) || off < 0 || n < 0 || n > len(buf)-off || l3 < ethLen || ipLen > n-l3 || ip < hl || hl < ethLen+ipv4Len || hl > ethLen+len(h.b) {
 		return 0, 0
 	}
 	start = ip - hl
-	f := buf[start:ip:ip]
-	copy(f[0:6], dstMAC[:])
-	copy(f[6:12], srcMAC[:])
+	f := buf[start:ip:ip][:hl] // 34 <= hl <= 66, which the writes below need
+	// Array assignments: copy would first test whether the two overlap.
+	*(*[6]byte)(f[0:6]) = *dstMAC
+	*(*[6]byte)(f[6:12]) = *srcMAC
 	binary.BigEndian.PutUint16(f[12:14], h.etherTyp)
 	o := f[ethLen:]
 	// The template in 16-byte array copies, which compile to one load and

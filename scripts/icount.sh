@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Instructions per packet of the forwarding path (`make icount`), counted
+# by valgrind's cachegrind: a measure a shared, noisy host cannot disturb,
+# where the time per packet moves by 30-50% from one minute to the next
+# (docs/benchmarks.md, rounds 16-18). Each scenario runs twice through
+# dataplane's TestICountScenario, with P and 5P packets after the same
+# warm-up; the difference over 4P is the per-packet count, from which the
+# per-burst refill of the frames (measured the same way) is subtracted.
+# GOGC=off keeps the garbage collector's work out of the count.
+#
+#   scripts/icount.sh                       # every scenario
+#   scripts/icount.sh est10k flood          # some
+#   ICOUNT_BIN=/tmp/dp.test scripts/icount.sh   # a test binary built elsewhere
+#
+# The binary is built with the daemon's profile (cmd/fulcrum/default.pgo),
+# as the daemon is. Instructions are not time (a cache miss costs none
+# here), so read est1m's count as the work, not the wait; compare counts
+# of two builds, never a count with a timing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v valgrind >/dev/null; then
+	echo "icount: needs valgrind (apt-get install valgrind)" >&2
+	exit 1
+fi
+P=${ICOUNT_PACKETS:-32000}
+bin=${ICOUNT_BIN:-}
+if [ -z "$bin" ]; then
+	tmp=$(mktemp -d /tmp/fulcrum-icount.XXXXXX)
+	trap 'rm -rf "$tmp"' EXIT
+	bin=$tmp/dataplane.test
+	go test -c -pgo=cmd/fulcrum/default.pgo -o "$bin" ./dataplane
+fi
+
+# count SCENARIO PACKETS: the instructions of one run.
+count() {
+	local out
+	out=$(GOGC=off FULCRUM_ICOUNT="$1:$2" valgrind --tool=cachegrind --cache-sim=no \
+		--cachegrind-out-file=/dev/null "$bin" -test.run '^TestICountScenario$' -test.count 1 2>&1) || {
+		echo "icount: $1 failed:" >&2
+		echo "$out" >&2
+		exit 1
+	}
+	awk '/I *refs:/ {gsub(",", "", $4); print $4}' <<<"$out"
+}
+# per SCENARIO: instructions per packet, from runs of P and 5P packets.
+per() {
+	local a b
+	a=$(count "$1" "$P")
+	b=$(count "$1" $((5 * P)))
+	echo $(((b - a) / (4 * P)))
+}
+
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(est10k est1m syn10k flood)
+printf '%-8s %10s %10s %10s\n' scenario "Ir/pkt" refill net
+declare -A refills
+for s in "${scenarios[@]}"; do
+	r=refill10k
+	[ "$s" = flood ] && r=floodrefill
+	[ -n "${refills[$r]:-}" ] || refills[$r]=$(per "$r")
+	all=$(per "$s")
+	printf '%-8s %10d %10d %10d\n' "$s" "$all" "${refills[$r]}" $((all - refills[$r]))
+done
