@@ -22,7 +22,7 @@ UNITDIR ?= /lib/systemd/system
 # benchmark tools).
 INSTALL_CMDS := fulcrum fulcrumctl fulcrum-decap fulcrum-conncheck fulcrum-gen
 
-.PHONY: all setup build test lab-test deb-test vet unit fuzz bench pgo cref microbench demo example install deb clean
+.PHONY: all setup build test lab-test deb-test vet unit fuzz bench pgo cref microbench icount demo example install deb clean
 
 all: build
 
@@ -91,6 +91,11 @@ cref: setup
 # Micro-benchmarks of the per-packet stages (ns/op, allocs/op).
 microbench: setup
 	$(GO) test $(GOFLAGS_TAGS) -run '^$$' -bench . -benchmem -benchtime=$${BENCHTIME:-1s} ./flow ./packet ./maglev ./conntrack ./encap ./dataplane ./bench/yardstick
+
+# Instructions per packet of the forwarding path, counted by valgrind
+# (scripts/icount.sh; ICOUNT_BIN, ICOUNT_PACKETS). Needs valgrind.
+icount:
+	scripts/icount.sh
 
 # The demo: the chapter's hashing comparison, a Maglev table, and (with
 # DPDK, as root) the fleet lab: requests over two instances, an instance
