@@ -35,6 +35,7 @@ const (
 	DropNotForHost                        // non-VIP traffic to a unicast address that is not the LB's own: the kernel would not take it
 	DropHealthForgedSYN                   // a SYN to a health check's port on the LB's address: it would break the check (simultaneous open)
 	DropPuntRateLimited                   // for the kernel, but over its class's punt budget (package punt)
+	DropVIPLinkGroup                      // VIP traffic in a frame to a broadcast or multicast MAC address: every LB of the segment would forward it
 	NumDropReasons
 )
 
@@ -56,6 +57,7 @@ var dropNames = [NumDropReasons]string{
 	DropNotForHost:      "not-for-host",
 	DropHealthForgedSYN: "health-check-forged-syn",
 	DropPuntRateLimited: "punt-rate-limited",
+	DropVIPLinkGroup:    "vip-link-broadcast",
 }
 
 // encapDropNames are the encapsulation drops as drop reasons: encap names

@@ -26,7 +26,7 @@ func TestDropNames(t *testing.T) {
 			t.Errorf("reason %q missing", want)
 		}
 	}
-	if len(seen) != 45 {
-		t.Errorf("%d reasons, want 45 (parse 21, encap 7, dataplane 17)", len(seen))
+	if len(seen) != 46 {
+		t.Errorf("%d reasons, want 46 (parse 21, encap 7, dataplane 18)", len(seen))
 	}
 }

@@ -355,6 +355,15 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		w.punt(i, nil, puntClass(nil, ps), now)
 		return nil
 	}
+	if p.Buf[p.Off]&1 != 0 && svc.isVIPAddr(&ps.Tuple.Dst) {
+		// VIP traffic reaches the LB in frames to its own MAC (a
+		// router's next hop). One to a broadcast or multicast MAC
+		// reaches every LB of the segment, and each would forward it
+		// (RFC 1812 5.3.4: discard). packet.ParseFlow leaves such
+		// frames here.
+		w.drop(i, DropVIPLinkGroup)
+		return nil
+	}
 	if !ps.Fragment {
 		// The common case first: one probe finds the VIP of a TCP/UDP
 		// packet for an exact port.

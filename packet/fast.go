@@ -15,11 +15,14 @@ import (
 // fast path does not pay for zeroing the whole Parsed), so p is a complete
 // parse only for a caller that reads just those fields.
 //
-// It returns false for anything else (VLAN tags, options, fragments, ICMP,
-// malformed headers, impossible TCP flags): Parse decides those. It never
+// It returns false for anything else (frames to a group MAC address, VLAN
+// tags, options, fragments, ICMP, malformed headers, impossible TCP
+// flags): Parse decides those. It never
 // reads past len(frame) and never panics.
 func ParseFlow(frame []byte, p *Parsed) bool {
-	if len(frame) < header.EthernetMinimumSize {
+	if len(frame) < header.EthernetMinimumSize || frame[0]&1 != 0 {
+		// Too short, or to a broadcast or multicast MAC address, which
+		// VIP traffic never is (the dataplane drops it).
 		return false
 	}
 	switch binary.BigEndian.Uint16(frame[header.EthernetTypeOffset:]) {
