@@ -63,6 +63,7 @@ type agent struct {
 	refresher   sync.WaitGroup
 	localWarned atomic.Bool
 	notLocal    atomic.Uint64 // inner packets to an address not of this host, dropped
+	martian     atomic.Uint64 // inner packets from or to an address no client has (martian), dropped
 
 	// -lbs: the only outer sources tunnels are accepted from (with
 	// -peers); empty: any.
@@ -311,6 +312,10 @@ func (a *agent) receive(s *source) {
 			}
 			continue
 		}
+		if martianInner(inner) {
+			a.martian.Add(1)
+			continue
+		}
 		if !a.isLocal(innerDst(inner)) {
 			a.notLocal.Add(1)
 			continue
@@ -343,6 +348,29 @@ func innerDst(inner []byte) netip.Addr {
 		return netip.AddrFrom16([16]byte(inner[24:40]))
 	}
 	return netip.AddrFrom4([4]byte(inner[16:20]))
+}
+
+// martianInner reports whether the inner packet (checked by package
+// decap) has a source no client can have (loopback, unspecified,
+// multicast, IPv4's 0/8, 240/4 and limited broadcast, an IPv4-mapped IPv6
+// address) or a loopback destination. The local table holds 127.0.0.0/8,
+// so isLocal would take 127.0.0.1 as this host's: only a forged packet
+// names it, and the TUN is no loopback device.
+func martianInner(inner []byte) bool {
+	var src, dst netip.Addr
+	if inner[0]>>4 == 6 {
+		src, dst = netip.AddrFrom16([16]byte(inner[8:24])), netip.AddrFrom16([16]byte(inner[24:40]))
+	} else {
+		src, dst = netip.AddrFrom4([4]byte(inner[12:16])), netip.AddrFrom4([4]byte(inner[16:20]))
+	}
+	if dst.IsLoopback() || src.IsLoopback() || src.IsUnspecified() || src.IsMulticast() || src.Is4In6() {
+		return true
+	}
+	if src.Is4() {
+		b := src.As4()
+		return b[0] == 0 || b[0] >= 240 // 0/8, 240/4 and 255.255.255.255
+	}
+	return false
 }
 
 // fromLB reports whether src is within -lbs.
@@ -431,7 +459,7 @@ func (a *agent) logCounters(msg string) {
 	for _, c := range []struct {
 		name string
 		v    *atomic.Uint64
-	}{{"drop.tun-write", &a.tunWrite}, {"drop.inner-not-local", &a.notLocal}, {"drop.outer-not-lb", &a.notLB}} {
+	}{{"drop.tun-write", &a.tunWrite}, {"drop.inner-not-local", &a.notLocal}, {"drop.inner-martian", &a.martian}, {"drop.outer-not-lb", &a.notLB}} {
 		if v := c.v.Load(); v != 0 {
 			attrs = append(attrs, c.name, v)
 			dropped += v

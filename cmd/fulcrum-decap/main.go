@@ -63,8 +63,10 @@
 // on by a host with ip_forward=1, with its sender's forged source
 // (drop.inner-not-local). The addresses are reread every 2 seconds, and at
 // once (at most once a second) when a packet names an unknown one, so a
-// VIP added later is served. A tunnel inside a tunnel is refused by
-// package decap (drop.inner-tunnel). With -lbs, tunnels from an outer
+// VIP added later is served. An inner packet from a martian source
+// (loopback, unspecified, multicast, 0/8, 240/4, IPv4-mapped) or to a
+// loopback address is dropped (drop.inner-martian). A tunnel inside a
+// tunnel is refused by package decap (drop.inner-tunnel). With -lbs, tunnels from an outer
 // source outside -lbs and -peers are dropped before they are decapsulated
 // (drop.outer-not-lb), and a second chance is acted upon only from -lbs.
 //
@@ -73,7 +75,7 @@
 // SIGUSR1 and exit log one "counters" line: packets in per socket
 // (in.gre4, in.gre6, in.4in4, in.6in4, in.4in6, in.6in6, in.gue4, in.gue6), written to the TUN per kind (out.gre,
 // out.ipip, out.gue), and dropped per reason (drop.gre-flags, drop.tun-write,
-// drop.inner-not-local, drop.outer-not-lb ...; the others are decap.Error's
+// drop.inner-not-local, drop.inner-martian, drop.outer-not-lb ...; the others are decap.Error's
 // names), and the second chance's
 // (second_chance.in, .forwarded, .local, .skipped, .not-allowed, .self,
 // .lookup-error, .no-sender, .send-error). SIGTERM or SIGINT stops it
@@ -189,6 +191,12 @@ func (l *prefixList) Set(v string) error {
 			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 		}
 		if p.Addr().Is4In6() {
+			if p.Bits() < 96 {
+				// Wider than ::ffff:0:0/96: no IPv4 prefix says the
+				// same (PrefixFrom would make an invalid prefix that
+				// matches nothing, silently).
+				return fmt.Errorf("%q: an IPv4-mapped prefix needs at least 96 bits; write the IPv4 prefix", f)
+			}
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
 		*l = append(*l, p.Masked())

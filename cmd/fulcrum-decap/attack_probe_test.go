@@ -1,0 +1,94 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
+	"github.com/fulcrumlb/fulcrum/decap"
+)
+
+// TestProbeMappedPrefixFlags: an IPv4-mapped prefix shorter than /96
+// (::ffff:10.0.0.0/8) has no IPv4 equivalent; it must be refused with a
+// clear error, not kept as an invalid prefix that matches nothing.
+func TestProbeMappedPrefixFlags(t *testing.T) {
+	for _, flag := range []string{"-peers", "-lbs"} {
+		for _, v := range []string{"::ffff:10.0.0.0/8", "::ffff:0.0.0.0/95"} {
+			o, err := parseFlags([]string{flag, v}, &bytes.Buffer{})
+			if err == nil {
+				t.Errorf("%s %s accepted: peers %v lbs %v", flag, v, o.peers, o.lbs)
+			}
+		}
+		o, err := parseFlags([]string{flag, "::ffff:10.0.0.0/104"}, &bytes.Buffer{})
+		if err != nil {
+			t.Errorf("%s ::ffff:10.0.0.0/104: %v", flag, err)
+			continue
+		}
+		got := append(o.peers, o.lbs...)
+		if want := netip.MustParsePrefix("10.0.0.0/8"); len(got) != 1 || got[0] != want {
+			t.Errorf("%s ::ffff:10.0.0.0/104 = %v, want [%v]", flag, got, want)
+		}
+	}
+}
+
+// TestProbeInnerMartians: an inner packet whose destination is a loopback
+// address (local by the kernel's local table: 127.0.0.0/8) or whose source
+// is loopback, unspecified, multicast or limited broadcast is never
+// written to the TUN: it cannot come from a client, and it is counted.
+func TestProbeInnerMartians(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	a := &agent{failed: make(chan error, 1), tun: &tunDevice{File: w, name: "pipe"}}
+	// What readLocal finds on any host: 127.0.0.0/8 and ::1 are local.
+	a.local.Store(&localSet{addrs: map[netip.Addr]bool{vipAddr4: true, beAddr4: true, netip.MustParseAddr("::1"): true},
+		prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	a.lastReread.Store(math.MaxInt64)
+	pkt := func(src, dst string) []byte {
+		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP,
+			SrcIP: netip.MustParseAddr(src).AsSlice(), DstIP: netip.MustParseAddr(dst).AsSlice()}
+		udp := &layers.UDP{SrcPort: 1234, DstPort: 53}
+		udp.SetNetworkLayerForChecksum(ip)
+		return serialize(t, ip, udp, gopacket.Payload("x"))
+	}
+	good := pkt("198.51.100.9", vipAddr4.String())
+	c := &fakeConn{}
+	for _, p := range [][]byte{
+		good,
+		pkt("198.51.100.9", "127.0.0.1"),
+		pkt("198.51.100.9", "127.1.2.3"),
+		pkt("127.0.0.1", vipAddr4.String()),
+		pkt("0.0.0.0", vipAddr4.String()),
+		pkt("224.0.0.1", vipAddr4.String()),
+		pkt("255.255.255.255", vipAddr4.String()),
+	} {
+		c.pkts, c.srcs = append(c.pkts, greTo(t, netip.Addr{}, p)), append(c.srcs, lbAddr4)
+	}
+	s := &source{name: "gre4", conn: c, from: c.from, strip: decap.StripChance}
+	a.rx.Add(1)
+	a.receive(s)
+	w.Close()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out, good) {
+		t.Errorf("TUN got %d bytes, want only the one good packet (%d bytes)", len(out), len(good))
+	}
+	if got := a.out[decap.GRE].Load(); got != 1 {
+		t.Errorf("out.gre = %d, want 1", got)
+	}
+	if got := a.notLocal.Load() + a.martian.Load(); got != 6 {
+		t.Errorf("inner-not-local + inner-martian = %d, want 6", got)
+	}
+}
