@@ -70,6 +70,9 @@ func crashNames(t *testing.T, tag string) (iface string, prefix func(n int) stri
 		for _, r := range forwardRules(t, iface) {
 			netlink.RuleDel(&r)
 		}
+		// The daemons' lock file stays after them, as it should; it is
+		// this test's, by name, and its daemons are gone by now.
+		os.Remove(exception.LockPath(exception.LockDir, iface))
 	})
 	return iface, func(n int) string { return fmt.Sprintf("fcrash-%s-%d", id, n) }
 }
@@ -262,4 +265,65 @@ func TestCrashStaleForwardRule(t *testing.T) {
 		t.Fatalf("exit code %d, want 0\n%s", code, d.out.String())
 	}
 	d.runDirGone()
+}
+
+// TestCrashExceptionIfaceLocked: the exception interface's lock
+// (/run/fulcrum/exception-IFACE.lock) keeps a second daemon out even
+// before the first one has made its tap. Held here by the test, it stops
+// a daemon before its EAL starts (exit 1, naming the holder's PID, no
+// tap); released, the daemon starts. Then, several times, two daemons
+// of one interface (file prefixes of their own) are started at the same
+// instant: one serves, the other exits 1. Before, both could pass
+// CheckAbsent before either had made the tap, and both joined it.
+func TestCrashExceptionIfaceLocked(t *testing.T) {
+	needDPDKRoot(t)
+	bin := buildFulcrum(t)
+	iface, prefix := crashNames(t, "l")
+	dir1, dir2 := t.TempDir(), t.TempDir()
+	cfg1, runDir1 := crashConfig(t, dir1, prefix(1), iface)
+	cfg2, runDir2 := crashConfig(t, dir2, prefix(2), iface)
+
+	held, err := exception.Lock(exception.LockDir, iface)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, bin, t.TempDir(), runDir1, nil, "run", "-c", cfg1, "--stats-interval", "0")
+	if code := d.wait(15 * time.Second); code != 1 {
+		t.Fatalf("daemon beside a held lock of %s: exit code %d, want 1\n%s", iface, code, d.out.String())
+	}
+	if want := fmt.Sprintf("PID %d", os.Getpid()); !strings.Contains(d.out.String(), want) {
+		t.Errorf("the refusal does not name the holder (%s):\n%s", want, d.out.String())
+	}
+	if _, err := netlink.LinkByName(iface); err == nil {
+		t.Errorf("the refused daemon made %s", iface)
+	}
+	if _, err := os.Stat(runDir1); err == nil {
+		t.Errorf("the refused daemon started its EAL (%s exists)", runDir1)
+	}
+	held.Release()
+
+	for round := range 3 {
+		a := startDaemon(t, bin, t.TempDir(), runDir1, nil, "run", "-c", cfg1, "--stats-interval", "0")
+		b := startDaemon(t, bin, t.TempDir(), runDir2, nil, "run", "-c", cfg2, "--stats-interval", "0")
+		var won, lost *daemon
+		select {
+		case <-a.done:
+			won, lost = b, a
+		case <-b.done:
+			won, lost = a, b
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: both daemons of %s still running\n--- first:\n%s\n--- second:\n%s", round, iface, a.out.String(), b.out.String())
+		}
+		if code := lost.wait(15 * time.Second); code != 1 { // it has exited
+			t.Fatalf("round %d: the daemon that exited: code %d, want 1\n%s", round, code, lost.out.String())
+		}
+		lost.runDirGone()
+		won.waitReady()
+		tapServes(t, iface)
+		won.signal(os.Interrupt)
+		if code := won.wait(15 * time.Second); code != 0 {
+			t.Fatalf("round %d: exit code %d after SIGINT, want 0\n%s", round, code, won.out.String())
+		}
+		won.runDirGone()
+	}
 }

@@ -147,8 +147,21 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// The exception tap's name must be free before anything is set up:
 	// net_tap would attach to an existing tap of that name (another
 	// Fulcrum's) and the kernel side of both would then be ours to
-	// change and to set down at exit.
+	// change and to set down at exit. The interface's lock comes first,
+	// held until the tap is gone (this defer runs after eng.Close's) or
+	// the process dies: of two daemons started at the same instant only
+	// one may check the name and go on to create the tap.
 	if engCfg.Exception {
+		lock, err := exception.Lock(exception.LockDir, engCfg.ExceptionIf)
+		if err != nil {
+			log.Error("exception path", "err", err)
+			return 1
+		}
+		defer func() {
+			if err := lock.Release(); err != nil {
+				log.Warn("exception interface lock", "file", lock.Path(), "err", err)
+			}
+		}()
 		if err := exception.CheckAbsent(engCfg.ExceptionIf); err != nil {
 			log.Error("exception path", "err", err)
 			return 1
