@@ -28,9 +28,20 @@ type IfaceLock struct {
 	path string
 }
 
-// LockPath is the file whose lock Lock takes for interface name in dir.
+// LockPath is the file whose lock Lock takes for interface name in dir,
+// in this process's network namespace: interface names are per
+// namespace (the fleet lab runs two daemons with the same exception_iface
+// in two namespaces that share /run), so the file names the namespace by
+// its inode, as ip-netns(8) and lsns(8) show it. Without /proc the name
+// alone is used.
 func LockPath(dir, name string) string {
-	return filepath.Join(dir, "exception-"+name+".lock")
+	ns := ""
+	if fi, err := os.Stat("/proc/self/ns/net"); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ns = "-net" + strconv.FormatUint(st.Ino, 10)
+		}
+	}
+	return filepath.Join(dir, "exception-"+name+ns+".lock")
 }
 
 // Lock takes the exclusive lock of exception interface name under dir

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -82,30 +83,8 @@ func TestLockNames(t *testing.T) {
 // restarted after a crash.
 func TestLockReleasedByExit(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHelperProcess$")
-	cmd.Env = append(os.Environ(), "FULCRUM_LOCK_HELPER="+dir)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || line != "locked\n" {
-		t.Fatalf("helper said %q (%v), want \"locked\"", line, err)
-	}
-	_, err = Lock(dir, "flk0")
+	cmd := startLockHelper(t, dir, 0)
+	_, err := Lock(dir, "flk0")
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("lock held by the helper: %v, want ErrLocked", err)
 	}
@@ -119,6 +98,54 @@ func TestLockReleasedByExit(t *testing.T) {
 	l, err := Lock(dir, "flk0")
 	if err != nil {
 		t.Fatalf("lock after its holder was killed: %v", err)
+	}
+	l.Release()
+}
+
+// startLockHelper starts TestLockHelperProcess with cloneflags and
+// returns once it holds the lock of flk0 under dir; it is killed at the
+// test's end.
+func startLockHelper(t *testing.T, dir string, cloneflags uintptr) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHelperProcess$")
+	cmd.Env = append(os.Environ(), "FULCRUM_LOCK_HELPER="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: cloneflags}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		if cloneflags != 0 && errors.Is(err, syscall.EPERM) {
+			t.Skip("needs root: a new network namespace")
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "locked\n" {
+		t.Fatalf("helper said %q (%v), want \"locked\"", line, err)
+	}
+	return cmd
+}
+
+// Interface names are per network namespace: a daemon in another one
+// (the fleet lab's two LBs, each with its fulcrum0, sharing /run) does
+// not hold this namespace's lock of the same name.
+func TestLockPerNetns(t *testing.T) {
+	dir := t.TempDir()
+	startLockHelper(t, dir, syscall.CLONE_NEWNET)
+	l, err := Lock(dir, "flk0")
+	if err != nil {
+		t.Fatalf("flk0 locked in another network namespace: %v", err)
 	}
 	l.Release()
 }
