@@ -145,6 +145,12 @@ func start(o options, d *decap.Decapsulator, log *slog.Logger) (*agent, error) {
 	for i, p := range o.lbs {
 		lbs[i] = p.String()
 	}
+	if len(lbs) == 0 {
+		// Open to anyone who can reach this host: forged tunnels deliver
+		// forged inner packets, and with -peers make it send second
+		// chances (README, "The second chance").
+		log.Warn("tunnels accepted from any source: pass -lbs with the LBs' addresses")
+	}
 	log.Info("ready", "tun", tun.name, "kinds", strings.Join(kinds, ","), "gue_port", d.GUEPort(), "sockets", strings.Join(names, ","), "peers", strings.Join(peers, ","), "lbs", strings.Join(lbs, ","))
 	return a, nil
 }

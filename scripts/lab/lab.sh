@@ -262,8 +262,9 @@ start_decap() {
 	# Started with ip netns exec directly, not through ns(): $! must be the
 	# process itself (ip execs it), not a subshell, or kill would miss it.
 	# -peers: the backends' addresses (.16-.31), the only second-chance
-	# destinations the agent forwards to (docs/second-chance.md).
-	ip netns exec $n "$BIN/fulcrum-decap" -tun fdecap0 -gre -addr $ip -peers 10.77.2.16/28 >>"$LAB/be$b-decap.log" 2>&1 &
+	# destinations the agent forwards to (docs/second-chance.md); -lbs:
+	# the LBs' lb_ipv4, the only other outer sources it takes tunnels from.
+	ip netns exec $n "$BIN/fulcrum-decap" -tun fdecap0 -gre -addr $ip -peers 10.77.2.16/28 -lbs 10.77.2.11,10.77.2.12 >>"$LAB/be$b-decap.log" 2>&1 &
 	echo $! >"$LAB/be$b-decap.pid"
 }
 
