@@ -62,6 +62,14 @@ type IPv6Ext struct {
 	FragOffset uint16
 	// FragID is the fragment header's identification.
 	FragID uint32
+	// Fragments is the number of fragment headers stepped over: more
+	// than one only when a first (or atomic) fragment's chain holds
+	// another, which no sender writes (RFC 8200 §4.1).
+	Fragments int
+	// RoutingLeft is set if a routing header with segments left was
+	// stepped over (only when the set holds ProtoRouting): the
+	// destination address is then not the packet's final one (§4.4).
+	RoutingLeft bool
 	// Off is where Proto's header starts in the walked slice.
 	Off int
 	// N is the number of extension headers stepped over.
@@ -99,11 +107,15 @@ func WalkIPv6Ext(b []byte, off int, nh uint8, s IPv6ExtSet, limit int) IPv6Ext {
 			hlen = IPv6FragmentSize
 			f := IPv6Fragment(h)
 			w.Fragment = true
+			w.Fragments++
 			w.FragOffset = f.FragmentOffset()
 			w.MoreFragments = f.More()
 			w.FragID = f.ID()
 		case ProtoAH:
 			hlen = (int(h[1]) + 2) * 4
+		case ProtoRouting:
+			hlen = (int(h[1]) + 1) * 8
+			w.RoutingLeft = w.RoutingLeft || h[3] != 0
 		default:
 			hlen = (int(h[1]) + 1) * 8
 		}

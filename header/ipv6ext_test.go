@@ -19,6 +19,7 @@ type ext struct {
 	fragOff uint16 // bytes, a multiple of 8
 	more    bool
 	id      uint32
+	segLeft uint8 // a routing header's segments left
 }
 
 // chain builds an IPv6 packet with the extension headers es and then a
@@ -49,6 +50,8 @@ func chain(t testing.TB, es ...ext) ([]byte, int) {
 			if e.typ != header.ProtoRouting {
 				// PadN options filling the header (RFC 8200 §4.2).
 				h[2], h[3] = 1, uint8(e.size-4)
+			} else {
+				h[3] = e.segLeft
 			}
 		}
 		body = append(body, h...)
@@ -150,6 +153,33 @@ func TestWalkIPv6Ext(t *testing.T) {
 				t.Fatalf("walk put TCP at %d, gopacket at %d", w.Off, got)
 			}
 		})
+	}
+}
+
+// TestWalkIPv6ExtRoutingAndFragments: the walk notes a routing header
+// with segments left and counts the fragment headers, as far as it goes
+// (nothing after a non-first fragment, which is payload).
+func TestWalkIPv6ExtRoutingAndFragments(t *testing.T) {
+	left := ext{typ: header.ProtoRouting, size: 24, segLeft: 1}
+	atomic := ext{typ: header.ProtoFragment, size: 8, id: 9}
+	for _, tt := range []struct {
+		name        string
+		es          []ext
+		routingLeft bool
+		fragments   int
+	}{
+		{name: "routing, no segment left", es: []ext{hbh, rt, dst}},
+		{name: "routing, a segment left", es: []ext{hbh, left, dst}, routingLeft: true},
+		{name: "after a first fragment", es: []ext{frag, left}, routingLeft: true, fragments: 1},
+		{name: "after a later fragment: payload", es: []ext{late, left}, fragments: 1},
+		{name: "two fragment headers", es: []ext{frag, atomic}, fragments: 2},
+		{name: "a later fragment's payload", es: []ext{late, atomic}, fragments: 1},
+	} {
+		b, _ := chain(t, tt.es...)
+		w := header.WalkIPv6Ext(b, header.IPv6MinimumSize, header.IPv6(b).NextHeader(), header.IPv6ExtAll, 8)
+		if w.Status != header.IPv6ExtOK || w.RoutingLeft != tt.routingLeft || w.Fragments != tt.fragments {
+			t.Errorf("%s: walk = %+v, want routing left %v, %d fragment headers", tt.name, w, tt.routingLeft, tt.fragments)
+		}
 	}
 }
 

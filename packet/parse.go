@@ -145,10 +145,17 @@ func parseIPv6(frame []byte, off int, p *Parsed) Reason {
 		case header.IPv6ExtTruncated:
 			return TruncatedExtHeader
 		}
-		if routingLeft(b[:ipLen]) {
+		if w.RoutingLeft {
+			// The destination is only a hop of a route the sender
+			// chose: a VIP there would have the backend (or the nodes
+			// the header names) send the packet on to addresses of the
+			// sender's. A routing header with no segment left is
+			// processed as if absent; one after a fragment header with
+			// a non-zero offset is payload, which the walk does not
+			// read.
 			return SourceRouted
 		}
-		if w.Fragment && twoFragmentHeaders(b[:ipLen]) {
+		if w.Fragments > 1 {
 			// The walk keeps the last fragment header's fields: a first
 			// fragment followed by an atomic one would pass for a whole
 			// packet and be routed by its ports, away from the rest of
@@ -246,25 +253,6 @@ var badTCPFlags = func() (m uint64) {
 	return m
 }()
 
-// twoFragmentHeaders reports whether the IPv6 packet b, whose extension
-// headers were walked without error and include a fragment header, has a
-// second fragment header after its first. A first fragment header with a
-// non-zero offset ends the chain (its rest is payload), so only one at
-// offset 0 (a first or an atomic fragment) can be followed by another.
-func twoFragmentHeaders(b header.IPv6) bool {
-	const noFrag = header.IPv6ExtAll &^ header.IPv6ExtFragment
-	f := header.WalkIPv6Ext(b, header.IPv6MinimumSize, b.NextHeader(), noFrag, MaxExtHeaders)
-	if f.Status != header.IPv6ExtOK || f.Proto != header.ProtoFragment || len(b)-f.Off < header.IPv6FragmentSize {
-		return false
-	}
-	fh := header.IPv6Fragment(b[f.Off:])
-	if fh.FragmentOffset() != 0 {
-		return false
-	}
-	g := header.WalkIPv6Ext(b, f.Off+header.IPv6FragmentSize, fh.NextHeader(), noFrag, MaxExtHeaders)
-	return g.Proto == header.ProtoFragment
-}
-
 // sourceRoute4 reports whether the IPv4 options opts carry a loose or
 // strict source route (RFC 791 LSRR, SSRR). The header's destination is
 // then only the next hop of a route the sender chose: a VIP there would
@@ -288,29 +276,6 @@ func sourceRoute4(opts []byte) bool {
 			return false
 		}
 		i += int(opts[i+1])
-	}
-	return false
-}
-
-// routingLeft reports whether the IPv6 packet b, whose extension headers
-// were walked without error, has a routing header with segments left
-// (RFC 8200 §4.4): its destination address is then not the packet's final
-// destination, and a VIP there would have the backend (or the nodes the
-// header names) send it on to addresses the sender chose. A routing
-// header with no segment left is processed as if absent. A routing header
-// after a fragment header with a non-zero offset is payload, not a header.
-func routingLeft(b header.IPv6) bool {
-	const noRouting = header.IPv6ExtAll &^ (1 << header.ProtoRouting)
-	off, nh := header.IPv6MinimumSize, b.NextHeader()
-	for n := 0; n <= MaxExtHeaders; n++ {
-		w := header.WalkIPv6Ext(b, off, nh, noRouting, MaxExtHeaders)
-		if w.Status != header.IPv6ExtOK || w.Proto != header.ProtoRouting || w.Fragment && w.FragOffset != 0 || len(b)-w.Off < 8 {
-			return false
-		}
-		if b[w.Off+3] != 0 { // segments left
-			return true
-		}
-		off, nh = w.Off+(int(b[w.Off+1])+1)*8, b[w.Off]
 	}
 	return false
 }
