@@ -225,11 +225,11 @@ func (s *Server) takeToken(a *config.Admin) {
 // in place is served from the reload on. Connections already open keep
 // the one they were made with.
 func (s *Server) takeCert(a *config.Admin) {
-	c := a.Certificate()
-	if c == nil || s.cert.Load() == nil || a.TLSCert != s.cfg.TLSCert || a.TLSKey != s.cfg.TLSKey {
+	c, old := a.Certificate(), s.cert.Load()
+	if c == nil || old == nil || a.TLSCert != s.cfg.TLSCert || a.TLSKey != s.cfg.TLSKey {
 		return
 	}
-	if old := s.cert.Load(); old != nil && len(old.Certificate) > 0 && len(c.Certificate) > 0 && bytes.Equal(old.Certificate[0], c.Certificate[0]) {
+	if len(old.Certificate) > 0 && len(c.Certificate) > 0 && bytes.Equal(old.Certificate[0], c.Certificate[0]) {
 		return
 	}
 	s.cert.Store(c)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fulcrumlb/fulcrum/decap"
+	"github.com/fulcrumlb/fulcrum/encap"
 )
 
 // Sizes of the receive path.
@@ -358,8 +359,8 @@ func innerDst(inner []byte) netip.Addr {
 
 // martianInner reports whether the inner packet (checked by package
 // decap) has a source no client can have (loopback, unspecified,
-// multicast, IPv4's 0/8, 240/4 and limited broadcast, an IPv4-mapped IPv6
-// address) or a loopback destination. The local table holds 127.0.0.0/8,
+// multicast, IPv4's 0/8, 240/4 and limited broadcast: not
+// encap.IsUnicast; an IPv4-mapped IPv6 address) or a loopback destination. The local table holds 127.0.0.0/8,
 // so isLocal would take 127.0.0.1 as this host's: only a forged packet
 // names it, and the TUN is no loopback device.
 func martianInner(inner []byte) bool {
@@ -369,14 +370,7 @@ func martianInner(inner []byte) bool {
 	} else {
 		src, dst = netip.AddrFrom4([4]byte(inner[12:16])), netip.AddrFrom4([4]byte(inner[16:20]))
 	}
-	if dst.IsLoopback() || src.IsLoopback() || src.IsUnspecified() || src.IsMulticast() || src.Is4In6() {
-		return true
-	}
-	if src.Is4() {
-		b := src.As4()
-		return b[0] == 0 || b[0] >= 240 // 0/8, 240/4 and 255.255.255.255
-	}
-	return false
+	return !encap.IsUnicast(src) || src.Is4In6() || dst.IsLoopback()
 }
 
 // fromLB reports whether src is within -lbs.

@@ -268,7 +268,7 @@ func TestCrashStaleForwardRule(t *testing.T) {
 }
 
 // TestCrashExceptionIfaceLocked: the exception interface's lock
-// (/run/fulcrum/exception-IFACE.lock) keeps a second daemon out even
+// (/run/fulcrum/exception-IFACE-netINODE.lock) keeps a second daemon out even
 // before the first one has made its tap. Held here by the test, it stops
 // a daemon before its EAL starts (exit 1, naming the holder's PID, no
 // tap); released, the daemon starts. Then, several times, two daemons
