@@ -1027,6 +1027,56 @@ func sum[K comparable](m map[K]int) int {
 	return n
 }
 
+// A backend id outlives its backend: a removed backend's entries stay
+// until they expire or repin, and its id goes to a later backend, of a
+// newer generation. The newcomer's count starts at its own first entry;
+// the old entries, freed or repinned, never change it.
+func TestBackendFlowCountsReusedID(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Capacity = 1024
+	cfg.Backends = 4
+	tb, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := flow.NewHasher(flow.Key{9})
+	keys := make([]flow.Tuple, 60)
+	for i := range keys {
+		keys[i] = tuple4(i)
+	}
+	ins := func(i int, gen uint32) *Entry {
+		return tb.Insert(h.Hash(&keys[i]), &keys[i], StateNew, 1, 0, gen, 1000)
+	}
+	for i := range 50 { // id 0, generation 3: 50 flows
+		ins(i, 3)
+	}
+	if n := tb.BackendFlows(0, 3); n != 50 {
+		t.Fatalf("generation 3: %d flows, want 50", n)
+	}
+	if n := tb.BackendFlows(0, 7); n != 0 {
+		t.Errorf("generation 7 before its first flow: %d, want 0", n)
+	}
+	ins(50, 7) // the id's next backend
+	ins(51, 7)
+	if n := tb.BackendFlows(0, 7); n != 2 {
+		t.Errorf("generation 7: %d flows, want 2", n)
+	}
+	ins(52, 3) // a late insert for the old one: counted nowhere
+	tb.Delete(h.Hash(&keys[0]), &keys[0])
+	tb.Repin(tb.Lookup(h.Hash(&keys[1]), &keys[1], 1000), 2, 1)
+	tb.Repin(tb.Lookup(h.Hash(&keys[2]), &keys[2], 1000), 0, 7) // an old flow repinned to the newcomer
+	if n := tb.BackendFlows(0, 7); n != 3 {
+		t.Errorf("generation 7 after the old flows left and one repinned: %d, want 3", n)
+	}
+	if n := tb.BackendFlows(2, 1); n != 1 {
+		t.Errorf("backend 2: %d, want 1", n)
+	}
+	tb.Sweep(1000+Time(cfg.TCPNewTimeout/Resolution)+1, tb.Buckets()) // all expire
+	if n := tb.BackendFlows(0, 7); n != 0 || tb.Len() != 0 {
+		t.Errorf("after expiry: generation 7 %d, live %d", n, tb.Len())
+	}
+}
+
 // The per-backend counts follow every way an entry comes and goes.
 func TestBackendFlowCounts(t *testing.T) {
 	cfg := DefaultConfig()
@@ -1042,24 +1092,31 @@ func TestBackendFlowCounts(t *testing.T) {
 		keys[i] = tuple4(i)
 		tb.Insert(h.Hash(&keys[i]), &keys[i], StateNew, 1, uint32(i%4), 1, 1000)
 	}
+	gen := func(b uint32) uint32 { // backend 5 is generation 2's (the repin below)
+		if b == 5 {
+			return 2
+		}
+		return 1
+	}
+	flows := func(b uint32) int32 { return tb.BackendFlows(b, gen(b)) }
 	sum := func() (n int32) {
 		for b := uint32(0); b < 8; b++ {
-			n += tb.BackendFlows(b)
+			n += flows(b)
 		}
 		return n
 	}
-	if tb.BackendFlows(0) != 25 || sum() != int32(tb.Len()) {
-		t.Fatalf("counts %d, total %d, live %d", tb.BackendFlows(0), sum(), tb.Len())
+	if flows(0) != 25 || sum() != int32(tb.Len()) {
+		t.Fatalf("counts %d, total %d, live %d", flows(0), sum(), tb.Len())
 	}
 	e := tb.Lookup(h.Hash(&keys[0]), &keys[0], 1000)
 	tb.Repin(e, 5, 2)
-	if tb.BackendFlows(0) != 24 || tb.BackendFlows(5) != 1 {
-		t.Errorf("after repin: %d %d", tb.BackendFlows(0), tb.BackendFlows(5))
+	if flows(0) != 24 || flows(5) != 1 {
+		t.Errorf("after repin: %d %d", flows(0), flows(5))
 	}
 	tb.Delete(h.Hash(&keys[1]), &keys[1])
 	tb.Drop(ByBackend(2), 0, tb.Buckets())
-	if tb.BackendFlows(1) != 24 || tb.BackendFlows(2) != 0 || sum() != int32(tb.Len()) {
-		t.Errorf("after delete and drop: b1 %d b2 %d total %d live %d", tb.BackendFlows(1), tb.BackendFlows(2), sum(), tb.Len())
+	if flows(1) != 24 || flows(2) != 0 || sum() != int32(tb.Len()) {
+		t.Errorf("after delete and drop: b1 %d b2 %d total %d live %d", flows(1), flows(2), sum(), tb.Len())
 	}
 	tb.Sweep(1000+Time(cfg.TCPNewTimeout/Resolution)+1, tb.Buckets()) // all expire
 	if sum() != 0 || tb.Len() != 0 {

@@ -260,18 +260,25 @@ func fuzzBucket(k flow.Tuple) uint64 {
 }
 
 // checkCounts fails t unless the per-backend flow counts are those of
-// the entries in the table.
+// the entries in the table of each id's newest generation, and no entry
+// is of a newer one.
 func checkCounts(t testing.TB, tb *Table) {
 	t.Helper()
 	per := make([]int32, len(tb.per))
 	for s := range tb.entries {
-		if b := tb.entries[s].backend; tb.used(s) && int(b) < len(per) {
-			per[b]++
+		e := &tb.entries[s]
+		if b := e.backend; tb.used(s) && int(b) < len(per) {
+			switch g := tb.per[b].gen; {
+			case e.gen == g:
+				per[b]++
+			case int32(e.gen-g) > 0:
+				t.Fatalf("backend %d: an entry of generation %d, counted under %d", b, e.gen, g)
+			}
 		}
 	}
 	for b := range per {
-		if per[b] != tb.per[b] {
-			t.Fatalf("backend %d: %d entries, counted %d", b, per[b], tb.per[b])
+		if per[b] != tb.per[b].n {
+			t.Fatalf("backend %d: %d entries, counted %d", b, per[b], tb.per[b].n)
 		}
 	}
 }

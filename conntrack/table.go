@@ -58,7 +58,7 @@ type Table struct {
 	mask    uint64           // buckets - 1
 	timeout [numStates]int32 // idle timeout per State, in Time units
 	live    int              // occupied slots
-	per     []int32          // live entries per backend id (Config.Backends)
+	per     []perBackend     // live entries per backend id (Config.Backends), of its newest incarnation
 	sweep   int              // Sweep's next bucket
 	// SweepPaced's schedule: a full pass every pass (Time units, half the
 	// shortest timeout); owed is the buckets due, times pass; pacedAt is
@@ -86,7 +86,7 @@ func New(cfg Config) (*Table, error) {
 	}
 	t.pass = uint64(max(slices.Min(t.timeout[:])/2, 1))
 	if cfg.Backends > 0 {
-		t.per = make([]int32, cfg.Backends)
+		t.per = make([]perBackend, cfg.Backends)
 	}
 	if cfg.Memory != nil {
 		// Memory the caller owns (DPDK hugepages): already zeroed and
@@ -211,26 +211,52 @@ func (t *Table) used(slot int) bool { return t.sigs[slot>>3]>>(uint(slot&7)*8)&0
 func (t *Table) free(slot int) {
 	t.setSig(slot, 0)
 	t.live--
-	t.uncount(t.entries[slot].backend)
+	e := &t.entries[slot]
+	t.uncount(e.backend, e.gen)
 }
 
-func (t *Table) count(backend uint32) {
-	if int(backend) < len(t.per) {
-		t.per[backend]++
+// perBackend counts the entries of one backend id's newest incarnation
+// the table has seen. A backend id outlives its backend: a reload that
+// removes one frees its id for the next new backend, while the removed
+// one's entries stay until they expire or their flows repin. Counting by
+// id alone gave the newcomer the old flows (the load-based schedulers then
+// kept new flows off it); the generation tells the two apart.
+type perBackend struct {
+	n   int32
+	gen uint32
+}
+
+// count adds an entry of backend id incarnation gen. A newer incarnation
+// starts the id's count again (the older one's entries are no longer
+// counted anywhere); an older one is not counted.
+func (t *Table) count(backend, gen uint32) {
+	if int(backend) >= len(t.per) {
+		return
+	}
+	p := &t.per[backend]
+	if gen != p.gen {
+		if int32(gen-p.gen) < 0 { // older (generations only grow, and wrap after 2^31 of them)
+			return
+		}
+		p.n, p.gen = 0, gen
+	}
+	p.n++
+}
+
+// uncount removes an entry of backend id incarnation gen.
+func (t *Table) uncount(backend, gen uint32) {
+	if int(backend) < len(t.per) && t.per[backend].gen == gen {
+		t.per[backend].n--
 	}
 }
 
-func (t *Table) uncount(backend uint32) {
-	if int(backend) < len(t.per) {
-		t.per[backend]--
-	}
-}
-
-// BackendFlows is the number of entries pinned to a backend id (expired
-// ones not yet reclaimed included), or 0 without Config.Backends.
-func (t *Table) BackendFlows(backend uint32) int32 {
-	if int(backend) < len(t.per) {
-		return t.per[backend]
+// BackendFlows is the number of entries pinned to incarnation gen of a
+// backend id (expired ones not yet reclaimed included), or 0 without
+// Config.Backends. Entries of the id's earlier incarnations are not
+// counted once it has an entry of gen, nor of gen before it has one.
+func (t *Table) BackendFlows(backend, gen uint32) int32 {
+	if int(backend) < len(t.per) && t.per[backend].gen == gen {
+		return t.per[backend].n
 	}
 	return 0
 }
@@ -239,9 +265,9 @@ func (t *Table) BackendFlows(backend uint32) int32 {
 // one left, or a new connection reused the tuple), keeping the per-backend
 // counts right.
 func (t *Table) Repin(e *Entry, backend, gen uint32) {
-	t.uncount(e.backend)
+	t.uncount(e.backend, e.gen)
 	e.repin(backend, gen)
-	t.count(backend)
+	t.count(backend, gen)
 }
 
 // sameKey is a == b, as five 8-byte loads a side and no branch (the
@@ -551,7 +577,7 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 			return e
 		}
 		t.c.Expired++ // reused in place below
-		t.uncount(e.backend)
+		t.uncount(e.backend, e.gen)
 	} else {
 		if s = freeIn(own, second, wOwn, wSecond); s < 0 {
 			s = t.evict(int(own), st, now)
@@ -575,7 +601,7 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	if st == StateOther {
 		e.flags = entryOnce // new's rank until a second packet (entryOnce)
 	}
-	t.count(backend)
+	t.count(backend, gen)
 	return e
 }
 

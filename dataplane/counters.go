@@ -235,7 +235,8 @@ func (w *Worker) serveSnapshot() {
 	// them, so the copy does not allocate unless a reload grew the
 	// snapshot in between.
 	nv, nb := len(w.c.VIPs), len(w.c.Backends)
-	if svc := w.shared.Services.Load(); svc != nil {
+	svc := w.shared.Services.Load()
+	if svc != nil {
 		nv, nb = min(nv, len(svc.VIPs)), min(nb, svc.NumBackendIDs())
 	}
 	d.VIPs = append(vips[:0], w.c.VIPs[:nv]...)
@@ -243,7 +244,12 @@ func (w *Worker) serveSnapshot() {
 	d.Conntrack = w.ct.Counters()
 	d.Flows = w.ct.Len()
 	for id := range d.Backends {
-		d.Backends[id].Active = int64(w.ct.BackendFlows(uint32(id)))
+		// The flows of the id's current backend only: a removed
+		// backend's entries outlive it, and its id may be another's now.
+		d.Backends[id].Active = 0
+		if svc != nil && id < len(svc.Backends) && svc.Backends[id] != nil {
+			d.Backends[id].Active = int64(w.ct.BackendFlows(uint32(id), svc.Backends[id].Gen))
+		}
 	}
 	w.snap.done.Store(true)
 }

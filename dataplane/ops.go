@@ -166,10 +166,16 @@ func (w *Worker) serveOp(now conntrack.Time) {
 	case opDrop:
 		op.cursor, finished = w.ct.Drop(op.sel, op.cursor, opBudget)
 	case opCountFlows:
+		// Only the entries of the id's current incarnation: a removed
+		// backend's entries stay until they expire or their next packet,
+		// and its id may be given to a new backend meanwhile.
+		svc := w.shared.Services.Load()
 		op.cursor, finished = w.ct.Scan(op.cursor, opBudget, func(e *conntrack.Entry) {
 			// Active flows: closing ones (FIN or RST seen) are ending.
-			if !w.ct.Expired(e, now) && e.State() != conntrack.StateClosing && int(e.Backend()) < len(op.Flows) {
-				op.Flows[e.Backend()]++
+			id := e.Backend()
+			if !w.ct.Expired(e, now) && e.State() != conntrack.StateClosing && int(id) < len(op.Flows) &&
+				(svc == nil || int(id) < len(svc.Backends) && svc.Backends[id] != nil && svc.Backends[id].Gen == e.Gen()) {
+				op.Flows[id]++
 			}
 		})
 	case opList:

@@ -117,8 +117,9 @@ func TestFlushOpCountsMoved(t *testing.T) {
 	for !op.done.Load() {
 		r.w.serveOp(r.now)
 	}
-	if op.Flushed != be3 || r.w.c.Moved != be3 || r.w.ct.Len() != len(all)-int(be3) || r.w.ct.BackendFlows(3) != 0 || be3 == 0 {
+	gen3 := r.shared.Services.Load().Backends[3].Gen
+	if op.Flushed != be3 || r.w.c.Moved != be3 || r.w.ct.Len() != len(all)-int(be3) || r.w.ct.BackendFlows(3, gen3) != 0 || be3 == 0 {
 		t.Errorf("flushed %d, moved %d, %d left, backend 3 has %d; want %d, %d, %d, 0",
-			op.Flushed, r.w.c.Moved, r.w.ct.Len(), r.w.ct.BackendFlows(3), be3, be3, len(all)-int(be3))
+			op.Flushed, r.w.c.Moved, r.w.ct.Len(), r.w.ct.BackendFlows(3, gen3), be3, be3, len(all)-int(be3))
 	}
 }
