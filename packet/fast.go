@@ -88,6 +88,9 @@ func parseFlow6(frame []byte, p *Parsed) bool {
 	t := &p.Tuple
 	t.Src = [16]byte(b[8:24])
 	t.Dst = [16]byte(b[24:40])
+	if mapped(&t.Src) || mapped(&t.Dst) {
+		return false // Parse drops it (MappedIPv6)
+	}
 	t.SrcPort, t.DstPort = header.Ports(l4)
 	t.Proto, t.V6 = proto, true
 	p.L3, p.EtherType = L3IPv6, EtherTypeIPv6

@@ -136,6 +136,14 @@ func parseIPv6(frame []byte, off int, p *Parsed) Reason {
 	copy(t.Src[:], b.SourceSlice()) // not SourceAddress: see IPv6
 	copy(t.Dst[:], b.DestinationSlice())
 	t.V6 = true
+	if mapped(&t.Src) || mapped(&t.Dst) {
+		// IPv4-mapped addresses stand for IPv4 nodes inside a host's
+		// stack and never appear on the wire (RFC 4291 §2.5.5.2). In a
+		// tuple they are also how IPv4 addresses are kept, so
+		// ::ffff:203.0.113.7 would reach the IPv4 VIP 203.0.113.7, and
+		// ::ffff:127.0.0.1 would pass the IPv6 martian test.
+		return MappedIPv6
+	}
 	nh, l4 := b.NextHeader(), header.IPv6MinimumSize
 	if header.IPv6ExtAll.Has(nh) { // most packets have none: no call
 		w := header.WalkIPv6Ext(b[:ipLen], l4, nh, header.IPv6ExtAll, MaxExtHeaders)
@@ -278,4 +286,9 @@ func sourceRoute4(opts []byte) bool {
 		i += int(opts[i+1])
 	}
 	return false
+}
+
+// mapped reports whether a is an IPv4-mapped IPv6 address (::ffff:0:0/96).
+func mapped(a *[16]byte) bool {
+	return binary.LittleEndian.Uint64(a[0:8]) == 0 && binary.LittleEndian.Uint32(a[8:12]) == 0xffff0000
 }

@@ -28,6 +28,7 @@ const (
 	BadICMPQuote              // the packet quoted by an ICMP error is cut off or malformed
 	BadTCPFlags               // a TCP flag combination no stack sends (SYN+RST, SYN+FIN, none, FIN+PSH+URG without ACK): a scan or an attack
 	SourceRouted              // IPv4 LSRR/SSRR option, or an IPv6 routing header with segments left: the destination is not the final one
+	MappedIPv6                // an IPv6 source or destination in ::ffff:0:0/96 (IPv4-mapped), which never appears on the wire
 	numReasons
 )
 
@@ -54,6 +55,7 @@ var reasonNames = [numReasons]string{
 	BadICMPQuote:       "bad-icmp-quote",
 	BadTCPFlags:        "bad-tcp-flags",
 	SourceRouted:       "source-routed",
+	MappedIPv6:         "ipv4-mapped-ipv6",
 }
 
 // NumReasons is the number of Reason values, for sizing counter arrays.
