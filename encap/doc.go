@@ -68,7 +68,11 @@
 //     3 code 4) carrying the next-hop MTU (RFC 1191), quoting the packet's
 //     first bytes up to 576 bytes in all (RFC 1812 §4.3.2.3), TTL 64.
 //   - IPv6: "packet too big" (type 2 code 0) quoting up to 1280 bytes in
-//     all (RFC 4443 §2.4(c)), hop limit 64. The MTU field never goes below
+//     all (RFC 4443 §2.4(c)), hop limit 64.
+//   - Either reply is at most as long as the packet it answers (with an
+//     MTU below 576 or 1280 plus the overhead the whole packet would fit
+//     in the quote): a spoofed packet never gets more bytes back than it
+//     sent. The MTU field never goes below
 //     1280 (RFC 8200 §5): with Config.MTU below 1280 + Overhead (1332 for
 //     GUE over IPv6) the client cannot comply, so such MTUs should not be
 //     used with IPv6 clients.

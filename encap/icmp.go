@@ -53,7 +53,14 @@ func fragNeeded(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, srcMA
 	if ip < hl {
 		return 0, 0, DropNoHeadroom
 	}
-	q := min(ipLen, icmpv4MaxLen-ipv4Len-icmpLen)
+	// The quote ends where the reply would outgrow the request (which
+	// it may when the MTU is below 576 + Overhead): a spoofed request
+	// must never get more bytes back than it sent. It still holds far
+	// more than the IP header and 8 bytes RFC 792 asks for.
+	q := min(ipLen-ipv4Len-icmpLen, icmpv4MaxLen-ipv4Len-icmpLen)
+	if q < ipv4Len+8 {
+		return 0, 0, DropTooBigNoReply // not reached: a packet too big is longer
+	}
 	start := ip - hl
 	h := buf[start : ip+q]
 	replyEthernet(buf, off, start, srcMAC, etherTypeIPv4)
@@ -100,7 +107,10 @@ func packetTooBig(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, src
 	if ip < hl {
 		return 0, 0, DropNoHeadroom
 	}
-	q := min(ipLen, icmpv6MaxLen-ipv6Len-icmpLen)
+	q := min(ipLen-ipv6Len-icmpLen, icmpv6MaxLen-ipv6Len-icmpLen) // never longer than the request (fragNeeded)
+	if q < ipv6Len+8 {
+		return 0, 0, DropTooBigNoReply // not reached: a packet too big is longer
+	}
 	mtu = max(mtu, minIPv6MTU)
 	start := ip - hl
 	h := buf[start : ip+q]
@@ -145,8 +155,12 @@ func Unicast4(a [4]byte) bool {
 	return a[0] != 0 && a[0] != 127 && a[0] < 224
 }
 
-// Unicast6 reports whether a names one node: not unspecified, loopback or
-// multicast (ff00::/8).
+// Unicast6 reports whether a names one node: not unspecified, loopback,
+// multicast (ff00::/8) or IPv4-mapped (::ffff:0:0/96), which must not
+// appear on the wire (RFC 4291 2.5.5.2; Linux's ip6_rcv_core drops it as
+// a source) and would carry any IPv4 martian (::ffff:127.0.0.1,
+// ::ffff:255.255.255.255) past the IPv4 test.
 func Unicast6(a [16]byte) bool {
-	return a[0] != 0xff && (binary.BigEndian.Uint64(a[:8]) != 0 || binary.BigEndian.Uint64(a[8:]) > 1)
+	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+	return a[0] != 0xff && (hi != 0 || lo > 1 && lo>>32 != 0xffff)
 }

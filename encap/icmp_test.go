@@ -132,7 +132,7 @@ func tooBigReply(t *testing.T, s spec, mtu int, kind Kind, to6, v6 bool) (out, q
 	if v6 {
 		hl, max, et = 14+40+8, 1280, layers.EthernetTypeIPv6
 	}
-	q := min(len(orig), max-(hl-14))
+	q := min(len(orig)-(hl-14), max-(hl-14)) // the reply never outgrows the request
 	if length != hl+q {
 		t.Fatalf("length %d, want %d (quote %d)", length, hl+q, q)
 	}
