@@ -523,7 +523,8 @@ func TestAttackFragmentShapes(t *testing.T) {
 			{"first fragment, another protocol", raw4(src, any, 47, 5, 0x2000, make([]byte, 40)), false},
 			{"to the port-80 VIP's address", raw4(src, "203.0.113.7", 17, 5, 0x2000|3, make([]byte, 8)), true},
 			{"IPv6 first, cut TCP", raw6("2001:db8:c::1", "2001:db8:ffff::7", 44, cat(frag6(6, 0, true, 1), make([]byte, 10))), false},
-			{"IPv6 later, offset 8", raw6("2001:db8:c::1", "2001:db8:ffff::7", 44, cat(frag6(6, 8, true, 1), make([]byte, 16))), true},
+			{"IPv6 later, offset 8", raw6("2001:db8:c::1", "2001:db8:ffff::7", 44, cat(frag6(6, 8, true, 1), make([]byte, 16))), false}, // RFC 1858, as IPv4
+			{"IPv6 later, offset 16", raw6("2001:db8:c::1", "2001:db8:ffff::7", 44, cat(frag6(6, 16, true, 1), make([]byte, 16))), true},
 			{"IPv6 fragment of ICMPv6", raw6("2001:db8:c::1", "2001:db8:ffff::7", 44, cat(frag6(58, 0, true, 1), icmpMsg(128, 0, 0, make([]byte, 16)))), false},
 		}
 		for _, tc := range cases {

@@ -190,6 +190,12 @@ func parseIPv6(frame []byte, off int, p *Parsed) Reason {
 	p.L4Off = uint16(l4)
 	p.PayloadOff = uint16(l4)
 	if p.Fragment && p.FragOffset != 0 {
+		// RFC 1858, as for IPv4: a TCP fragment at offset 8 can only
+		// exist to overwrite the first fragment's flags, past the flag
+		// check the first fragment passed.
+		if p.Proto == ProtoTCP && p.FragOffset == 8 {
+			return BadFragment
+		}
 		return OK
 	}
 	return parseL4(frame[:end], l4, p)
