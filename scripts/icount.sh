@@ -11,6 +11,13 @@
 #   scripts/icount.sh                       # every scenario
 #   scripts/icount.sh est10k flood          # some
 #   ICOUNT_BIN=/tmp/dp.test scripts/icount.sh   # a test binary built elsewhere
+#   scripts/icount.sh yardstick             # the same pipeline in C and in Go
+#
+# yardstick counts bench/yardstick's BenchmarkPipeline at 10k flows (the
+# C pipeline through one cgo call a burst, its Go transliteration, and
+# their refill), on est10k's input, with GOMAXPROCS=1 (an idle P's
+# spinning otherwise lands in the count): the instructions the same work
+# takes when written without Fulcrum's skeleton and features.
 #
 # The binary is built with the daemon's profile (cmd/fulcrum/default.pgo),
 # as the daemon is. Instructions are not time (a cache miss costs none
@@ -25,7 +32,7 @@ if ! command -v valgrind >/dev/null; then
 fi
 P=${ICOUNT_PACKETS:-32000}
 bin=${ICOUNT_BIN:-}
-if [ -z "$bin" ]; then
+if [ -z "$bin" ] && [ "${1:-}" != yardstick ]; then
 	tmp=$(mktemp -d /tmp/fulcrum-icount.XXXXXX)
 	trap 'rm -rf "$tmp"' EXIT
 	bin=$tmp/dataplane.test
@@ -51,8 +58,43 @@ per() {
 	echo $(((b - a) / (4 * P)))
 }
 
+# ys IMPL PACKETS: the instructions of one run of the yardstick.
+ys() {
+	local out
+	out=$(GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=no \
+		--cachegrind-out-file=/dev/null "$ysbin" -test.run '^$' \
+		-test.bench "Pipeline/flows=10000/impl=$1\$" -test.benchtime="$2x" 2>&1) || {
+		echo "icount: yardstick $1 failed:" >&2
+		echo "$out" >&2
+		exit 1
+	}
+	awk '/I *refs:/ {gsub(",", "", $4); print $4}' <<<"$out"
+}
+ysper() {
+	local a b
+	a=$(ys "$1" "$((2 * P))")
+	b=$(ys "$1" "$((10 * P))")
+	echo $(((b - a) / (8 * P)))
+}
+
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(est10k est1m syn10k flood)
+if [ "${scenarios[0]}" = yardstick ]; then
+	ysbin=${ICOUNT_YS_BIN:-}
+	if [ -z "$ysbin" ]; then
+		ystmp=$(mktemp -d /tmp/fulcrum-icount-ys.XXXXXX)
+		trap 'rm -rf "$ystmp"' EXIT
+		ysbin=$ystmp/yardstick.test
+		go test -c -o "$ysbin" ./bench/yardstick
+	fi
+	r=$(ysper refill)
+	printf '%-8s %10s %10s %10s\n' impl "Ir/pkt" refill net
+	for impl in c go; do
+		all=$(ysper "$impl")
+		printf '%-8s %10d %10d %10d\n' "$impl" "$all" "$r" $((all - r))
+	done
+	exit 0
+fi
 printf '%-8s %10s %10s %10s\n' scenario "Ir/pkt" refill net
 declare -A refills
 for s in "${scenarios[@]}"; do
