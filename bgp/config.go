@@ -537,7 +537,9 @@ var wellKnown = map[string]Community{
 
 // ParseCommunity parses "ASN:VALUE" (each 0-65535) or a well-known name.
 func ParseCommunity(s string) (Community, error) {
-	if c, ok := wellKnown[strings.ToLower(s)]; ok {
+	// ASCII case folding only: strings.ToLower maps the Kelvin sign
+	// U+212A to "k", which made "BLAC\u212aHOLE" BLACKHOLE.
+	if c, ok := wellKnown[asciiLower(s)]; ok {
 		return c, nil
 	}
 	hi, lo, ok := strings.Cut(s, ":")
@@ -550,6 +552,16 @@ func ParseCommunity(s string) (Community, error) {
 		return 0, fmt.Errorf("community %q: both halves must be numbers 0-65535", s)
 	}
 	return Community(a<<16 | v), nil
+}
+
+// asciiLower is s with A-Z lowered, and nothing else changed.
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
 }
 
 // String formats c as "ASN:VALUE", the form ParseCommunity reads.

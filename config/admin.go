@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -78,7 +79,7 @@ func (a *Admin) finishAdminToken() error {
 		}
 		a.secret = tok
 		if err := checkToken(tok); err != nil {
-			return errAt("admin.token_file", "token in %s: %v", a.TokenFile, err)
+			return errAt("admin.token_file", "token in %s: %v", showPath(a.TokenFile), err)
 		}
 		return nil
 	}
@@ -98,8 +99,8 @@ func checkToken(tok string) error {
 		return errors.New("is not valid UTF-8")
 	}
 	for _, r := range tok {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return fmt.Errorf("contains a blank or control character (%U): use a random string such as `openssl rand -hex 32`", r)
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("contains a blank, control or invisible format character (%U): use a random string such as `openssl rand -hex 32`", r)
 		}
 	}
 	if n := utf8.RuneCountInString(tok); n < MinAdminTokenLen {
@@ -118,28 +119,41 @@ func readTokenFile(path string) (string, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is said once
 		}
-		return "", fmt.Errorf("token file %s: %w", path, err)
+		return "", fmt.Errorf("token file %s: %w", showPath(path), err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return "", fmt.Errorf("token file %s: %w", path, err)
+		return "", fmt.Errorf("token file %s: %w", showPath(path), err)
 	}
 	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("token file %s: not a regular file", path)
+		return "", fmt.Errorf("token file %s: not a regular file", showPath(path))
 	}
 	if perm := fi.Mode().Perm(); perm&0o004 != 0 {
-		return "", fmt.Errorf("token file %s: mode %04o lets every user read it: chmod o-r (0600 or 0640)", path, perm)
+		return "", fmt.Errorf("token file %s: mode %04o lets every user read it: chmod o-r (0600 or 0640)", showPath(path), perm)
 	}
 	line, err := bufio.NewReader(io.LimitReader(f, maxTokenFileBytes)).ReadString('\n')
 	if err != nil && err != io.EOF {
-		return "", fmt.Errorf("token file %s: %w", path, err)
+		return "", fmt.Errorf("token file %s: %w", showPath(path), err)
 	}
 	tok := strings.TrimSpace(line)
 	if tok == "" {
-		return "", fmt.Errorf("token file %s: the first line is empty", path)
+		return "", fmt.Errorf("token file %s: the first line is empty", showPath(path))
 	}
 	return tok, nil
+}
+
+// showPath is a file path as a problem shows it: as written, or quoted
+// when it holds what would not print as itself (a newline would start a
+// line of `fulcrum check`'s output that reads as another problem; an
+// escape sequence would reach the operator's terminal).
+func showPath(p string) string {
+	if strings.ContainsFunc(p, func(r rune) bool {
+		return r == utf8.RuneError || r == '"' || !unicode.IsGraphic(r) || r != ' ' && unicode.IsSpace(r)
+	}) {
+		return strconv.Quote(p)
+	}
+	return p
 }
 
 // checkAdminTLS loads tls_cert and tls_key as the daemon does at start
@@ -163,11 +177,11 @@ func (a *Admin) checkAdminTLS() error {
 	// The certificate on its own first, so that its problems name
 	// tls_cert; whatever X509KeyPair refuses after that is the key's.
 	if err := checkCertPEM(certPEM); err != nil {
-		return errAt("admin.tls_cert", "%s: %v", a.TLSCert, err)
+		return errAt("admin.tls_cert", "%s: %v", showPath(a.TLSCert), err)
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return errAt("admin.tls_key", "%s (with tls_cert %s): %v", a.TLSKey, a.TLSCert, err)
+		return errAt("admin.tls_key", "%s (with tls_cert %s): %v", showPath(a.TLSKey), showPath(a.TLSCert), err)
 	}
 	a.cert = &cert
 	return nil
@@ -187,7 +201,7 @@ func readTLSFile(path string) ([]byte, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", showPath(path), err)
 	}
 	return b, nil
 }

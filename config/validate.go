@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/fulcrumlb/fulcrum/bgp"
 	"github.com/fulcrumlb/fulcrum/conntrack"
@@ -706,7 +707,13 @@ func badNameRune(r rune) bool {
 // the bidirectional controls among them (U+202A..U+202E, U+2066..U+2069)
 // reorder the text shown around them. The zero-width characters
 // (U+200B..U+200F) and the byte order mark (U+FEFF) are of them.
-func invisibleRune(r rune) bool { return unicode.Is(unicode.Cf, r) }
+// So do the other default-ignorable code points, which fonts draw as
+// nothing too: variation selectors (U+FE00..U+FE0F, U+E0100..), the
+// combining grapheme joiner U+034F and the Hangul fillers (U+115F,
+// U+3164, ...).
+func invisibleRune(r rune) bool {
+	return unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
+}
 
 // checkName checks an operator-given VIP or backend name.
 func checkName(s string) error {
@@ -721,9 +728,37 @@ func checkName(s string) error {
 	}
 	if i := strings.IndexFunc(s, invisibleRune); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(s[i:])
-		return fmt.Errorf("%q is not a name: it holds the invisible format character %U (zero-width, bidirectional control or the like), which makes a name look like another", s, r)
+		return fmt.Errorf("%q is not a name: it holds the invisible format character %U (zero-width, bidirectional control, variation selector or the like), which makes a name look like another", s, r)
+	}
+	if !norm.NFC.IsNormalString(s) {
+		// "caf\u00e9" and "cafe\u0301" print alike and would be two
+		// names (two label sets, two API paths).
+		return fmt.Errorf("%q is not a name: it is not in Unicode normal form C; write it as %q, the form every output shows", s, norm.NFC.String(s))
 	}
 	return nil
+}
+
+// nameIsAddress reports whether name reads as an IP address (or, for a
+// VIP, address:port) other than own (and port): the admin API resolves
+// a VIP or backend by name first and by address after, so such a name
+// would capture the lookups of the address it spells. It returns what
+// the name reads as.
+func nameIsAddress(name string, own netip.Addr, port int, withPort bool) (string, bool) {
+	if a, err := netip.ParseAddr(name); err == nil {
+		if a.WithZone("").Unmap() != own {
+			return "the address " + a.String(), true
+		}
+		return "", false
+	}
+	if !withPort {
+		return "", false
+	}
+	if ap, err := netip.ParseAddrPort(name); err == nil {
+		if ap.Addr().WithZone("").Unmap() != own || int(ap.Port()) != port {
+			return "the address and port " + ap.String(), true
+		}
+	}
+	return "", false
 }
 
 // checkIfaceName refuses what Linux refuses as an interface name
@@ -788,6 +823,8 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 		v.Name = key.String()
 	} else if err := checkName(v.Name); err != nil {
 		ck.bad(at+".name", "%v", err)
+	} else if other, ok := nameIsAddress(v.Name, v.Address.Addr, v.Port, true); ok && addrOK {
+		ck.bad(at+".name", "%q is not a name: it reads as %s, not this VIP's %v:%d (the admin API and fulcrumctl resolve a VIP by name before its address, so the name would take that address's lookups)", v.Name, other, v.Address, v.Port)
 	} else if j, dup := names[v.Name]; dup {
 		ck.bad(at+".name", "vip name %q at line %d is already used at line %d", v.Name, ck.line(at+".name"), ck.line(fmt.Sprintf("vip[%d].name", j)))
 	}
@@ -869,6 +906,8 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 			b.Name = b.Address.String()
 		} else if err := checkName(b.Name); err != nil {
 			ck.bad(bat+".name", "%v", err)
+		} else if other, ok := nameIsAddress(b.Name, b.Address.Addr, 0, false); ok && b.Address.IsValid() {
+			ck.bad(bat+".name", "%q is not a name: it reads as %s, not this backend's %v (the admin API and fulcrumctl resolve a backend by name before its address, so the name would take that address's drains and lookups)", b.Name, other, b.Address)
 		}
 		// A defaulted name (the address) repeats only with the address,
 		// reported above.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Defaults. Where a number comes from is said beside it.
@@ -236,9 +238,20 @@ func (c Config) EffectiveFlapWindow() int {
 	return DefaultFlapWindow
 }
 
+// Longest path and Host a check sends: servers refuse longer request
+// lines (nginx's default buffer is 8 KiB for a whole header line, Apache's
+// LimitRequestLine 8190 bytes), and a DNS name is at most 253 bytes.
+const (
+	MaxPathLen = 4096
+	MaxHostLen = 253
+)
+
 func checkPath(p string) error {
 	if !strings.HasPrefix(p, "/") {
 		return errors.New("must start with /")
+	}
+	if len(p) > MaxPathLen {
+		return fmt.Errorf("is %d bytes long, longer than %d", len(p), MaxPathLen)
 	}
 	if strings.ContainsFunc(p, isSpaceOrControl) {
 		return errors.New("must not contain spaces or control characters")
@@ -249,6 +262,11 @@ func checkPath(p string) error {
 	if _, err := url.ParseRequestURI(p); err != nil {
 		return errors.New("is not a request path")
 	}
+	// The client percent-encodes the path but sends the query as
+	// written, and raw non-ASCII bytes are not allowed in a request line.
+	if _, q, ok := strings.Cut(p, "?"); ok && strings.ContainsFunc(q, func(r rune) bool { return r >= utf8.RuneSelf }) {
+		return errors.New("has non-ASCII characters in its query, which would be sent as raw bytes: percent-encode them (%C3%A9 for \u00e9)")
+	}
 	return nil
 }
 
@@ -256,8 +274,20 @@ func checkHost(h string) error {
 	if h == "" {
 		return nil
 	}
-	if strings.ContainsFunc(h, isSpaceOrControl) || strings.ContainsAny(h, "/?#@") {
-		return errors.New("is not a host name (no spaces, '/', '?', '#' or '@')")
+	// Beyond ASCII, what is not a visible character (a line separator,
+	// a bidi control, a zero-width or wide space) would be punycoded
+	// into a name the operator never wrote.
+	if strings.ContainsFunc(h, func(r rune) bool {
+		return isSpaceOrControl(r) || r >= utf8.RuneSelf && (!unicode.IsGraphic(r) || unicode.IsSpace(r))
+	}) || strings.ContainsAny(h, "/?#@") {
+		return errors.New("is not a host name (no spaces, invisible characters, '/', '?', '#' or '@')")
+	}
+	name := h
+	if n, _, err := net.SplitHostPort(h); err == nil {
+		name = n
+	}
+	if len(name) > MaxHostLen {
+		return fmt.Errorf("is %d bytes long before its port, longer than a DNS name's %d", len(name), MaxHostLen)
 	}
 	if _, err := url.Parse("http://" + h + "/"); err != nil {
 		return errors.New("is not a host[:port]")

@@ -99,14 +99,14 @@ func endpoint(addr string, port uint16, proto string) string {
 func printStatus(w io.Writer, s *api.Status) {
 	fmt.Fprintf(w, "generation %d  rebuilds %d  last rebuild %.3f ms  vips %d", s.Generation, s.Rebuilds, s.LastRebuildMs, s.VIPs)
 	if s.ConfigFile != "" {
-		fmt.Fprintf(w, "  config %s", s.ConfigFile)
+		fmt.Fprintf(w, "  config %s", printable(s.ConfigFile))
 	}
 	fmt.Fprintln(w)
 	if s.Converging {
 		fmt.Fprintf(w, "CONVERGING: health checks have not all given a first verdict; nothing announced; %d new flows forwarded meanwhile\n", s.ConvergingNewFlows)
 	}
 	if len(s.PanicVIPs) > 0 {
-		fmt.Fprintf(w, "PANIC MODE (fail open): %s\n", strings.Join(s.PanicVIPs, ", "))
+		fmt.Fprintf(w, "PANIC MODE (fail open): %s\n", printable(strings.Join(s.PanicVIPs, ", ")))
 	}
 	if s.LastError != "" {
 		fmt.Fprintf(w, "last rebuild failed: %s\n", printable(s.LastError))
@@ -127,7 +127,7 @@ func printStatus(w io.Writer, s *api.Status) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "drops: %s\n", dropList(s.Total.Drops))
+	fmt.Fprintf(w, "drops: %s\n", printable(dropList(s.Total.Drops)))
 	if len(s.StaleWorkers) > 0 {
 		fmt.Fprintf(w, "workers not answering (counters read 0): %v\n", s.StaleWorkers)
 	}
@@ -138,7 +138,7 @@ func printStatus(w io.Writer, s *api.Status) {
 			row(tw, p.Address, p.ASN, p.State, (time.Duration(p.UptimeSec) * time.Second).String(), p.PrefixesSent, p.LastError)
 		}
 		tw.Flush()
-		fmt.Fprintf(w, "announced: %s\n", strings.Join(s.Announced, " "))
+		fmt.Fprintf(w, "announced: %s\n", printable(strings.Join(s.Announced, " ")))
 	}
 }
 
@@ -195,9 +195,9 @@ func state(b *api.Backend) string {
 }
 
 func printBackends(w io.Writer, v *api.VIP) {
-	fmt.Fprintf(w, "vip %s  %s  encap %s  table %d slots  flows %d  packets %d", v.Name, endpoint(v.Address, v.Port, v.Protocol), v.Encap, v.TableSize, v.ActiveFlows, v.Packets)
+	fmt.Fprintf(w, "vip %s  %s  encap %s  table %d slots  flows %d  packets %d", printable(v.Name), printable(endpoint(v.Address, v.Port, v.Protocol)), printable(v.Encap), v.TableSize, v.ActiveFlows, v.Packets)
 	if v.HashFields != "" && v.HashFields != "5-tuple" {
-		fmt.Fprintf(w, "  hash %s", v.HashFields)
+		fmt.Fprintf(w, "  hash %s", printable(v.HashFields))
 	}
 	if v.Panic {
 		fmt.Fprint(w, "  PANIC MODE (fail open)")
@@ -216,7 +216,7 @@ func printBackends(w io.Writer, v *api.VIP) {
 }
 
 func printAction(w io.Writer, action string, b *api.Backend) {
-	fmt.Fprintf(w, "%s/%s: ", b.VIP, b.Name)
+	fmt.Fprintf(w, "%s/%s: ", printable(b.VIP), printable(b.Name))
 	switch action {
 	case api.ActionDrain:
 		fmt.Fprintf(w, "drained; %d active flows stay on it until they end\n", b.ActiveFlows)
@@ -235,36 +235,36 @@ func printLookup(w io.Writer, l *api.Lookup) {
 	if d, err := netip.ParseAddr(l.Dst); err == nil {
 		dst = netip.AddrPortFrom(d, l.Dport).String()
 	}
-	fmt.Fprintf(w, "%s -> %s %s: ", src, dst, l.Proto)
+	fmt.Fprintf(w, "%s -> %s %s: ", printable(src), printable(dst), printable(l.Proto))
 	switch l.Reason {
 	case "not-a-vip":
 		fmt.Fprintln(w, "not a VIP (no VIP serves this address, port and protocol)")
 		return
 	case "no-backend":
-		fmt.Fprintf(w, "vip %s takes no new flows (no usable backend)\n", l.VIP)
+		fmt.Fprintf(w, "vip %s takes no new flows (no usable backend)\n", printable(l.VIP))
 		return
 	}
 	// A scheduler other than Maglev picks at the SYN, by the loads of that
 	// moment: the daemon names no backend, only the candidates.
 	if l.Reason == "scheduler" || (l.Reason == "conntrack-stale" && l.Backend == "") {
-		fmt.Fprintf(w, "vip %s (scheduler %s)\n", l.VIP, l.Scheduler)
+		fmt.Fprintf(w, "vip %s (scheduler %s)\n", printable(l.VIP), printable(l.Scheduler))
 		if l.Reason == "conntrack-stale" {
 			fmt.Fprintf(w, "  pinned on worker %d to a backend that is gone: the next packet is placed as a new flow\n", l.Worker)
 		}
-		fmt.Fprintf(w, "  new flow: chosen by %s among: %s\n", l.Scheduler, candidateList(l.Candidates))
-		fmt.Fprintf(w, "  flow hash %s%s\n", l.Hash, hashOf(l.HashFields))
+		fmt.Fprintf(w, "  new flow: chosen by %s among: %s\n", printable(l.Scheduler), printable(candidateList(l.Candidates)))
+		fmt.Fprintf(w, "  flow hash %s%s\n", printable(l.Hash), printable(hashOf(l.HashFields)))
 		return
 	}
-	fmt.Fprintf(w, "vip %s -> backend %s (%s)\n", l.VIP, l.Backend, l.Address)
+	fmt.Fprintf(w, "vip %s -> backend %s (%s)\n", printable(l.VIP), printable(l.Backend), printable(l.Address))
 	switch l.Reason {
 	case "conntrack":
-		fmt.Fprintf(w, "  pinned in conntrack on worker %d: state %s, idle %d ms\n", l.Worker, l.State, l.IdleMs)
+		fmt.Fprintf(w, "  pinned in conntrack on worker %d: state %s, idle %d ms\n", l.Worker, printable(l.State), l.IdleMs)
 	case "conntrack-stale":
 		fmt.Fprintf(w, "  pinned on worker %d to a backend that is gone: the next packet takes table slot %d\n", l.Worker, l.Slot)
 	default:
 		fmt.Fprintf(w, "  new flow: Maglev table slot %d\n", l.Slot)
 	}
-	fmt.Fprintf(w, "  flow hash %s%s\n", l.Hash, hashOf(l.HashFields))
+	fmt.Fprintf(w, "  flow hash %s%s\n", printable(l.Hash), printable(hashOf(l.HashFields)))
 }
 
 // hashOf is " (of the 3-tuple)" and the like for a VIP whose slot is not
@@ -299,11 +299,11 @@ func candidateList(cs []api.Candidate) string {
 
 func printTable(w io.Writer, t *api.Table) {
 	if t.Size == 0 {
-		fmt.Fprintf(w, "# vip %s has no table: no backend takes new flows\n", t.VIP)
+		fmt.Fprintf(w, "# vip %s has no table: no backend takes new flows\n", printable(t.VIP))
 		return
 	}
-	fmt.Fprintf(w, "# vip %s: %d slots, sha256 %s\n", t.VIP, t.Size, t.Digest)
+	fmt.Fprintf(w, "# vip %s: %d slots, sha256 %s\n", printable(t.VIP), t.Size, printable(t.Digest))
 	for i, name := range t.Slots {
-		fmt.Fprintf(w, "%d\t%s\n", i, name)
+		fmt.Fprintf(w, "%d\t%s\n", i, printable(name))
 	}
 }

@@ -198,6 +198,6 @@ func cmdFlush(ctx context.Context, c *client, out *output, _ []string) error {
 	}
 	return show(out, raw, func(w io.Writer, f *api.Flush) {
 		fmt.Fprintf(w, "%s/%s: %d connections flushed; their next packets are placed by the table again (counted as moved)\n",
-			f.VIP, f.Backend, f.Flushed)
+			printable(f.VIP), printable(f.Backend), f.Flushed)
 	})
 }

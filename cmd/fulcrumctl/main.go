@@ -377,6 +377,6 @@ func cmdReload(ctx context.Context, c *client, out *output, _ []string) error {
 		return err
 	}
 	return show(out, raw, func(w io.Writer, r *api.Reload) {
-		fmt.Fprintf(w, "reloaded %s: generation %d, %d VIPs\n", r.File, r.Generation, r.VIPs)
+		fmt.Fprintf(w, "reloaded %s: generation %d, %d VIPs\n", printable(r.File), r.Generation, r.VIPs)
 	})
 }
