@@ -171,7 +171,8 @@ func TestUntrackedConnectionsKeepOneBackend(t *testing.T) {
 
 // VIP traffic from a source no client has is dropped and counted, never
 // tunnelled (the backend's SYN-ACK would go to that address: a
-// reflection through the LB), and takes no conntrack slot; a new flow from
+// reflection through the LB; for a link-local source, to a host on the
+// backend's own link), and takes no conntrack slot; a new flow from
 // a VIP or the LB's own address too. A backend may be a client of a VIP.
 // Both paths, the fused one included.
 func TestMartianSourcesDropped(t *testing.T) {
@@ -197,6 +198,14 @@ func TestMartianSourcesDropped(t *testing.T) {
 			{"ff02::1", "2001:db8:ffff::7", 443, true},
 			{"2001:db8:ffff::7", "2001:db8:ffff::7", 443, true},
 			{"2001:db8:100::10", "2001:db8:ffff::7", 443, true},
+			{"169.254.169.254", "203.0.113.7", 80, true}, // link-local: no router forwards it
+			{"169.254.0.1", "203.0.113.7", 80, true},
+			{"fe80::1", "2001:db8:ffff::7", 443, true},
+			{"febf::1", "2001:db8:ffff::7", 443, true},
+			{"169.253.255.255", "203.0.113.7", 80, false},
+			{"169.255.0.1", "203.0.113.7", 80, false},
+			{"fec0::1", "2001:db8:ffff::7", 443, false},
+			{"fe7f::1", "2001:db8:ffff::7", 443, false},
 			{"10.0.1.1", "203.0.113.7", 80, false}, // a backend, as a client
 			{"198.51.100.1", "203.0.113.7", 80, false},
 			{"223.255.255.254", "203.0.113.7", 80, false},

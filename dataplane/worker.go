@@ -781,13 +781,14 @@ func (b *tokenBucket) take(now conntrack.Time, rate, burst int) bool {
 
 // martian reports whether t's source is an address no client has:
 // unspecified, loopback, multicast, 0.0.0.0/8 or 240.0.0.0/4 (with the
-// broadcast address); for IPv6 ::, ::1 and ff00::/8. A few compares of
-// the first bytes: the fused path makes them on every packet.
+// broadcast address); for IPv6 ::, ::1 and ff00::/8; link-local in
+// either family, which no router forwards (encap.Routed4). A few compares
+// of the first bytes: the fused path makes them on every packet.
 func martian(t *flow.Tuple) bool {
 	if !t.V6 {
-		return !encap.Unicast4([4]byte(t.Src[12:]))
+		return !encap.Routed4([4]byte(t.Src[12:]))
 	}
-	return !encap.Unicast6(t.Src)
+	return !encap.Routed6(t.Src)
 }
 
 // isSelf reports whether a is a VIP address or one of the LB's own (the

@@ -46,7 +46,7 @@ func fragNeeded(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, srcMA
 	}
 	pkt := header.IPv4(buf[ip : ip+ipLen])
 	client, vip := pkt.SourceAddress(), pkt.DestinationAddress()
-	if !Unicast4(client) || !Unicast4(vip) {
+	if !Routed4(client) || !Unicast4(vip) {
 		return 0, 0, DropTooBigNoReply
 	}
 	const hl = ethLen + ipv4Len + icmpLen
@@ -100,7 +100,7 @@ func packetTooBig(buf []byte, off, ip, ipLen int, p *packet.Parsed, mtu int, src
 	client, vip := pkt.SourceAddress(), pkt.DestinationAddress()
 	// Packet Too Big may answer a multicast destination (RFC 4443
 	// §2.4(e.3)); the source must still name one node (e.6).
-	if !Unicast6(client) {
+	if !Routed6(client) {
 		return 0, 0, DropTooBigNoReply
 	}
 	const hl = ethLen + ipv6Len + icmpLen
@@ -149,11 +149,22 @@ func mayBeICMPError(p *packet.Parsed) bool {
 
 // Unicast4 reports whether a names one host: not 0/8 ("this network"),
 // 127/8 (loopback), 224/4 (multicast) or 240/4 (reserved, broadcast).
-// The too-big reply's destination and the dataplane's martian-source test
-// both use it.
+// Routed4 builds on it.
 func Unicast4(a [4]byte) bool {
 	return a[0] != 0 && a[0] != 127 && a[0] < 224
 }
+
+// Routed4 reports whether a can be the source of a packet that reached
+// the LB through a router: Unicast4, and not link-local (169.254.0.0/16),
+// which no router forwards (RFC 3927 §2.7). A backend answering such a
+// source would send its reply to a host of its own link (169.254.169.254
+// is many clouds' metadata service). The dataplane's martian-source test
+// and the too-big reply's destination use it.
+func Routed4(a [4]byte) bool { return Unicast4(a) && (a[0] != 169 || a[1] != 254) }
+
+// Routed6 is Routed4 for IPv6: Unicast6, and not link-local (fe80::/10),
+// which routers never forward to another link (RFC 4291 §2.5.6).
+func Routed6(a [16]byte) bool { return Unicast6(a) && (a[0] != 0xfe || a[1]&0xc0 != 0x80) }
 
 // Unicast6 reports whether a names one node: not unspecified, loopback,
 // multicast (ff00::/8) or IPv4-mapped (::ffff:0:0/96), which must not

@@ -360,7 +360,9 @@ func innerDst(inner []byte) netip.Addr {
 // martianInner reports whether the inner packet (checked by package
 // decap) has a source no client can have (loopback, unspecified,
 // multicast, IPv4's 0/8, 240/4 and limited broadcast: not
-// encap.IsUnicast; an IPv4-mapped IPv6 address) or a loopback destination. The local table holds 127.0.0.0/8,
+// encap.IsUnicast; an IPv4-mapped IPv6 address; link-local, which no
+// router forwards, and to which this host's reply would go on its own
+// link) or a loopback destination. The local table holds 127.0.0.0/8,
 // so isLocal would take 127.0.0.1 as this host's: only a forged packet
 // names it, and the TUN is no loopback device.
 func martianInner(inner []byte) bool {
@@ -370,7 +372,7 @@ func martianInner(inner []byte) bool {
 	} else {
 		src, dst = netip.AddrFrom4([4]byte(inner[12:16])), netip.AddrFrom4([4]byte(inner[16:20]))
 	}
-	return !encap.IsUnicast(src) || src.Is4In6() || dst.IsLoopback()
+	return !encap.IsUnicast(src) || src.Is4In6() || src.IsLinkLocalUnicast() || dst.IsLoopback()
 }
 
 // fromLB reports whether src is within -lbs.

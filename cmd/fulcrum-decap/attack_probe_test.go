@@ -71,6 +71,7 @@ func TestProbeInnerMartians(t *testing.T) {
 		pkt("0.0.0.0", vipAddr4.String()),
 		pkt("224.0.0.1", vipAddr4.String()),
 		pkt("255.255.255.255", vipAddr4.String()),
+		pkt("169.254.169.254", vipAddr4.String()), // link-local: the backend's reply would stay on its link
 	} {
 		c.pkts, c.srcs = append(c.pkts, greTo(t, netip.Addr{}, p)), append(c.srcs, lbAddr4)
 	}
@@ -88,7 +89,7 @@ func TestProbeInnerMartians(t *testing.T) {
 	if got := a.out[decap.GRE].Load(); got != 1 {
 		t.Errorf("out.gre = %d, want 1", got)
 	}
-	if got := a.notLocal.Load() + a.martian.Load(); got != 6 {
-		t.Errorf("inner-not-local + inner-martian = %d, want 6", got)
+	if got := a.notLocal.Load() + a.martian.Load(); got != 7 {
+		t.Errorf("inner-not-local + inner-martian = %d, want 7", got)
 	}
 }

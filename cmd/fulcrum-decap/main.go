@@ -64,7 +64,7 @@
 // (drop.inner-not-local). The addresses are reread every 2 seconds, and at
 // once (at most once a second) when a packet names an unknown one, so a
 // VIP added later is served. An inner packet from a martian source
-// (loopback, unspecified, multicast, 0/8, 240/4, IPv4-mapped) or to a
+// (loopback, unspecified, multicast, 0/8, 240/4, IPv4-mapped, link-local) or to a
 // loopback address is dropped (drop.inner-martian). A tunnel inside a
 // tunnel is refused by package decap (drop.inner-tunnel). With -lbs, tunnels from an outer
 // source outside -lbs and -peers are dropped before they are decapsulated
