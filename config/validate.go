@@ -908,6 +908,12 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 			ck.bad(bat+".name", "%v", err)
 		} else if other, ok := nameIsAddress(b.Name, b.Address.Addr, 0, false); ok && b.Address.IsValid() {
 			ck.bad(bat+".name", "%q is not a name: it reads as %s, not this backend's %v (the admin API and fulcrumctl resolve a backend by name before its address, so the name would take that address's drains and lookups)", b.Name, other, b.Address)
+		} else if a, err := netip.ParseAddr(b.Name); err == nil && b.Address.IsValid() && a.WithZone("").Unmap() == b.Address.Addr {
+			// The backend's own address in another spelling
+			// ("::ffff:10.0.0.1", "2001:DB8::1"): the name is the Maglev
+			// key, so it takes the address's one form, the default's, or
+			// instances spelling it differently build different tables.
+			b.Name = b.Address.String()
 		}
 		// A defaulted name (the address) repeats only with the address,
 		// reported above.
