@@ -118,8 +118,9 @@ type Plane struct {
 	lastErr  error
 	ramping  bool
 
-	kick   chan struct{}
-	checks *health.Manager // nil until StartHealth
+	kick    chan struct{}
+	runDone <-chan struct{} // Run's done, once Run started: background work ends with it
+	checks  *health.Manager // nil until StartHealth
 
 	announce     func([]netip.Prefix) // publishes the serving VIPs (BGP); nil: none
 	announced    string               // the last set passed to announce, to skip repeats
@@ -187,6 +188,9 @@ func (p *Plane) Kick() {
 // done is closed. Its once-a-second step also withdraws a VIP whose next
 // hop has been missing for NextHopGrace (announce.go).
 func (p *Plane) Run(done <-chan struct{}) {
+	p.mu.Lock()
+	p.runDone = done
+	p.mu.Unlock()
 	step := time.NewTicker(time.Second)
 	defer step.Stop()
 	for {

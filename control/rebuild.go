@@ -4,6 +4,7 @@ package control
 // and publishing it with one atomic swap.
 
 import (
+	"errors"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
@@ -68,10 +69,15 @@ func (p *Plane) clearRemovedVIPs(prev, cur *dataplane.Services) {
 	if len(gone) == 0 {
 		return
 	}
+	stop := p.runDone // the plane's lifetime: a stopped plane's workers stopped too
 	go func() {
 		for _, id := range gone {
 			for i, w := range p.workers {
-				if err := w.Run(dataplane.DropOp(conntrack.ByVIP(id)), 10*time.Second); err != nil {
+				err := w.RunUntil(dataplane.DropOp(conntrack.ByVIP(id)), 10*time.Second, stop)
+				if errors.Is(err, dataplane.ErrStopped) {
+					return
+				}
+				if err != nil {
 					p.log.Warn("clearing conntrack of a removed VIP", "vip_id", id, "worker", i, "err", err)
 				}
 			}

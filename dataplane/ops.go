@@ -126,9 +126,13 @@ func (w *Worker) Post(op *Op) error {
 }
 
 // Wait polls until op is finished or the timeout passes.
-func (op *Op) Wait(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+func (op *Op) Wait(timeout time.Duration) error { return op.wait(time.Now().Add(timeout), nil) }
+
+func (op *Op) wait(deadline time.Time, stop <-chan struct{}) error {
 	for !op.done.Load() {
+		if stopped(stop) {
+			return ErrStopped
+		}
 		if time.Now().After(deadline) {
 			return ErrTimeout
 		}
@@ -139,19 +143,40 @@ func (op *Op) Wait(timeout time.Duration) error {
 
 // Run posts op to w and waits for it. On a timeout the op stays posted and
 // the worker finishes it later; the caller must not reuse it.
-func (w *Worker) Run(op *Op, timeout time.Duration) error {
+func (w *Worker) Run(op *Op, timeout time.Duration) error { return w.RunUntil(op, timeout, nil) }
+
+// RunUntil is Run that also gives up, with ErrStopped, as soon as stop is
+// closed (a nil stop never is): once the forwarding loops have stopped
+// nobody serves the op, and a caller in the background must not wait out
+// its timeout for them.
+func (w *Worker) RunUntil(op *Op, timeout time.Duration, stop <-chan struct{}) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := w.Post(op)
 		if err == nil {
 			break
 		}
+		if stopped(stop) {
+			return ErrStopped
+		}
 		if time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
-	return op.Wait(time.Until(deadline))
+	return op.wait(deadline, stop)
+}
+
+// ErrStopped: RunUntil's stop was closed before the op was done.
+var ErrStopped = errors.New("stopped before the worker answered")
+
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // serveOp runs a bounded step of the posted Op, if any. Called by the
