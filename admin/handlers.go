@@ -189,7 +189,8 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, code int, v a
 }
 
 // writeError answers err and logs it with the caller's address: every
-// failed call is in the log, at warning level when it is a refused
+// failed call of the token's holder is in the log, those of other callers
+// within a budget (loglimit.go), at warning level when it is a refused
 // change (any POST), a refused caller (401, 403) or a server error.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
@@ -197,7 +198,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 || code == http.StatusUnauthorized || code == http.StatusForbidden || r.Method == http.MethodPost {
 		level = slog.LevelWarn
 	}
-	s.log.Log(r.Context(), level, "admin API call failed", "method", r.Method, "path", r.URL.Path,
+	log := s.refusedLog
+	if s.token.Load().token != "" && s.authorized(r) {
+		log = s.log // the token's holder: every failure logged
+	}
+	log.Log(r.Context(), level, "admin API call failed", "method", r.Method, "path", r.URL.Path,
 		"remote", r.RemoteAddr, "status", code, "err", err)
 	s.writeJSON(w, r, code, api.Error{Error: err.Error()})
 }

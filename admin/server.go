@@ -132,6 +132,8 @@ type Server struct {
 	cfg        config.Admin
 	reloadPath string
 	log        *slog.Logger
+	refusedLog *slog.Logger // log within a budget, for what callers without the token cause (loglimit.go)
+	httpLog    *slog.Logger // log within a budget, for net/http's errors
 
 	token     atomic.Pointer[secret] // [admin] token or the token_file's; a reload may replace the file's (takeToken)
 	local     bool                   // loopback or unix listener; else every call needs the token
@@ -172,6 +174,7 @@ func New(plane *control.Plane, cfg config.Admin, reloadPath string, log *slog.Lo
 	}
 	s := &Server{plane: plane, cfg: cfg, reloadPath: reloadPath, log: log.With("component", "admin"),
 		cop: http.NewCrossOriginProtection(), timeouts: defaultTimeouts, started: time.Now()}
+	s.refusedLog, s.httpLog = limited(s.log), limited(s.log)
 	s.token.Store(newSecret(cfg.Secret()))
 	if plane != nil && (cfg.TokenFile != "" || cfg.TLSCert != "") {
 		plane.OnConfig(func(c *config.Config) {
@@ -359,7 +362,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		WriteTimeout:      s.timeouts.write,
 		IdleTimeout:       s.timeouts.idle,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(s.httpLog.Handler(), slog.LevelWarn),
 	}
 	if s.tls != nil {
 		// No HTTP/2 (see loadTLS): an empty map turns it off.

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // Prober runs one check against target and returns its round-trip time.
@@ -193,7 +194,7 @@ func (p *HTTPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Dur
 	}
 	if berr != nil {
 		// A deadline reads as a timeout: Checker.check says so.
-		return 0, &CheckError{Kind: ErrRequest, Msg: fmt.Sprintf("%s: reading body after status %d: %v", p.scheme, resp.StatusCode, berr), Err: berr}
+		return 0, &CheckError{Kind: ErrRequest, Msg: fmt.Sprintf("%s: reading body after status %d: %s", p.scheme, resp.StatusCode, clip(berr.Error())), Err: berr}
 	}
 	return rtt, nil
 }
@@ -208,5 +209,25 @@ func (p *HTTPProber) requestError(err error) error {
 	if errors.As(err, &ue) {
 		inner = ue.Err // drop `Get "https://10.0.0.5:443/":`, the operator knows
 	}
-	return &CheckError{Kind: ErrRequest, Msg: p.scheme + ": " + inner.Error(), Err: err}
+	return &CheckError{Kind: ErrRequest, Msg: p.scheme + ": " + clip(inner.Error()), Err: err}
+}
+
+// maxErrText bounds the part of a check error that the backend chooses
+// (net/http quotes a malformed status line whole, up to maxBody): the
+// error is kept as the backend's Reason and LastError and logged with
+// every state change, so a broken or hostile health port must not put
+// tens of kilobytes there.
+const maxErrText = 256
+
+// clip cuts s to maxErrText bytes (on a rune boundary) and says how long
+// it was.
+func clip(s string) string {
+	if len(s) <= maxErrText {
+		return s
+	}
+	n := maxErrText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:n], len(s))
 }
