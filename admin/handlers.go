@@ -369,11 +369,14 @@ func vipJSON(v *control.VIPStatus) api.VIP {
 		TableSize: v.TableSize, Panic: v.Panic, Serving: v.Serving, Packets: v.Packets, Bytes: v.Bytes,
 		BackendCount: len(v.Backends), Backends: make([]api.Backend, 0, len(v.Backends)),
 	}
+	// The VIP's own counter, like Packets and Bytes: every new flow is
+	// counted on its VIP and its backend together (dataplane.Worker.pin),
+	// but the backends' sum falls when a backend is removed or moves to a
+	// new address (a new incarnation), and fulcrum_vip_new_flows_total is
+	// a counter.
+	out.NewFlows = v.NewFlows
 	for i := range v.Backends {
 		b := backendJSON(&v.Backends[i])
-		// Every new flow is counted on its VIP and its backend together
-		// (dataplane.Worker.pin), so the VIP's are its backends' sum.
-		out.NewFlows += b.NewFlows
 		out.ActiveFlows += b.ActiveFlows
 		if b.Health != "down" {
 			out.Healthy++

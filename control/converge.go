@@ -63,7 +63,9 @@ func (p *Plane) foldConverging(counters []dataplane.Counters) {
 	if p.convergedFold {
 		return
 	}
-	p.convergingFlows = vipNewFlows(counters)
+	// Readings come from the fold and from Status, each with its own
+	// counter snapshot taken before the lock: keep the largest.
+	p.convergingFlows = max(p.convergingFlows, vipNewFlows(counters))
 	if !p.convergingLocked() {
 		p.convergedFold = true
 	}

@@ -74,7 +74,8 @@ type Status struct {
 	// (health unknown counts as up). ConvergingNewFlows counts the new
 	// flows forwarded meanwhile (the router may still send traffic over
 	// the old route); it stops counting at the first signals fold after
-	// convergence, so it may include up to one fold period (1 s) more.
+	// convergence (or the first Status read, if sooner), so it may include
+	// up to one fold period (1 s) more.
 	Converging         bool
 	ConvergingNewFlows uint64
 }
@@ -138,10 +139,15 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 	defer p.mu.Unlock()
 	svc := p.shared.Services.Load()
 	st := Status{Generation: svc.Gen, Rebuilds: p.rebuilds, LastRebuildMs: float64(p.lastDur.Microseconds()) / 1000, Workers: counters, Stale: stale}
-	st.Converging, st.ConvergingNewFlows = p.convergingLocked(), p.convergingFlows
-	if st.Converging {
-		st.ConvergingNewFlows = vipNewFlows(counters) // all of them so far
+	// Until the fold that freezes it (the first after convergence), the
+	// count is the running total read now, which the signals fold's older
+	// reading may be behind: a counter in the metrics, it must not fall
+	// when convergence ends between two folds.
+	st.Converging = p.convergingLocked()
+	if !p.convergedFold {
+		p.foldConverging(counters)
 	}
+	st.ConvergingNewFlows = p.convergingFlows
 	if p.peers != nil {
 		st.BGP = p.peers()
 	}
@@ -165,6 +171,9 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 		}
 		for _, c := range counters {
 			vc := c.VIP(v.ID)
+			if vc.Gen != v.Gen {
+				continue // the counters of the id's earlier VIP: none of this one's yet
+			}
 			vs.Packets += vc.Packets
 			vs.Bytes += vc.Bytes
 			vs.NewFlows += vc.NewFlows

@@ -52,6 +52,7 @@ type Backend struct {
 // VIP is one service with its current Maglev table.
 type VIP struct {
 	ID       uint16
+	Gen      uint32      // incarnation of ID: counters of an older Gen are another VIP's
 	Key      flow.VIPKey // what identifies the VIP across reloads
 	Name     string
 	Addr     netip.Addr
@@ -110,6 +111,7 @@ type Services struct {
 	fragVIP map[vipKey]*VIP         // (addr, proto) -> the VIP fragments go to (see fragment policy)
 	ids     map[backendIdent]uint32 // -> id, for the next build
 	gens    []uint32                // last generation of every id ever used
+	vipGens []uint32                // the same for VIP ids
 	vipIDs  map[flow.VIPKey]uint16  // -> id, for the next build
 	health  healthSlots             // checks through the tunnel (healthpath.go)
 	// The LB's own addresses (Enc's outer sources) in flow.Tuple's form,
@@ -227,6 +229,7 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 		s.Gen = prev.Gen + 1
 		prevIDs, prevVIPIDs = prev.ids, prev.vipIDs
 		s.gens = append(s.gens, prev.gens...)
+		s.vipGens = append(s.vipGens, prev.vipGens...)
 	}
 	// Keep the ids of what survives first, then hand out free ids.
 	// Ids in use by the previous snapshot are not handed to anything new
@@ -304,11 +307,15 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 			if vid, err = freeV(); err != nil {
 				return nil, err
 			}
+			for int(vid) >= len(s.vipGens) {
+				s.vipGens = append(s.vipGens, 0)
+			}
+			s.vipGens[vid]++ // a new incarnation of a possibly reused id
 		}
 		if err := cv.Hash.Validate(); err != nil {
 			return nil, fmt.Errorf("vip %s: hash: %w", cv.Name, err)
 		}
-		v := &VIP{ID: vid, Key: vk, Name: cv.Name, Addr: cv.Addr, Port: cv.Port, Proto: cv.Proto, Encap: cv.Encap,
+		v := &VIP{ID: vid, Gen: s.vipGens[vid], Key: vk, Name: cv.Name, Addr: cv.Addr, Port: cv.Port, Proto: cv.Proto, Encap: cv.Encap,
 			Sched: cv.Sched, SchedOpt: cv.SchedOpt, HealthTunnel: cv.HealthTunnel, Hash: cv.Hash}
 		s.vipIDs[vk] = vid
 		var mb []maglev.Backend

@@ -634,7 +634,7 @@ func (w *Worker) countNew(c *Counters, v *VIP, be *Backend, syn bool) {
 	if syn {
 		bc.SYNs++
 	}
-	c.VIPs[v.ID].NewFlows++
+	vipCounters(c, v).NewFlows++
 }
 
 // choose picks the backend of a new flow: by default the VIP's Maglev
@@ -721,12 +721,22 @@ func (w *Worker) drop(i int, r DropReason) {
 // countForward counts a forwarded packet of length bytes on its VIP and
 // backend.
 func countForward(c *Counters, v *VIP, be *Backend, length int) {
-	vc := &c.VIPs[v.ID]
+	vc := vipCounters(c, v)
 	vc.Packets++
 	vc.Bytes += uint64(length)
 	bc := backendCounters(c, be)
 	bc.Packets++
 	bc.Bytes += uint64(length)
+}
+
+// vipCounters is v's counters, started again when v's id belonged to
+// another VIP before (a removed VIP's id goes to a later one).
+func vipCounters(c *Counters, v *VIP) *PacketBytes {
+	vc := &c.VIPs[v.ID]
+	if vc.Gen != v.Gen {
+		*vc = PacketBytes{Gen: v.Gen}
+	}
+	return vc
 }
 
 func backendCounters(c *Counters, be *Backend) *PacketBytes {
