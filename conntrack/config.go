@@ -28,7 +28,10 @@ const (
 	// server's close, so its entries end by idling out. 300 s is shorter
 	// than TCP keepalive's first probe (2 h on Linux), so a long-idle flow
 	// loses its pin and is routed by Maglev again, which is the same
-	// backend unless the backend set changed meanwhile.
+	// backend unless the backend set changed meanwhile; under a load-based
+	// scheduler it is another backend for most flows, and the connection
+	// breaks (README, "Choosing a scheduler": raise it above the clients'
+	// keepalive there).
 	DefaultTCPEstablishedTimeout = 300 * time.Second
 
 	// DefaultTCPNewTimeout is the idle timeout of a new (SYN-seen) entry.
@@ -40,11 +43,17 @@ const (
 	// each retransmission refreshes the entry.
 	DefaultTCPNewTimeout = 10 * time.Second
 
-	// DefaultTCPClosingTimeout is the idle timeout after a FIN or RST: Linux
-	// nf_conntrack_tcp_timeout_close and IPVS's CLOSE state both use 10 s,
-	// long enough for retransmitted FINs and final ACKs to keep their
-	// backend.
-	DefaultTCPClosingTimeout = 10 * time.Second
+	// DefaultTCPClosingTimeout is the idle timeout after a FIN or RST. A
+	// FIN ends only the client's half: the server may go on sending for
+	// as long as it likes, and the client's ACKs of it must keep reaching
+	// the same backend, even after the server pauses. Linux's
+	// nf_conntrack keeps FIN_WAIT and TIME_WAIT 120 s, and IPVS its
+	// FIN_WAIT 120 s. (Both use 10 s after an RST, their CLOSE state; one
+	// timeout serves both here, and a closing entry is the first a full
+	// bucket gives up, so the longer one costs occupancy, not room for
+	// new flows.) At 10 s, a half-closed download whose server paused
+	// longer went, under a load-based scheduler, to another backend.
+	DefaultTCPClosingTimeout = 120 * time.Second
 
 	// DefaultOtherTimeout is the idle timeout of UDP and other protocols:
 	// Linux nf_conntrack_udp_timeout is 30 s and Katran expires UDP flows

@@ -44,6 +44,9 @@ func newTable(t testing.TB, capacity int) *Table {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Capacity = capacity
+	// The tests' timings put closing entries with new ones (10 s), as
+	// the default was before it became 120 s.
+	cfg.TCPClosingTimeout = 10 * time.Second
 	tb, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
