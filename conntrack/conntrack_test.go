@@ -514,15 +514,18 @@ type slot struct {
 	st   State
 	age  Time // idle time at the moment of the insert
 	once bool // other, and one packet only: not touched after its insert (entryOnce)
+	acks int  // closing: segments without FIN, RST, SYN or data after its FIN
 }
 
 func TestEvictionOrder(t *testing.T) {
 	const now = 1000 * sec
-	est := func(age Time) slot { return slot{StateEstablished, age, false} }
-	nw := func(age Time) slot { return slot{StateNew, age, false} }
-	cl := func(age Time) slot { return slot{StateClosing, age, false} }
-	ot := func(age Time) slot { return slot{StateOther, age, false} } // a UDP flow past its first packet
-	ot1 := func(age Time) slot { return slot{StateOther, age, true} } // a UDP flow of one packet: ranks as new
+	est := func(age Time) slot { return slot{StateEstablished, age, false, 0} }
+	nw := func(age Time) slot { return slot{StateNew, age, false, 0} }
+	cl := func(age Time) slot { return slot{StateClosing, age, false, 0} }
+	cl1 := func(age Time) slot { return slot{StateClosing, age, false, 1} } // FIN, then the ACK of the server's FIN: done
+	hc := func(age Time) slot { return slot{StateClosing, age, false, 2} }  // FIN, then ACKs of the server's data: half-closed, in use
+	ot := func(age Time) slot { return slot{StateOther, age, false, 0} }    // a UDP flow past its first packet
+	ot1 := func(age Time) slot { return slot{StateOther, age, true, 0} }    // a UDP flow of one packet: ranks as new
 	tests := []struct {
 		name     string
 		bucket   [8]slot
@@ -566,6 +569,18 @@ func TestEvictionOrder(t *testing.T) {
 			StateEstablished, []int{3}, true, StateNew, 0},
 		{"closing evicts only closing", [8]slot{nw(9 * sec), cl(1), nw(9 * sec), nw(9 * sec), cl(2), nw(9 * sec), nw(9 * sec), nw(9 * sec)},
 			StateClosing, []int{4}, true, StateClosing, 0},
+		{"SYN may not evict a half-closed flow in use", [8]slot{hc(9 * sec), est(1), est(2), est(3), est(4), est(5), est(6), est(7)},
+			StateNew, nil, false, 0, 0},
+		{"SYN evicts closing, not half-closed in use", [8]slot{hc(9 * sec), cl(1), hc(8 * sec), est(3), est(4), est(5), est(6), est(7)},
+			StateNew, []int{1}, true, StateClosing, 0},
+		{"SYN evicts new before half-closed in use", [8]slot{hc(9 * sec), nw(1), hc(8 * sec), est(3), est(4), est(5), est(6), est(7)},
+			StateNew, []int{1}, true, StateNew, 0},
+		{"one ACK after the FIN is a close", [8]slot{cl1(1), est(1), est(2), est(3), est(4), est(5), est(6), est(7)},
+			StateNew, []int{0}, true, StateClosing, 0},
+		{"a datagram may not evict half-closed in use", [8]slot{hc(9 * sec), est(1), est(2), est(3), est(4), est(5), est(6), est(7)},
+			StateOther, nil, false, 0, 0},
+		{"established evicts half-closed before other", [8]slot{ot(29 * sec), hc(1), est(2), est(3), est(4), est(5), est(6), est(299 * sec)},
+			StateEstablished, []int{1}, true, StateClosing, 0},
 		{"closing may not evict new", [8]slot{nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec)},
 			StateClosing, nil, false, 0, 0},
 	}
@@ -584,6 +599,9 @@ func TestEvictionOrder(t *testing.T) {
 				}
 				if s.st == StateOther && !s.once {
 					tb.Touch(e, now-s.age, 0) // its second packet
+				}
+				for range s.acks {
+					tb.Touch(e, now-s.age, packet.TCPAck)
 				}
 			}
 			keys[8] = tuple4(8)
@@ -1226,4 +1244,33 @@ func TestOccupancy(t *testing.T) {
 			t.Errorf("%d%%: %.3f%% of the flows found no free slot, want at most %.1f%%", tc.percent, share, tc.maxLost)
 		}
 	}
+}
+
+// TestHalfClosedInUse follows a closing entry's acknowledgement count
+// through the transitions that must start it afresh: a closing entry ranks
+// above new from its second ACK after the FIN, and only while closing.
+func TestHalfClosedInUse(t *testing.T) {
+	tb := newTable(t, 8)
+	k := tuple4(1)
+	e := tb.Insert(testHasher.Hash(&k), &k, StateNew, 1, 1, 1, 0)
+	step := func(name string, flags uint8, data bool, want State, wantRank uint8) {
+		t.Helper()
+		tb.TouchSegment(e, 0, flags, data)
+		if e.State() != want || rankOf(e) != wantRank {
+			t.Fatalf("%s: state %v rank %d, want %v %d", name, e.State(), rankOf(e), want, wantRank)
+		}
+	}
+	step("ACK", packet.TCPAck, false, StateEstablished, rank[StateEstablished])
+	step("FIN", packet.TCPFin|packet.TCPAck, false, StateClosing, rank[StateClosing])
+	step("first ACK after FIN", packet.TCPAck, false, StateClosing, rank[StateClosing])
+	step("second ACK after FIN", packet.TCPAck, false, StateClosing, rankHalfClosed)
+	step("FIN retransmitted", packet.TCPFin|packet.TCPAck, false, StateClosing, rankHalfClosed)
+	step("SYN: port reuse", packet.TCPSyn, false, StateNew, rank[StateNew])
+	step("ACK", packet.TCPAck, false, StateEstablished, rank[StateEstablished])
+	step("FIN again", packet.TCPFin|packet.TCPAck, false, StateClosing, rank[StateClosing])
+	step("one ACK", packet.TCPAck, false, StateClosing, rank[StateClosing])
+	step("data: the FIN was forged", packet.TCPAck, true, StateEstablished, rank[StateEstablished])
+	step("FIN once more", packet.TCPFin|packet.TCPAck, false, StateClosing, rank[StateClosing])
+	step("one ACK", packet.TCPAck, false, StateClosing, rank[StateClosing])
+	step("RST", packet.TCPRst, false, StateClosing, rank[StateClosing])
 }

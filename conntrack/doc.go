@@ -105,12 +105,18 @@
 //  1. expired entries (any state): all of them in the bucket are removed;
 //  2. otherwise the least valuable live class present, and within it the
 //     least recently seen entry. Classes from least to most valuable:
-//     closing < new < other < established;
+//     closing < new < half-closed in use < other < established, where a
+//     half-closed entry in use is a closing one whose client sent two or
+//     more segments without FIN, RST, SYN or data after its FIN: it is
+//     acknowledging a server that still sends (shutdown(SHUT_WR) clients),
+//     where a client that closes after the server sends one such segment,
+//     the ACK of the server's FIN;
 //  3. but an insert may only evict an entry of its own class or a less
 //     valuable one. If no such entry is in the bucket the insert fails
 //     (counted in InsertFailed) and the flow is forwarded by Maglev alone.
 //
-// So a SYN flood (new entries) can push out only closing and new entries: a
+// So a SYN flood (new entries) can push out only closing and new entries,
+// never a half-closed download in progress: a
 // bucket holding only live established flows rejects the SYN, and an
 // established flow is never evicted while a new or closing entry could go
 // instead. UDP (other) outranks new for the same reason: a SYN flood must not

@@ -36,13 +36,19 @@ func (s State) String() string {
 }
 
 // rank orders the states from least to most valuable for eviction (package
-// doc): closing < new < other < established.
+// doc): closing < new < half-closed and still acknowledging (rankHalfClosed)
+// < other < established.
 var rank = [numStates]uint8{
 	StateClosing:     0,
 	StateNew:         1,
-	StateOther:       2,
-	StateEstablished: 3,
+	StateOther:       3,
+	StateEstablished: 4,
 }
+
+// rankHalfClosed is the eviction rank of a closing entry whose client went
+// on acknowledging after its FIN (entryActive): above new, so a SYN flood
+// cannot push it out, and below other and established.
+const rankHalfClosed = 2
 
 // Initial is the state of a flow's first packet: other for every protocol
 // but TCP; for TCP closing on FIN or RST and new otherwise. A mid-stream TCP
@@ -117,6 +123,17 @@ const entryOnce = 4
 // the gap between its first two packets is no handshake.
 const entrySYN = 8
 
+// entryAcked and entryActive count the client's segments after its FIN
+// that close nothing and carry no data (closeRule): acknowledgements of the
+// server's data. A client that closes with the server done sends one, the
+// ACK of the server's FIN; a second shows the server still sending, a
+// half-closed connection in use (shutdown(SHUT_WR) clients: nc -N, whois,
+// some RPC clients), and the entry ranks rankHalfClosed from then on.
+const (
+	entryAcked  = 16
+	entryActive = 32
+)
+
 // MarkSYN records that the flow's first packet here was a SYN (the
 // dataplane calls it on the entry Insert returned).
 func (e *Entry) MarkSYN() { e.flags |= entrySYN }
@@ -126,11 +143,15 @@ func (e *Entry) MarkSYN() { e.flags |= entrySYN }
 // the step from new to established a handshake whose time means anything.
 func (e *Entry) SYNSeen() bool { return e.flags&entrySYN != 0 }
 
-// rankOf is e's rank for eviction: its state's, or new's while it is a
-// flow of one packet (entryOnce).
+// rankOf is e's rank for eviction: its state's, new's while it is a flow
+// of one packet (entryOnce), rankHalfClosed for a closing entry still in
+// use (entryActive).
 func rankOf(e *Entry) uint8 {
-	if e.flags&entryOnce != 0 {
+	switch {
+	case e.flags&entryOnce != 0:
 		return rank[StateNew]
+	case e.flags&entryActive != 0 && e.state == StateClosing:
+		return rankHalfClosed
 	}
 	return rank[e.state&3]
 }
@@ -226,7 +247,9 @@ func (e *Entry) repin(backend, gen uint32) {
 // after an RST alone any such segment (a client that resets sends nothing
 // more on the connection); after a FIN one that carries data (data: a
 // client sends no new data after its FIN, only ACKs). A FIN, or a SYN
-// (reopened), ends the mark.
+// (reopened), ends the mark. After a FIN, segments without data are
+// counted (entryAcked, entryActive): the second shows the half-closed
+// connection still in use.
 //
 // A retransmission of data sent before the client's real FIN that reaches
 // the LB after it also makes the entry established again, and the entry
@@ -234,12 +257,21 @@ func (e *Entry) repin(backend, gen uint32) {
 // held longer, never a connection broken.
 func (e *Entry) closeRule(next State, tcpFlags uint8, data bool) State {
 	const end = packet.TCPFin | packet.TCPRst | packet.TCPSyn
+	if e.state != StateClosing {
+		e.flags &^= entryAcked | entryActive // a close starts the count afresh
+	}
 	switch {
 	case e.state == StateClosing && tcpFlags&end == 0 && (data || e.flags&entryReset != 0):
 		next = StateEstablished
 	case next == StateClosing && tcpFlags&(packet.TCPFin|packet.TCPRst) == packet.TCPRst && (e.state != StateClosing || e.flags&entryReset != 0):
 		e.flags |= entryReset
 		return next
+	case e.state == StateClosing && next == StateClosing && tcpFlags&end == 0:
+		// An acknowledgement after the FIN (entryAcked, entryActive).
+		if e.flags&entryAcked != 0 {
+			e.flags |= entryActive
+		}
+		e.flags |= entryAcked
 	}
 	e.flags &^= entryReset
 	return next

@@ -16,12 +16,16 @@ type modelEntry struct {
 	state        State
 	reset        bool // closed by an RST alone (Entry.Live)
 	once         bool // inserted as other and not touched since: ranks as new (entryOnce)
+	acks         int  // segments without FIN, RST, SYN or data since the FIN (entryAcked, entryActive)
 }
 
 // modelRank is m's rank for eviction (rankOf).
 func (m *modelEntry) modelRank() uint8 {
 	if m.once {
 		return rank[StateNew]
+	}
+	if m.state == StateClosing && m.acks >= 2 {
+		return rankHalfClosed
 	}
 	return rank[m.state]
 }
@@ -47,7 +51,13 @@ func (m *modelEntry) touch(flags uint8, data bool) {
 	case rst && !fin && (m.state != StateClosing || m.reset):
 		m.reset = true
 	default:
+		if m.state == StateClosing && !fin && !rst && !syn {
+			m.acks++ // an acknowledgement after the FIN
+		}
 		m.reset = false
+	}
+	if m.state != StateClosing {
+		m.acks = 0
 	}
 	m.state = next
 }
@@ -145,7 +155,7 @@ func FuzzTable(f *testing.F) {
 					break
 				}
 				if e != nil {
-					model[*k] = modelEntry{uint16(b % 3), uint32(b % 5), uint32(a), now, st, false, st == StateOther}
+					model[*k] = modelEntry{uint16(b % 3), uint32(b % 5), uint32(a), now, st, false, st == StateOther, 0}
 					inserted, insertState = k, st
 					check(k, e, "Insert")
 				}
