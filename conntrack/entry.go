@@ -165,6 +165,15 @@ func newcomerRank(st State) uint8 {
 	return rank[st]
 }
 
+// InUse reports whether e's connection may still carry traffic as far as
+// the client's packets show: any state but closing, or a closing entry
+// whose client has acknowledged twice since its FIN (entryActive: the
+// server still sends to a client that shut down its side). What a drain
+// waits for (the dataplane's flow counts).
+func (e *Entry) InUse() bool {
+	return e.state != StateClosing || e.flags&entryActive != 0
+}
+
 // Key is the flow's 5-tuple.
 func (e *Entry) Key() flow.Tuple { return e.key }
 

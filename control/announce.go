@@ -96,7 +96,7 @@ func (p *Plane) announceLocked() {
 			}
 			continue
 		}
-		if v.Table == nil {
+		if !serving(svc, v, true) {
 			continue // not serving: not announced for that reason alone
 		}
 		if since, ok := p.noNextHopSince(svc, v); !fwd && ok && now.Sub(since) >= NextHopGrace {
@@ -126,7 +126,7 @@ func (p *Plane) announceLocked() {
 	var set []netip.Prefix
 	seen := map[netip.Addr]bool{}
 	for _, v := range svc.VIPs {
-		if v == nil || v.Table == nil || seen[v.Addr] || withheld[v.Addr] {
+		if v == nil || !serving(svc, v, p.wasAnnounced[v.Addr]) || seen[v.Addr] || withheld[v.Addr] {
 			continue
 		}
 		// One address may carry several VIPs (ports); it is announced
@@ -164,6 +164,32 @@ func (p *Plane) announceLocked() {
 	}
 	p.announced = key
 	p.announce(set)
+}
+
+// serving reports whether v is announced for its backends' sake: it has a
+// table (a backend takes new flows, or panic mode), or, once announced,
+// every backend that takes none is drained or at weight 0 by the operator
+// and at least one of those is alive (not down or unhealthy). Its
+// established flows keep going to their backends until they end, as a
+// drain promises; withdrawing the address would cut them all (with the
+// drain in the fleet's configuration, on every instance at once). New
+// flows meanwhile are dropped as no-backend. A fresh instance, which has
+// no flows to keep, does not announce such a VIP.
+func serving(svc *dataplane.Services, v *dataplane.VIP, announced bool) bool {
+	if v.Table != nil {
+		return true
+	}
+	if !announced {
+		return false
+	}
+	for _, id := range v.Members {
+		if int(id) < len(svc.Backends) {
+			if b := svc.Backends[id]; b != nil && !b.Down && !b.Unhealthy {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // canForward reports whether svc has a next hop for at least one of v's

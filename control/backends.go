@@ -12,6 +12,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 // syncBackends makes the backend states match cfg: new backends start (up
@@ -104,6 +105,47 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 	}
 }
 
+// carryRenamedVIPs moves the backend states of a VIP that cfg renames (the
+// same address, port and protocol under another name: also a name written
+// for a VIP that had none, whose name was its key) to the new name, before
+// syncBackends matches states by name. The dataplane keeps such a VIP's id,
+// table and flows (it knows VIPs by key); without this its drains, weight
+// overrides, health and passive state would be forgotten, every checked
+// backend down again until checked.
+func (p *Plane) carryRenamedVIPs(old, cfg *config.Config) {
+	if old == nil {
+		return
+	}
+	names := make(map[string]bool, len(cfg.VIPs))
+	for i := range cfg.VIPs {
+		names[cfg.VIPs[i].Name] = true
+	}
+	oldByKey := make(map[flow.VIPKey]string, len(old.VIPs))
+	for i := range old.VIPs {
+		if v := &old.VIPs[i]; !names[v.Name] {
+			oldByKey[v.Key()] = v.Name
+		}
+	}
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		was, ok := oldByKey[v.Key()]
+		if !ok || was == v.Name {
+			continue
+		}
+		moved := 0
+		for k, st := range p.backends {
+			if k.VIP != was {
+				continue
+			}
+			delete(p.backends, k)
+			st.vip = v.Name
+			p.backends[dataplane.BackendRef{VIP: v.Name, Backend: k.Backend}] = st
+			moved++
+		}
+		p.log.Info("VIP renamed: its backends keep their state", "from", was, "to", v.Name, "vip", v.Key().String(), "backends", moved)
+	}
+}
+
 // saveBackends copies every backend's state, for restoreBackends to put
 // back when a reload fails after syncBackends.
 func (p *Plane) saveBackends() map[dataplane.BackendRef]backendState {
@@ -151,22 +193,32 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 		for _, b := range v.Backends {
 			k := dataplane.BackendRef{VIP: v.Name, Backend: b.Name}
 			st := p.backends[k]
+			st.timedOut = false
 			w := p.baseWeight(st) * WeightScale
 			eff := dataplane.Effective{Weight: w}
+			down := st.health == HealthDown || !st.passive.until.IsZero()
 			switch {
 			case st.drained:
+				// No new flows; its tracked ones stay until the drain
+				// times out, or leave at once if it is also down and the
+				// VIP's on_down says move: a drain never keeps flows on a
+				// dead backend that would leave it undrained.
 				eff.Weight = 0
-				if c.DrainTimeout > 0 && now.Sub(st.drainedAt) >= c.DrainTimeout {
-					eff.Down = true
+				if down {
+					eff.Unhealthy = true
+					eff.Down = v.OnDown == "move" && !st.panicUsed
 				}
-			case (st.health == HealthDown || !st.passive.until.IsZero()) && !panic:
+				if c.DrainTimeout > 0 && now.Sub(st.drainedAt) >= c.DrainTimeout {
+					eff.Down, st.timedOut = true, true
+				}
+			case down && !panic:
 				// No new flows; whether the tracked ones leave is the
 				// VIP's on_down, except for flows panic mode placed here.
 				eff = dataplane.Effective{Weight: 0, Down: v.OnDown == "move" && !st.panicUsed, Unhealthy: true}
 			default:
 				// Recorded here, where panic mode is decided; a build
 				// that then fails only leaves the flag a step early.
-				st.panicUsed = panic && (st.health == HealthDown || !st.passive.until.IsZero())
+				st.panicUsed = panic && down
 				if ss := c.SlowStart; ss > 0 && !st.upSince.IsZero() && w > 0 {
 					if el := now.Sub(st.upSince); el < ss {
 						frac := math.Max(c.SlowStartMin, float64(el)/float64(ss))

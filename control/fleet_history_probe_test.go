@@ -305,6 +305,14 @@ func TestFleetHistoryProbe(t *testing.T) {
 			if err := b.plane.Undrain("web", "be2"); err != nil {
 				t.Fatal(err)
 			}
+			// The drain of www's be4 lived through the rename back to web
+			// (carryRenamedVIPs): the operator ends it, as A never had it.
+			if !fhDrained(b, "web", "be4") {
+				t.Errorf("web/be4: the drain made under the name www was lost in the rename back")
+			}
+			if err := b.plane.Undrain("web", "be4"); err != nil {
+				t.Fatal(err)
+			}
 			// Slow start (10s) over on both.
 			a.advance(time.Minute)
 			b.advance(time.Minute)
@@ -499,4 +507,17 @@ func TestFleetRestartMidSlowStartProbe(t *testing.T) {
 		a.advance(5 * time.Second)
 		b.advance(5 * time.Second)
 	}
+}
+
+// fhDrained reports whether backend be of VIP vip is drained on f.
+func fhDrained(f *fixture, vip, be string) bool {
+	for _, v := range f.plane.Status(true).VIPs {
+		for _, b := range v.Backends {
+			if v.Name == vip && b.Name == be {
+				return b.Drained
+			}
+		}
+	}
+	f.t.Fatalf("no backend %s of %s", be, vip)
+	return false
 }

@@ -84,6 +84,7 @@ type backendState struct {
 	drained   bool           // operator's Drain, or drain = true in the config
 	cfgDrain  bool
 	drainedAt time.Time
+	timedOut  bool // the last effective state had its drain timed out (drainTimeoutPending)
 	health    Health
 	reason    string
 	settled   bool // the checks have given a first verdict (Up or Down)
@@ -224,7 +225,10 @@ func (p *Plane) drainTimeoutPending() bool {
 	}
 	now := p.now()
 	for _, st := range p.backends {
-		if st.drained && now.Sub(st.drainedAt) < dt+2*time.Second {
+		// Due and not yet in a built snapshot (timedOut is effective's):
+		// a loop tick late by any amount (a long rebuild, a paused VM,
+		// the clock stepped) still applies it.
+		if st.drained && now.Sub(st.drainedAt) >= dt && !st.timedOut {
 			return true
 		}
 	}
@@ -293,6 +297,7 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 	}
 	old, saved := p.cfg, p.saveBackends()
 	p.cfg = cfg
+	p.carryRenamedVIPs(old, cfg)
 	p.syncBackends(cfg, false)
 	if err := p.rebuildLocked(); err != nil {
 		p.cfg = old

@@ -472,8 +472,13 @@ func TestAnnouncesOnlyServingVIPs(t *testing.T) {
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
 		f.plane.Drain("web", b)
 	}
-	if got := last(); len(got) != 0 {
-		t.Errorf("every backend drained, still announced: %v", got)
+	// Drained, not down: the established flows keep coming here until
+	// they end (serving), so the address stays announced.
+	if got := last(); len(got) != 1 {
+		t.Errorf("every backend drained (alive, holding flows): announced %v, want the VIP kept", got)
+	}
+	if sv := f.shared.Services.Load(); sv.VIPs[0].Table != nil {
+		t.Fatalf("every backend drained, yet a table")
 	}
 	f.plane.Undrain("web", "be3")
 	if got := last(); len(got) != 1 {

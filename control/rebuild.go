@@ -19,6 +19,9 @@ func (p *Plane) rebuildLocked() error {
 	svc, err := BuildServices(p.cfg, p.shared.Services.Load(), over, p.nextHopLocked(p.cfg))
 	if err != nil {
 		p.lastErr = err
+		for _, st := range p.backends {
+			st.timedOut = false // not published: drainTimeoutPending tries again
+		}
 		return err
 	}
 	prev := p.shared.Services.Load()

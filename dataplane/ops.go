@@ -23,7 +23,7 @@ type opKind uint8
 
 const (
 	opDrop       opKind = iota // remove every entry a selector matches
-	opCountFlows               // count live, not closing entries by backend id
+	opCountFlows               // count live entries in use (conntrack.Entry.InUse) by backend id
 	opLookup                   // find one flow's entry
 	opList                     // copy live entries from a cursor, up to a limit
 	opFlush                    // opDrop, counting the removed entries as moved
@@ -196,9 +196,11 @@ func (w *Worker) serveOp(now conntrack.Time) {
 		// and its id may be given to a new backend meanwhile.
 		svc := w.shared.Services.Load()
 		op.cursor, finished = w.ct.Scan(op.cursor, opBudget, func(e *conntrack.Entry) {
-			// Active flows: closing ones (FIN or RST seen) are ending.
+			// Flows in use: closing ones (FIN or RST seen) are ending,
+			// unless the client goes on acknowledging a server that
+			// still sends (conntrack.Entry.InUse).
 			id := e.Backend()
-			if !w.ct.Expired(e, now) && e.State() != conntrack.StateClosing && int(id) < len(op.Flows) &&
+			if !w.ct.Expired(e, now) && e.InUse() && int(id) < len(op.Flows) &&
 				(svc == nil || int(id) < len(svc.Backends) && svc.Backends[id] != nil && svc.Backends[id].Gen == e.Gen()) {
 				op.Flows[id]++
 			}

@@ -491,12 +491,16 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 			w.ct.TouchSegment(e, now, ps.TCPFlags, hasData(ps))
 			if syn && v.Sched.IsPicker() && was == conntrack.StateNew {
 				// A retransmitted SYN under a load-based scheduler keeps
-				// its first choice (choosing again would pick afresh).
-				if be := w.pinned(svc, v, e); be != nil && !be.Down {
+				// its first choice (choosing again would pick afresh),
+				// unless its checks call that backend down: no SYN-ACK
+				// came back, and it may be dead (on_down "keep" leaves
+				// only connections on it, and this one has not begun).
+				if be := w.pinned(svc, v, e); be != nil && !be.Down && !be.Unhealthy {
 					backendCounters(c, be).SYNRetrans++
 					return be
 				}
-			} else if syn {
+			}
+			if syn {
 				// Any other SYN starts a connection: a retransmission of
 				// the first SYN, a new connection reusing the 5-tuple of
 				// one whose FIN the LB saw, or a connection
