@@ -23,8 +23,11 @@ const (
 	DefaultMempoolSize = 16383 // mbufs per pool; 2^n-1 is optimal for rte_mempool
 	// MinDesc and MaxDesc bound rx_desc, tx_desc and mempool_size: below
 	// 64 a NIC cannot hold one burst per queue, above 2^20 it is a typo.
-	MinDesc = 64
-	MaxDesc = 1 << 20
+	// MaxRingDesc bounds rx_desc and tx_desc further: DPDK counts a
+	// queue's descriptors in 16 bits, and no NIC has more than 32768.
+	MinDesc     = 64
+	MaxDesc     = 1 << 20
+	MaxRingDesc = 1 << 15
 
 	DefaultMemoryMB = 1024 // EAL memory with --no-huge (-m)
 	MinMemoryMB     = 64   // DPDK's EAL does not start with less

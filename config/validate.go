@@ -325,15 +325,15 @@ func (ck *checker) finishDataplane(c *Config) bool {
 		ck.bad("dataplane.burst", "%d is outside 1..%d", d.Burst, conntrack.MaxBurst)
 	}
 	for _, f := range []struct {
-		p   string
-		v   *int
-		def int
-	}{{"dataplane.rx_desc", &d.RxDesc, DefaultRxDesc}, {"dataplane.tx_desc", &d.TxDesc, DefaultTxDesc}, {"dataplane.mempool_size", &d.MempoolSize, DefaultMempoolSize}} {
+		p        string
+		v        *int
+		def, max int
+	}{{"dataplane.rx_desc", &d.RxDesc, DefaultRxDesc, MaxRingDesc}, {"dataplane.tx_desc", &d.TxDesc, DefaultTxDesc, MaxRingDesc}, {"dataplane.mempool_size", &d.MempoolSize, DefaultMempoolSize, MaxDesc}} {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
-		if *f.v < MinDesc || *f.v > MaxDesc {
-			ck.bad(f.p, "%d is outside %d..%d", *f.v, MinDesc, MaxDesc)
+		if *f.v < MinDesc || *f.v > f.max {
+			ck.bad(f.p, "%d is outside %d..%d", *f.v, MinDesc, f.max)
 		}
 	}
 	if d.IdleBackoff == nil {

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -89,9 +92,10 @@ func NewEngine(cfg EngineConfig, shared *Shared, log *slog.Logger) (*Engine, err
 		}
 		e.hasTap = true
 	}
+	gen := poolGen.Add(1) - 1 // names unique while older pools are retired
 	for i, lc := range lcores {
 		sock := dpdk.LcoreSocket(lc)
-		mp, err := dpdk.NewMempool(fmt.Sprintf("fulcrum_pool%d", i), uint32(d.MempoolSize), dpdk.DefaultPoolCache, dpdk.DefaultDataRoom, sock)
+		mp, err := dpdk.NewMempool(fmt.Sprintf("fulcrum_g%d_pool%d", gen, i), uint32(d.MempoolSize), dpdk.DefaultPoolCache, dpdk.DefaultDataRoom, sock)
 		if err != nil {
 			e.Close()
 			return nil, fmt.Errorf("worker %d mempool: %w", i, err)
@@ -116,6 +120,10 @@ func NewEngine(cfg EngineConfig, shared *Shared, log *slog.Logger) (*Engine, err
 			return nil, err
 		}
 		e.workers = append(e.workers, w)
+	}
+	if d.RxDesc < 1 || d.RxDesc > math.MaxUint16 || d.TxDesc < 1 || d.TxDesc > math.MaxUint16 {
+		e.Close()
+		return nil, fmt.Errorf("rx_desc %d, tx_desc %d: a queue holds 1..65535 descriptors", d.RxDesc, d.TxDesc)
 	}
 	setup := func(port uint16, name string, rss uint64) error {
 		if _, err := dpdk.ConfigurePort(port, dpdk.PortConf{RxQueues: nq, TxQueues: nq, RSS: rss}); err != nil {
@@ -155,9 +163,68 @@ func NewEngine(cfg EngineConfig, shared *Shared, log *slog.Logger) (*Engine, err
 			return nil, err
 		}
 	}
+	freeRetired(e.ports)
 	log.Info("dataplane ready", "port", d.Port, "mac", dpdk.MAC(mac), "workers", len(lcores), "queues", nq, "exception", e.hasTap,
 		"conntrack_bytes", e.workers[0].ct.Bytes(), "conntrack_hugepages", e.workers[0].ct.ExternalMemory())
 	return e, nil
+}
+
+// Pools of closed engines. A stopped port's rx queues still hold mbufs of
+// the engine's pools, which DPDK frees into them when the queues are
+// released: when a later engine configures and sets up the port again.
+// Freeing a pool at Close would let that release write into freed memory
+// (or into another pool made there since). So Close retires its pools,
+// and NewEngine frees those whose ports it has all set up again; a pool
+// whose port no later engine uses stays until the process ends (the
+// daemon closes its engine once, at exit).
+var (
+	poolGen   atomic.Uint32
+	retiredMu sync.Mutex
+	retired   []retiredPools
+)
+
+type retiredPools struct {
+	ports []uint16
+	pools []*dpdk.Mempool
+}
+
+func retire(ports []uint16, pools []*dpdk.Mempool) {
+	if len(pools) == 0 {
+		return
+	}
+	if len(ports) == 0 {
+		// No queue was set up on any port: nothing holds their mbufs.
+		for _, mp := range pools {
+			mp.Free()
+		}
+		return
+	}
+	retiredMu.Lock()
+	defer retiredMu.Unlock()
+	retired = append(retired, retiredPools{slices.Clone(ports), pools})
+}
+
+// freeRetired frees the retired pools whose every port is in set up (its
+// queues released and set up again with this engine's pools).
+func freeRetired(setUp []uint16) {
+	retiredMu.Lock()
+	defer retiredMu.Unlock()
+	kept := retired[:0]
+	for _, r := range retired {
+		covered := true
+		for _, p := range r.ports {
+			covered = covered && slices.Contains(setUp, p)
+		}
+		if !covered {
+			kept = append(kept, r)
+			continue
+		}
+		for _, mp := range r.pools {
+			mp.Free()
+		}
+	}
+	clear(retired[len(kept):])
+	retired = kept
 }
 
 func portNames() string {
@@ -221,7 +288,8 @@ func (e *Engine) Stop() error {
 	return err
 }
 
-// Close stops the loops and the ports and frees the pools. The EAL stays
+// Close stops the loops and the ports and retires the pools (freed once
+// a later engine has set their ports up again: retire). The EAL stays
 // up (dpdk.CleanupEAL ends it).
 func (e *Engine) Close() error {
 	errs := []error{e.Stop()}
@@ -229,13 +297,13 @@ func (e *Engine) Close() error {
 		errs = append(errs, dpdk.StopPort(p))
 	}
 	if e.hasTap {
+		// Uninit releases the tap's queues, and their mbufs, now.
 		errs = append(errs, dpdk.VdevUninit(TapName))
 		e.hasTap = false
+		e.ports = slices.DeleteFunc(e.ports, func(p uint16) bool { return p == e.tap })
 	}
+	retire(e.ports, e.pools)
 	e.ports = nil
-	for _, mp := range e.pools {
-		mp.Free()
-	}
 	e.pools = nil
 	// The workers' tables live here: the workers are not to be used after
 	// Close.
@@ -278,6 +346,7 @@ func (e *Engine) loop(i int) error {
 	mbIdx := make([]int, burst)
 	lines := make([]uintptr, 2*burst)
 	c := w.Local()
+	base := txBase{c.TxPackets, c.TxFull}
 	backoff := d.IdleBackoff
 	maxSleep := d.IdleMaxSleep
 	idle := 0
@@ -307,7 +376,7 @@ func (e *Engine) loop(i int) error {
 		// Both buffers are flushed now (the tap's above): what the ports
 		// took and refused is counted on every turn, busy or idle, so
 		// the counters are whole once the loop has turned after a burst.
-		countTx(c, txWire, txTap)
+		countTx(c, base, txWire, txTap)
 		if n == 0 {
 			c.IdlePolls++
 			w.Idle(now)
@@ -395,15 +464,20 @@ func (e *Engine) loop(i int) error {
 	if txTap != nil {
 		txTap.Flush()
 	}
-	countTx(c, txWire, txTap)
+	countTx(c, base, txWire, txTap)
 	return nil
 }
 
+// txBase is what a worker's counters held when its loop began: a loop run
+// again (Run after Stop) has new tx buffers, whose counts start at 0.
+type txBase struct{ sent, full uint64 }
+
 // countTx publishes what the wire port took (TxPackets) and what it and
-// the tap (nil: none) refused (TxFull) into the worker's counters.
-func countTx(c *Counters, wire, tap *dpdk.TxBuffer) {
-	c.TxPackets = wire.Sent
-	c.TxFull = wire.Dropped
+// the tap (nil: none) refused (TxFull) into the worker's counters, on top
+// of base.
+func countTx(c *Counters, base txBase, wire, tap *dpdk.TxBuffer) {
+	c.TxPackets = base.sent + wire.Sent
+	c.TxFull = base.full + wire.Dropped
 	if tap != nil {
 		c.TxFull += tap.Dropped
 	}

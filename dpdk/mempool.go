@@ -31,6 +31,13 @@ const (
 	SocketAny = C.SOCKET_ID_ANY
 )
 
+// PoolCache is cache lowered as far as DPDK requires for a pool of n
+// mbufs: rte_mempool refuses a cache whose flush threshold (1.5 times it)
+// exceeds n, so a small pool gets a smaller cache instead of EINVAL.
+func PoolCache(n, cache uint32) uint32 {
+	return min(cache, n*2/3)
+}
+
 // Mempool is a pool of packet mbufs (rte_pktmbuf_pool_create).
 type Mempool struct {
 	mp   *mempool.Mempool
@@ -40,10 +47,11 @@ type Mempool struct {
 // NewMempool creates a packet mbuf pool of n mbufs named name (unique
 // in the process, at most 25 bytes) on NUMA socket (SocketAny for any),
 // each with dataRoom bytes of buffer including the headroom, and a
-// per-lcore cache of cache mbufs. Size n as rx descriptors of every
+// per-lcore cache of cache mbufs (at most PoolCache allows). Size n as rx descriptors of every
 // queue it feeds + tx descriptors + in-flight bursts + caches, or the
 // ports run dry (rx_nombuf). The error carries DPDK's message.
 func NewMempool(name string, n, cache uint32, dataRoom uint16, socket int) (*Mempool, error) {
+	cache = PoolCache(n, cache)
 	// rte_errno is per thread; go-dpdk reads it in a second cgo call, so
 	// keep both calls on one thread.
 	runtime.LockOSThread()
