@@ -61,6 +61,7 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 				}
 				p.backends[k] = st
 			}
+			was := p.baseWeight(st)
 			if *b.Weight != st.weight && st.override != nil {
 				p.log.Info("backend weight override ended: the reload changed the configured weight", "vip", v.Name, "backend", b.Name,
 					"override", *st.override, "weight", *b.Weight)
@@ -68,6 +69,9 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 				st.changedAt = now
 			}
 			st.weight = *b.Weight
+			if was == 0 && p.baseWeight(st) > 0 {
+				st.upSince = now // back from weight 0, like an undrain: slow start
+			}
 			if b.Drain != st.cfgDrain {
 				st.cfgDrain = b.Drain
 				switch {
@@ -294,6 +298,9 @@ func (p *Plane) SetWeight(vip, name string, w int) error {
 	st, err := p.backend(vip, name)
 	if err != nil {
 		return err
+	}
+	if p.baseWeight(st) == 0 && w > 0 {
+		st.upSince = p.now() // back from weight 0, like an undrain: slow start
 	}
 	st.override = &w
 	st.changedAt = p.now()

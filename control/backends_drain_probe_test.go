@@ -449,10 +449,9 @@ func TestDrainProbeUndrainRampAndFlap(t *testing.T) {
 	}
 }
 
-// Observation (passes): a backend set to weight 0 (README: "0 stops new
-// flows like a drain") and set back does not slow-start: it takes its full
-// share at once. Recorded for the report; the README's slow start list
-// ("added, undrained or comes back up") does not include it.
+// Was a defect (fixed; the test guards it): a backend set to weight 0
+// (README: "0 stops new flows like a drain") and set back, by the API or a
+// reload, took its full share at once; it slow-starts, as an undrained one.
 func TestDrainProbeWeightZeroBackNoRamp(t *testing.T) {
 	f := newFixture(t, drainProbeConfig("maglev", false, "", "10s", "0s"))
 	if err := f.plane.SetWeight("web", "be2", 0); err != nil {
@@ -462,8 +461,21 @@ func TestDrainProbeWeightZeroBackNoRamp(t *testing.T) {
 	if err := f.plane.SetWeight("web", "be2", 1); err != nil {
 		t.Fatal(err)
 	}
-	w, _ := f.published("be2")
-	t.Logf("weight 0 for a minute, then 1 (slow_start 10s): published %d at once (full: %d, a ramp would start at %d)", w, WeightScale, WeightScale/10)
+	if w, _ := f.published("be2"); w != WeightScale/10 {
+		t.Errorf("weight 0 for a minute, then 1 (slow_start 10s): published %d at once, want the ramp's start %d", w, WeightScale/10)
+	}
+	f.advance(10 * time.Second)
+	f.rebuild()
+	if w, _ := f.published("be2"); w != WeightScale {
+		t.Errorf("after the ramp: %d, want %d", w, WeightScale)
+	}
+	// The same through a reload: configured weight 0, then 1.
+	g := newFixture(t, strings.Replace(drainProbeConfig("maglev", false, "", "10s", "0s"), `address = "10.0.1.2"`, `address = "10.0.1.2"`+"\nweight = 0", 1))
+	g.advance(time.Minute)
+	g.apply(drainProbeConfig("maglev", false, "", "10s", "0s"))
+	if w, _ := g.published("be2"); w != WeightScale/10 {
+		t.Errorf("configured weight 0, then 1 by a reload: published %d at once, want %d", w, WeightScale/10)
+	}
 }
 
 // Held: weights outside 0..65535 are refused by SetWeight; 65535 beside 1

@@ -49,6 +49,12 @@ func TestReloadWeightChangeEndsOverride(t *testing.T) {
 	if err := f.plane.Apply(mustParse(t, withWeight(baseConfig, "10.0.1.2", "5"))); err != nil {
 		t.Fatal(err)
 	}
+	// Back from 0 it slow-starts (10 s here), as an undrained backend.
+	if b := f.backend("be2"); b.Effective != 5*WeightScale/10 || !b.SlowStart {
+		t.Errorf("be2 back from weight 0: effective %d, slow start %v; want the ramp's start %d", b.Effective, b.SlowStart, 5*WeightScale/10)
+	}
+	f.advance(10 * time.Second)
+	f.rebuild()
 	if b := f.backend("be2"); b.Weight != 5 || b.Effective != 5*WeightScale || b.Slots == 0 {
 		t.Errorf("be2 after a reload changed its weight 1 -> 5 over an override of 0: weight %d, effective %d, %d slots; want 5, %d, > 0",
 			b.Weight, b.Effective, b.Slots, 5*WeightScale)
