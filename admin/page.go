@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"html/template"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -20,8 +21,21 @@ import (
 var pageHTML string
 
 var pageTmpl = template.Must(template.New("page").Funcs(template.FuncMap{
-	"pct": func(f float64) float64 { return 100 * f },
+	"pct":      func(f float64) float64 { return 100 * f },
+	"hostPort": hostPort,
 }).Parse(pageHTML))
+
+// hostPort is a VIP's address and port as fulcrumctl writes them:
+// "203.0.113.7:80", "[2001:db8::7]:80" (an IPv6 address in brackets, so
+// the port cannot be read as its last group). An address that does not
+// parse is written as it is.
+func hostPort(addr string, port uint16) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr + ":" + strconv.Itoa(int(port))
+	}
+	return netip.AddrPortFrom(a, port).String()
+}
 
 // pageRefresh is the page's reload period in seconds: rates need a second
 // between looks (minRateWindow), and each load scans every conntrack table

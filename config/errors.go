@@ -36,15 +36,35 @@ const MaxProblemLen = 512
 
 // clip is s cut to MaxProblemLen bytes at a character boundary, saying how
 // long it was.
-func clip(s string) string {
-	if len(s) <= MaxProblemLen {
+func clip(s string) string { return clipAt(s, MaxProblemLen) }
+
+// clipAt is s cut to n bytes at a character boundary, saying how long it
+// was.
+func clipAt(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	cut := MaxProblemLen
+	cut := n
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return s[:cut] + "... (" + strconv.Itoa(len(s)) + " bytes in all)"
+}
+
+// MaxQuotedLen bounds a value quoted within a problem (quoteClipped), so
+// that what is wrong with a long value, said after it, is not cut off
+// with the rest of the line at MaxProblemLen.
+const MaxQuotedLen = 64
+
+// quoteClipped is v quoted, cut first to MaxQuotedLen bytes at a
+// character boundary: "/aaaa"... (4149 bytes in all).
+func quoteClipped(v string) string {
+	if len(v) <= MaxQuotedLen {
+		return strconv.Quote(v)
+	}
+	c := clipAt(v, MaxQuotedLen)
+	i := strings.LastIndex(c, "... (")
+	return strconv.Quote(c[:i]) + c[i:]
 }
 
 // Is makes errors.Is(p, ErrInvalid) hold.

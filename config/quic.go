@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fulcrumlb/fulcrum/packet"
 )
@@ -41,7 +42,9 @@ func (ck *checker) finishQUIC(v *VIP, at string) {
 		case errors.Is(err, packet.ErrQUICConfigID):
 			key = "quic_config_id"
 		}
-		ck.bad(at+"."+key, "%v", err)
+		// Package packet's errors start with the key ("quic_cid_len: 21
+		// is outside ..."), which the problem names already.
+		ck.bad(at+"."+key, "%s", strings.TrimPrefix(err.Error(), key+": "))
 		return // the ids' range depends on the layout
 	}
 	maxID := v.QUICConfig.MaxServerID()

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -450,9 +451,41 @@ func (ck *checker) checkMemory(c *Config) {
 
 // finishConntrack fills [conntrack]'s defaults and has package conntrack,
 // which owns the section, check it; each problem is at its key's line.
+// Package conntrack's messages name its Go fields (OtherTimeout), so the
+// bounds it checks, its own limits, are checked here first and told in
+// the file's words ("500µs is outside 1ms..168h0m0s"); what package
+// conntrack finds beyond them is reported as it says it.
 func (ck *checker) finishConntrack(ct *conntrack.Config) {
 	*ct = ct.WithDefaults()
-	ck.addOwned("conntrack", ct.Validate(), fieldOf(func(fe *conntrack.FieldError) (string, string) { return fe.Key, fe.Error() }))
+	reported := map[string]bool{}
+	if ct.Capacity < 1 || ct.Capacity > conntrack.MaxCapacity {
+		ck.bad("conntrack.capacity", "%d is outside 1..%d entries", ct.Capacity, conntrack.MaxCapacity)
+		reported["capacity"] = true
+	}
+	for _, t := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"tcp_syn", ct.TCPNewTimeout},
+		{"tcp_established", ct.TCPEstablishedTimeout},
+		{"tcp_closing", ct.TCPClosingTimeout},
+		{"udp", ct.OtherTimeout},
+	} {
+		if t.d < conntrack.Resolution || t.d > conntrack.MaxTimeout {
+			ck.bad("conntrack."+t.key, "%v is outside %v..%v", t.d, conntrack.Resolution, conntrack.MaxTimeout)
+			reported[t.key] = true
+		}
+	}
+	ck.addOwned("conntrack", ct.Validate(), func(err error) (string, string, bool) {
+		var fe *conntrack.FieldError
+		if !errors.As(err, &fe) {
+			return "", "", false
+		}
+		if reported[fe.Key] {
+			return "", "", true // told above, in the file's words
+		}
+		return fe.Key, fe.Error(), true
+	})
 }
 
 // fieldOf reads an owning package's field error E as addOwned needs it:
@@ -471,7 +504,7 @@ func fieldOf[E error](parts func(E) (key, msg string)) func(error) (key, msg str
 // addOwned records the problems an owning package's Validate found in
 // section (errors.Join of its field errors): each at section.KEY, where
 // keyOf names the key and the message, or at the section when it names
-// none.
+// none (ok false). keyOf drops a problem with ok true and an empty key.
 func (ck *checker) addOwned(section string, err error, keyOf func(error) (key, msg string, ok bool)) {
 	if err == nil {
 		return
@@ -482,7 +515,9 @@ func (ck *checker) addOwned(section string, err error, keyOf func(error) (key, m
 	}
 	for _, e := range errs {
 		if key, msg, ok := keyOf(e); ok {
-			ck.bad(section+"."+key, "%s", msg)
+			if key != "" { // "": keyOf has reported it already
+				ck.bad(section+"."+key, "%s", msg)
+			}
 			continue
 		}
 		ck.bad(section, "%v", e)
@@ -568,13 +603,46 @@ func (c *Config) finishAdmin() error {
 // session carries would be announced to no router.
 func (ck *checker) finishBGP(c *Config) {
 	b := c.BGP
+	// A neighbor's keepalive left out defaults to a third of its
+	// hold_time in whole seconds (at most bgp.DefaultKeepalive): a
+	// problem package bgp finds with it is the hold_time's, which the
+	// operator wrote, not the keepalive's.
+	derived := map[string]int{} // "neighbor[i].keepalive" of a keepalive left out -> i
+	for i, n := range b.Neighbors {
+		if n.Keepalive == 0 {
+			derived[fmt.Sprintf("neighbor[%d].keepalive", i)] = i
+		}
+	}
 	*b = b.WithDefaults()
 	for i, n := range b.Neighbors {
 		if n.Password == RedactedSecret {
 			ck.bad(fmt.Sprintf("bgp.neighbor[%d].password", i), "is the placeholder `fulcrum check` prints instead of the password: write the TCP MD5 key itself here")
 		}
 	}
-	ck.addOwned("bgp", b.Validate(), fieldOf(func(fe *bgp.FieldError) (string, string) { return fe.Key, fe.Msg }))
+	err := b.Validate()
+	badKeys := map[string]bool{}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			var fe *bgp.FieldError
+			if errors.As(e, &fe) {
+				badKeys[fe.Key] = true
+			}
+		}
+	}
+	ck.addOwned("bgp", err, fieldOf(func(fe *bgp.FieldError) (string, string) {
+		i, ok := derived[fe.Key]
+		if !ok {
+			return fe.Key, fe.Msg
+		}
+		hold := fmt.Sprintf("neighbor[%d].hold_time", i)
+		if badKeys[hold] {
+			return "", "" // the hold_time's own problem says what to fix
+		}
+		n := b.Neighbors[i]
+		at := fmt.Sprintf("neighbor[%d] %q: ", i, n.Address)
+		return hold, fmt.Sprintf("%shold_time %v leaves keepalive, which is not set, at its default of %v (a third of hold_time in whole seconds, at most %v): %s",
+			at, n.HoldTime, n.Keepalive, bgp.DefaultKeepalive, strings.TrimPrefix(fe.Msg, at))
+	}))
 
 	var vips []netip.Addr // the configured VIP addresses, in config order, once each
 	announced := map[netip.Prefix]bool{}
@@ -1064,6 +1132,22 @@ func (ck *checker) finishHealth(at string, h, def *Health, vipPort int) {
 			bad(at, "%v", err)
 		case ce.Field == "kind":
 			bad(at+".kind", "%s, or %s", ce.Msg, HealthNone)
+		case ce.Field == "flap_backoff_max":
+			// Package health's message names the bound by its Go
+			// field; the key is flap_backoff.
+			bad(at+".flap_backoff_max", "%v is outside flap_backoff (%v)..%v", h.BackoffMax, h.BackoffBase, health.MaxBackoff)
+		case (ce.Field == "path" || ce.Field == "host") && len(ce.Msg) > MaxProblemLen/2:
+			// Package health quotes the value first: a long one is
+			// clipped, so that the reason after it stays in the line.
+			v := h.Path
+			if ce.Field == "host" {
+				v = h.Host
+			}
+			msg := ce.Msg
+			if q := strconv.Quote(v); strings.HasPrefix(msg, q) {
+				msg = quoteClipped(v) + msg[len(q):]
+			}
+			bad(at+"."+ce.Field, "%s", msg)
 		default:
 			bad(at+"."+ce.Field, "%s", ce.Msg)
 		}

@@ -54,8 +54,9 @@ A VIP is its name, or ADDRESS:PORT; a BACKEND is its name or address.
 flags (before or after the command):
   --addr ADDR      admin API: host:port, unix:/path or http(s)://... (default
                    $FULCRUM_ADDR or 127.0.0.1:9180)
-  --token TOKEN    bearer token (default $FULCRUM_TOKEN): drain, undrain, weight
-                   and reload need it; off loopback every call does
+  --token TOKEN    bearer token (default $FULCRUM_TOKEN): drain, undrain,
+                   weight, flush, capture and reload need it; off loopback
+                   every call does
   --ca FILE        speak TLS to host:port and trust the PEM certificate(s) in
                    FILE (default $FULCRUM_CA); an https:// address uses the
                    system's roots without it
