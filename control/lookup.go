@@ -93,7 +93,7 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 			b := svc.Backends[op.Backend]
 			res.Reason, res.Worker, res.Backend, res.Address = "conntrack", i, b.Name, b.Addr.String()
 			res.State, res.IdleMs = op.State.String(), op.IdleMs
-			if b.Gen == op.Gen && !b.Down {
+			if b := svc.Holder(op.Backend, op.Gen); b != nil && !b.Down {
 				return res, nil
 			}
 			// A stale pin: the next packet re-selects from the table.

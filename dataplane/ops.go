@@ -200,8 +200,7 @@ func (w *Worker) serveOp(now conntrack.Time) {
 			// unless the client goes on acknowledging a server that
 			// still sends (conntrack.Entry.InUse).
 			id := e.Backend()
-			if !w.ct.Expired(e, now) && e.InUse() && int(id) < len(op.Flows) &&
-				(svc == nil || int(id) < len(svc.Backends) && svc.Backends[id] != nil && svc.Backends[id].Gen == e.Gen()) {
+			if !w.ct.Expired(e, now) && e.InUse() && int(id) < len(op.Flows) && (svc == nil || svc.Holder(id, e.Gen()) != nil) {
 				op.Flows[id]++
 			}
 		})

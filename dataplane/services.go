@@ -49,6 +49,18 @@ type Backend struct {
 	Hdr encap.Header
 }
 
+// Holder is the backend that holds id in incarnation gen (a conntrack
+// entry's pin, or a count kept with one), or nil when id has gone or
+// belongs to a later backend since (Backend.Gen).
+func (s *Services) Holder(id, gen uint32) *Backend {
+	if int(id) < len(s.Backends) {
+		if be := s.Backends[id]; be != nil && be.Gen == gen {
+			return be
+		}
+	}
+	return nil
+}
+
 // VIP is one service with its current Maglev table.
 type VIP struct {
 	ID       uint16

@@ -621,6 +621,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 
 // pinned is e's backend if it is still the same backend of this VIP.
 func (w *Worker) pinned(svc *Services, v *VIP, e *conntrack.Entry) *Backend {
+	// Services.Holder and the VIP, written out: through Holder the
+	// forwarding path counted up to 8 instructions a packet more (make
+	// icount), within what two builds differ by; kept written out.
 	id := e.Backend()
 	if int(id) >= len(svc.Backends) {
 		return nil
