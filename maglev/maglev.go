@@ -237,7 +237,10 @@ func makeTurns(canon []Backend, m uint64) []turn {
 			hs, ok := keyHashes.m[b.Key]
 			if !ok {
 				hs = [2]uint64{keyHashes.h.sum(b.Key, 1), keyHashes.h.sum(b.Key, 2)}
-				keyHashes.m[b.Key] = hs
+				// A copy: a key cut from a configuration file's text
+				// would keep the whole text alive as long as the cache
+				// holds it (one file a new name, up to keyHashesMax).
+				keyHashes.m[strings.Clone(b.Key)] = hs
 			}
 			keyHashes.last = append(keyHashes.last, b.Key)
 			keyHashes.lastHs = append(keyHashes.lastHs, hs)
@@ -261,8 +264,9 @@ func makeTurns(canon []Backend, m uint64) []turn {
 }
 
 // keyHashes caches Hash(key, 1) and Hash(key, 2) by backend key, up to
-// keyHashesMax keys (a few MB at most; MaxBackends-sized fleets of
-// distinct keys would otherwise grow it without end).
+// keyHashesMax keys, each a copy of its own (a few MB at most;
+// MaxBackends-sized fleets of distinct keys would otherwise grow it
+// without end). last holds the last build's keys as given: one build's.
 var keyHashes struct {
 	sync.Mutex
 	m map[string][2]uint64
