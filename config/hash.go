@@ -12,21 +12,29 @@ import (
 // prefixes src-ip-prefix applies.
 func (ck *checker) finishHash(at string, v *VIP) {
 	f, err := flow.NewFields(v.Hash, v.HashPrefix, v.HashPrefix6)
-	switch {
-	case errors.Is(err, flow.ErrPrefix4):
-		ck.bad(at+".hash_prefix", "%v", err)
-		return
-	case errors.Is(err, flow.ErrPrefix6):
-		ck.bad(at+".hash_prefix6", "%v", err)
-		return
-	case err != nil:
-		ck.bad(at+".hash", "%v", err)
-		return
+	// Each problem at its key: both prefixes may be wrong at once.
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
 	}
-	if f.Mode != flow.FiveTuple && v.Scheduler.IsPicker() {
+	for _, e := range errs {
+		switch {
+		case e == nil:
+		case errors.Is(e, flow.ErrPrefix4):
+			ck.bad(at+".hash_prefix", "%v", e)
+		case errors.Is(e, flow.ErrPrefix6):
+			ck.bad(at+".hash_prefix6", "%v", e)
+		default:
+			ck.bad(at+".hash", "%v", e)
+		}
+	}
+	if v.Hash != flow.FiveTuple && v.Scheduler.IsPicker() {
 		// A load-based scheduler chooses by load at the SYN, not by the
 		// hash: the setting would do nothing the operator asked for.
-		ck.bad(at+".hash", "%q needs scheduler \"maglev\": scheduler %q chooses a new flow's backend by load, not by the flow hash", f.Mode.String(), v.Scheduler.String())
+		ck.bad(at+".hash", "%q needs scheduler \"maglev\": scheduler %q chooses a new flow's backend by load, not by the flow hash", v.Hash.String(), v.Scheduler.String())
+		return
+	}
+	if err != nil {
 		return
 	}
 	if f.Mode == flow.SrcIPPrefix {

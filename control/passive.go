@@ -8,6 +8,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/sched"
 )
 
@@ -192,8 +193,29 @@ func (ps *passiveState) windowTotals() (attempts, done uint64) {
 
 // judgePassive decides the ejections of one VIP's backends from their
 // windows (the model above) and reports whether one began.
+// passiveJudges reports whether passive checks can judge the backends of a
+// VIP with hash fields f: only under the 5-tuple, where the keyed hash
+// spreads forged SYNs from any sources over every backend alike. Under
+// any other mode one source's SYNs (every port) all reach one backend, so
+// a single forged source address, no key needed, would single it out,
+// and each ejection would move it and every client's affinity on to the
+// next backend.
+func passiveJudges(f flow.Fields) bool { return f.Mode == flow.FiveTuple }
+
+// notePassive tells the operator which VIPs of cfg have passive checks
+// on that judge nothing (passiveJudges).
+func (p *Plane) notePassive(cfg *config.Config) {
+	for i := range cfg.VIPs {
+		v := &cfg.VIPs[i]
+		if v.Health.Passive == "on" && !passiveJudges(v.HashFields()) {
+			p.log.Warn("passive health checks judge nothing on this VIP: its hash sends all of one source's SYNs to one backend, so a single forged source could have it ejected; the active checks still run",
+				"vip", v.Name, "hash", v.HashFields().String())
+		}
+	}
+}
+
 func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *config.Health, now time.Time) bool {
-	if h.Passive != "on" {
+	if h.Passive != "on" || !passiveJudges(v.Hash) {
 		// Nothing is judged: no backend stays "an outlier at every
 		// judgement" across the pause, or turning the checks back on
 		// would eject on one bad judgement (rule 4 skipped).

@@ -163,6 +163,7 @@ func newPlane(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncBackends(cfg, true)
+	p.notePassive(cfg)
 	p.convergedFold = !p.convergingLocked() // nothing to wait for, nothing to count
 	if err := p.rebuildLocked(); err != nil {
 		return nil, err
@@ -328,6 +329,7 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 	if applyErr != nil {
 		return applyErr
 	}
+	p.notePassive(cfg)
 	p.log.Info("configuration applied", "file", cfg.File, "vips", len(cfg.VIPs))
 	return nil
 }

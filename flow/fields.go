@@ -107,6 +107,7 @@ type Fields struct {
 // prefix is an error, as is one out of range (see Validate).
 func NewFields(m Mode, prefix4, prefix6 *int) (Fields, error) {
 	f := Fields{Mode: m}
+	var errs []error
 	if m == SrcIPPrefix {
 		f.Prefix4, f.Prefix6 = DefaultPrefix4, DefaultPrefix6
 	}
@@ -119,12 +120,15 @@ func NewFields(m Mode, prefix4, prefix6 *int) (Fields, error) {
 		switch {
 		case p.v == nil:
 		case m != SrcIPPrefix:
-			return Fields{}, fmt.Errorf("%w %d: only hash %q uses a prefix, not %q", p.err, *p.v, SrcIPPrefix.String(), m.String())
+			errs = append(errs, fmt.Errorf("%w %d: only hash %q uses a prefix, not %q", p.err, *p.v, SrcIPPrefix.String(), m.String()))
 		case *p.v < 1 || *p.v > p.max:
-			return Fields{}, fmt.Errorf("%w: %d is not a prefix length in 1..%d", p.err, *p.v, p.max)
+			errs = append(errs, fmt.Errorf("%w: %d is not a prefix length in 1..%d", p.err, *p.v, p.max))
 		default:
 			*p.dst = uint8(*p.v)
 		}
+	}
+	if len(errs) > 0 {
+		return Fields{}, errors.Join(errs...) // both prefixes' problems, each wrapping its own error
 	}
 	return f, f.Validate()
 }
