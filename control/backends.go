@@ -227,7 +227,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 					if el := now.Sub(st.upSince); el < ss {
 						frac := math.Max(c.SlowStartMin, float64(el)/float64(ss))
 						eff.Weight = max(1, int(math.Ceil(float64(w)*frac)))
-						ramping = true
+						eff.Ramping, ramping = true, true
 					}
 				}
 			}

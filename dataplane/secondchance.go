@@ -71,10 +71,21 @@ func prevTable(prev *Services, old, cur *VIP, changed bool, window time.Duration
 		return nil
 	}
 	kept := old.Prev
-	if kept != nil && (now.Sub(kept.Since) >= window || kept.Window != window) {
+	if kept != nil && kept.Window != window {
+		// A reload changed the window: the table is kept for the new
+		// one, from the same change.
+		k := *kept
+		k.Window = window
+		kept = &k
+	}
+	if kept != nil && now.Sub(kept.Since) >= window {
 		kept = nil
 	}
-	if !changed || old.Table == nil || kept != nil && now.Sub(old.TableSince) < PrevMinAge {
+	// A slow start's step is never the previous table: the table from
+	// before the ramp stays it through the ramp (its steps may each stand
+	// for PrevMinAge or more), and once its window has passed the VIP has
+	// none until the ramp is over.
+	if !changed || old.Table == nil || old.Ramping || kept != nil && now.Sub(old.TableSince) < PrevMinAge {
 		return kept
 	}
 	gens := make([]uint32, len(old.Backends))

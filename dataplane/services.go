@@ -82,6 +82,9 @@ type VIP struct {
 	SecondChance time.Duration // the second chance's window; 0: off (secondchance.go)
 	Prev         *PrevTable    // the table before the last changes, while SecondChance allows
 	TableSince   time.Time     // when Table became the VIP's table (its last change)
+	// Ramping: a backend of the VIP is in a slow start, so Table is one
+	// of its steps; a step never becomes the previous table (prevTable).
+	Ramping bool
 	// HealthTunnel: the VIP's backends are checked through the tunnel
 	// (healthpath.go).
 	HealthTunnel bool
@@ -146,6 +149,9 @@ type Effective struct {
 	Weight    int
 	Down      bool
 	Unhealthy bool // Backend.Unhealthy
+	// Ramping: Weight is a step of a slow start, not the backend's
+	// weight (VIP.Ramping).
+	Ramping bool
 }
 
 // Overrides holds the backends' effective state; backends not in it take
@@ -378,6 +384,9 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 			v.QUIC = r
 		}
 		v.SecondChance, v.TableSince = cv.SecondChance, now
+		for i := range cv.Backends {
+			v.Ramping = v.Ramping || cv.Backends[i].Eff.Ramping
+		}
 		if prev != nil && int(vid) < len(prev.VIPs) && prev.VIPs[vid] != nil && prev.VIPs[vid].Key == vk {
 			// Only a VIP with the second chance on pays for the
 			// comparison; one turned on later dates its table from then.
