@@ -74,6 +74,11 @@ type Worker struct {
 	// selfSource: selectBackend refused a new flow from a VIP or the
 	// LB's own address (the caller counts it as a martian source).
 	selfSource bool
+	// untrackedAt: when a datagram flow of a load-based VIP last found no
+	// conntrack slot (untracked: set), so that placedByTable places
+	// datagram flows by the table for a UDP timeout after it.
+	untrackedAt conntrack.Time
+	untracked   bool
 
 	// Per-burst scratch, reused.
 	parsed   [MaxBurst]packet.Parsed
@@ -585,6 +590,13 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		// is placed by the VIP's Maglev table: the same answer for each
 		// of its packets, and on every instance.
 		be = w.fromTable(svc, v, w.hashes[i])
+	} else if picker && ps.Proto != packet.ProtoTCP && w.untrackedRecently(now) {
+		// A datagram has no SYN to tell a new flow from one this worker
+		// forwarded untracked while the table was full (placed by the
+		// table, below): for a UDP timeout after the last such flow,
+		// datagram flows are placed by the table too, so that a stream
+		// that gets a slot at last keeps its backend.
+		be = w.fromTable(svc, v, w.hashes[i])
 	}
 	if be == nil {
 		be = w.choose(svc, v, i)
@@ -600,6 +612,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		// No slot (a full table under a flood): an untracked flow's
 		// later packets would choose again, and go elsewhere. The
 		// table's answer is the one they will all get.
+		if ps.Proto != packet.ProtoTCP {
+			w.untrackedAt, w.untracked = now, true
+		}
 		if tb := w.fromTable(svc, v, w.hashes[i]); tb != nil && tb != be {
 			if w.localNew[be.ID] > 0 {
 				w.localNew[be.ID]-- // the scheduler's choice was not used
@@ -617,6 +632,12 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		w.firstChance(svc, v, i, be, e) // a flow this instance never saw, mid-connection
 	}
 	return be
+}
+
+// untrackedRecently reports whether a datagram flow of a load-based VIP
+// found no conntrack slot within a UDP timeout (conntrack's other) of now.
+func (w *Worker) untrackedRecently(now conntrack.Time) bool {
+	return w.untracked && int32(now-w.untrackedAt) <= int32(w.ct.Timeout(conntrack.StateOther))
 }
 
 // pinned is e's backend if it is still the same backend of this VIP.
