@@ -37,7 +37,7 @@ type Engine struct {
 	done    chan error // receives the loops' result if they end before Stop
 	stop    atomic.Bool
 	start   time.Time
-	ports   []uint16         // every port the engine started
+	ports   []uint16         // every port the engine configured (Close stops them)
 	mem     []unsafe.Pointer // the conntrack tables' hugepage memory, freed by Close
 }
 
@@ -129,6 +129,9 @@ func NewEngine(cfg EngineConfig, shared *Shared, log *slog.Logger) (*Engine, err
 		if _, err := dpdk.ConfigurePort(port, dpdk.PortConf{RxQueues: nq, TxQueues: nq, RSS: rss}); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		// From here its queues may hold mbufs of e.pools: Close retires
+		// the pools rather than free them under it (retire).
+		e.ports = append(e.ports, port)
 		for q := uint16(0); q < nq; q++ {
 			sock := dpdk.LcoreSocket(lcores[q])
 			if _, err := dpdk.SetupRxQueue(port, q, uint16(d.RxDesc), sock, e.pools[q]); err != nil {
@@ -141,7 +144,6 @@ func NewEngine(cfg EngineConfig, shared *Shared, log *slog.Logger) (*Engine, err
 		if err := dpdk.StartPort(port); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		e.ports = append(e.ports, port)
 		return nil
 	}
 	if err := setup(e.wire, "dataplane.port "+d.Port, dpdk.RSSDefault); err != nil {
