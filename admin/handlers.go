@@ -648,8 +648,8 @@ func (s *Server) postReload(r *http.Request) (any, error) {
 
 // --- names ---
 
-// resolveVIP finds a VIP by its name, or by "address:port" or "address"
-// when exactly one VIP matches. Unknown names are ErrNotFound.
+// resolveVIP finds a VIP by its name, by "[address]:port/protocol", or by
+// "address:port" or "address" when exactly one VIP matches. Unknown names are ErrNotFound.
 func (s *Server) resolveVIP(ref string) (string, error) {
 	if ref == "" {
 		return "", badRequest("vip: empty name")
@@ -661,7 +661,20 @@ func (s *Server) resolveVIP(ref string) (string, error) {
 		}
 	}
 	var match []string
-	if ap, err := netip.ParseAddrPort(ref); err == nil {
+	// "[address]:port/protocol", as the status page and fulcrumctl print
+	// a VIP: an unnamed IPv6 VIP's name is its key unbracketed
+	// (flow.VIPKey.String), which an operator copying the printed form
+	// would not type.
+	if i := strings.LastIndexByte(ref, '/'); i > 0 {
+		if ap, err := netip.ParseAddrPort(ref[:i]); err == nil {
+			for j := range vips {
+				if vips[j].Address.Addr == ap.Addr().Unmap() && vips[j].Port == int(ap.Port()) && vips[j].Protocol == ref[i+1:] {
+					match = append(match, vips[j].Name)
+				}
+			}
+		}
+	}
+	if ap, err := netip.ParseAddrPort(ref); err == nil && len(match) == 0 {
 		for i := range vips {
 			if vips[i].Address.Addr == ap.Addr().Unmap() && vips[i].Port == int(ap.Port()) {
 				match = append(match, vips[i].Name)

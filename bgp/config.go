@@ -322,16 +322,16 @@ func (c Config) compile() (*compiled, error) {
 	}
 	if c.NextHopV4 != "" {
 		a, err := netip.ParseAddr(c.NextHopV4)
-		if err != nil || !a.Is4() || a.IsUnspecified() {
-			bad("next_hop_v4", "next_hop_v4 %q is not a unicast IPv4 address", c.NextHopV4)
+		if err != nil || !a.Is4() || !routableNextHop(a) {
+			bad("next_hop_v4", "next_hop_v4 %q is not a unicast IPv4 address a router can forward to (not loopback, link-local, multicast or broadcast)", c.NextHopV4)
 		} else {
 			out.nextHopV4 = a
 		}
 	}
 	if c.NextHopV6 != "" {
 		a, err := netip.ParseAddr(c.NextHopV6)
-		if err != nil || !a.Is6() || a.Is4In6() || a.IsUnspecified() || a.Zone() != "" {
-			bad("next_hop_v6", "next_hop_v6 %q is not a unicast IPv6 address", c.NextHopV6)
+		if err != nil || !a.Is6() || a.Is4In6() || a.Zone() != "" || !routableNextHop(a) {
+			bad("next_hop_v6", "next_hop_v6 %q is not a global unicast IPv6 address (not loopback, link-local or multicast: RFC 2545 needs a global next hop)", c.NextHopV6)
 		} else {
 			out.nextHopV6 = a
 		}
@@ -395,6 +395,20 @@ func (c Config) compile() (*compiled, error) {
 	return out, nil
 }
 
+// routableNextHop reports whether a may be a VIP route's next hop: an
+// address routers forward to, not unspecified, loopback, link-local,
+// multicast, 0.0.0.0/8 or 240.0.0.0/4 (broadcast among them).
+func routableNextHop(a netip.Addr) bool {
+	if a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast() {
+		return false
+	}
+	if a.Is4() {
+		b := a.As4()[0]
+		return b != 0 && b < 240
+	}
+	return true
+}
+
 // keyedMsg is a problem of one neighbor key.
 type keyedMsg struct{ key, msg string }
 
@@ -411,6 +425,8 @@ func (c Config) compileNeighbor(n Neighbor, out *compiled) (neighbor, []keyedMsg
 		bad("address", "address is IPv4-mapped: write it as IPv4")
 	case a.IsUnspecified() || a.IsMulticast():
 		bad("address", "address is not a unicast address")
+	case a.IsLinkLocalUnicast() && a.Zone() == "":
+		bad("address", "address %v is link-local: name its interface (%v%%eth0), or the session cannot be opened", a, a)
 	default:
 		nb.addr = a
 		// A session carries its own family; the other one only with an
@@ -430,6 +446,8 @@ func (c Config) compileNeighbor(n Neighbor, out *compiled) (neighbor, []keyedMsg
 		switch {
 		case err != nil:
 			bad("local_address", "local_address %q is not an IP address", n.LocalAddress)
+		case a.Is4In6():
+			bad("local_address", "local_address %q is IPv4-mapped: write it as IPv4, of the neighbor's family", n.LocalAddress)
 		case nb.addr.IsValid() && a.Is4() != nb.addr.Is4():
 			bad("local_address", "local_address %q is not of the neighbor's address family", n.LocalAddress)
 		default:

@@ -75,7 +75,7 @@ func TestConfigValidate(t *testing.T) {
 		{"community syntax", func(c *Config) { c.Communities = []string{"65000:100", "65000-100"} }, []string{`bgp: communities: [1] community "65000-100": want ASN:VALUE`}},
 		{"community range", func(c *Config) { c.Communities = []string{"70000:1"} }, []string{`community "70000:1": both halves must be numbers 0-65535`}},
 		{"next hop v4 family", func(c *Config) { c.NextHopV4 = "2001:db8::1" }, []string{`next_hop_v4 "2001:db8::1" is not a unicast IPv4 address`}},
-		{"next hop v6 family", func(c *Config) { c.NextHopV6 = "192.0.2.1" }, []string{`next_hop_v6 "192.0.2.1" is not a unicast IPv6 address`}},
+		{"next hop v6 family", func(c *Config) { c.NextHopV6 = "192.0.2.1" }, []string{`next_hop_v6 "192.0.2.1" is not a global unicast IPv6 address`}},
 		{"vip prefix junk", func(c *Config) { c.VIPs = []VIPConfig{{Prefix: "203.0.113.300"}} }, []string{`vip[0] prefix "203.0.113.300": not an IP address or prefix`}},
 		{"vip host bits", func(c *Config) { c.VIPs = []VIPConfig{{Prefix: "203.0.113.7/24"}} }, []string{"has host bits set (did you mean 203.0.113.0/24?)"}},
 		{"vip twice", func(c *Config) { c.VIPs = []VIPConfig{{Prefix: "203.0.113.7"}, {Prefix: "203.0.113.7/32"}} }, []string{"vip[1] prefix 203.0.113.7/32: listed twice"}},

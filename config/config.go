@@ -247,7 +247,8 @@ type Backend struct {
 // Addr is a netip.Addr that decodes from a TOML string.
 type Addr struct{ netip.Addr }
 
-// UnmarshalText parses an IPv4 or IPv6 address without zone.
+// UnmarshalText parses an IPv4 or IPv6 address without zone, and not an
+// IPv4-mapped IPv6 one.
 func (a *Addr) UnmarshalText(b []byte) error {
 	if len(b) == 0 { // unset, as Encode writes it
 		*a = Addr{}
@@ -260,7 +261,12 @@ func (a *Addr) UnmarshalText(b []byte) error {
 	if p.Zone() != "" {
 		return fmt.Errorf("%q: zones are not allowed", b)
 	}
-	a.Addr = p.Unmap()
+	if p.Is4In6() {
+		// Which family is meant? Read as IPv4 it would silently turn an
+		// IPv6 VIP (announced as a /128) into an IPv4 one (a /32).
+		return fmt.Errorf("%q is an IPv4-mapped IPv6 address: write the IPv4 address %v, or a real IPv6 one", b, p.Unmap())
+	}
+	a.Addr = p
 	return nil
 }
 

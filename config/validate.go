@@ -379,6 +379,10 @@ func (ck *checker) finishDataplane(c *Config) bool {
 			ck.bad(a.p, "%v is not an IPv%d address", a.v, map[bool]int{true: 4, false: 6}[a.v4])
 		} else if a.v.IsValid() && !encap.IsUnicast(a.v.Addr) {
 			ck.bad(a.p, "%v is not a unicast address", a.v)
+		} else if a.v.IsValid() && a.v.IsLinkLocalUnicast() && strings.HasPrefix(a.p, "dataplane.lb_") {
+			// The tunnels' outer source: no router forwards a packet
+			// from a link-local source (a link-local gateway is fine).
+			ck.bad(a.p, "%v is a link-local address: routers do not forward the tunnels from it to the backends", a.v)
 		}
 	}
 	if m := d.NextHopMAC; m.Set && (m.HW == [6]byte{} || m.HW[0]&1 != 0) {
@@ -413,6 +417,12 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	d.SrcV4, d.SrcV6 = d.LBIPv4.Addr, d.LBIPv6.Addr
 	d.Config = d.Config.WithDefaults()
 	ck.addOwned("dataplane", d.Config.Validate(), fieldOf(func(fe *encap.FieldError) (string, string) { return fe.Key, fe.Msg }))
+	if d.LBIPv6.IsValid() && d.Config.MTU >= encap.MinMTU && d.Config.MTU < ipv6MinMTU {
+		// The kernel refuses an IPv6 address on a link below it: the
+		// exception interface (MTU dataplane.mtu) could not hold
+		// lb_ipv6, and a reload to it would remove the address.
+		ck.bad("dataplane.mtu", "%d is below %d, IPv6's minimum link MTU (RFC 8200 section 5), and lb_ipv6 is set: the exception interface could not hold lb_ipv6", d.Config.MTU, ipv6MinMTU)
+	}
 	if len(ck.errs) > n {
 		return false
 	}
@@ -957,10 +967,20 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 			ck.bad(bat+".address", "backend %v is IPv4 but dataplane.lb_ipv4 is not set: no outer source address for an IPv4 tunnel", b.Address)
 		case b.Address.Is6() && !d.LBIPv6.IsValid():
 			ck.bad(bat+".address", "backend %v is IPv6 but dataplane.lb_ipv6 is not set: no outer source address for an IPv6 tunnel", b.Address)
+		case b.Address.IsLinkLocalUnicast():
+			ck.bad(bat+".address", "%v is a link-local address: routers do not forward the tunnel to it", b.Address)
 		default:
 			if ck.enc != nil {
 				if _, err := ck.enc.Backend(b.Address.Addr); err != nil {
 					ck.bad(bat+".address", "%v", err)
+				}
+			}
+			if v.Address.Is6() && d.MTU >= ipv6MinMTU {
+				// Clients never go below 1280 for a packet-too-big
+				// (RFC 8200 section 5): an IPv6 VIP's tunnel must carry
+				// a 1280-byte packet.
+				if room := d.MTU - encap.Overhead(*v.Encap, b.Address.Is6()); room < ipv6MinMTU {
+					ck.bad(bat+".address", "the tunnel to %v carries at most %d bytes of the IPv6 VIP's packets at dataplane.mtu %d, below IPv6's minimum 1280: raise mtu to %d or more", b.Address, room, d.MTU, d.MTU+ipv6MinMTU-room)
 				}
 			}
 			if k, dup := addrs[b.Address.Addr]; dup {
@@ -1005,6 +1025,9 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 		ck.bad(at, "every backend has weight 0: the VIP could not take a new flow")
 	}
 }
+
+// ipv6MinMTU is IPv6's minimum link MTU (RFC 8200 section 5).
+const ipv6MinMTU = 1280
 
 // notAVIP says why a cannot be a VIP, or "" when it can: a VIP is
 // announced to routers and reached by clients from other networks.

@@ -419,7 +419,6 @@ func TestFleetSpellingProbe(t *testing.T) {
 		{"backends reversed", revB.String(), nil, true},
 		{"vips reversed", revV, nil, true},
 		{"conntrack capacity and lcores", vipsX, []string{"capacity = 65536", "capacity = 4096"}, true},
-		{"ipv4-mapped addresses", strings.ReplaceAll(vipsX, `address = "10.0.2.`, `address = "::ffff:10.0.2.`), nil, true},
 		{"upper-case ipv6 addresses", strings.ReplaceAll(vipsX, `address = "2001:db8:2::`, `address = "2001:DB8:2:0::`), nil, true},
 		{"explicit names equal to the canonical address", strings.Replace(vipsX, `  [[vip.backend]]
   address = "10.0.2.1"`, `  [[vip.backend]]

@@ -99,6 +99,16 @@ func CheckAbsent(name string) error {
 // removed, so a reload that changes lb_ipv4 moves the kernel's address
 // too). It is idempotent.
 func Configure(ifc Iface, ns string) error {
+	if ifc.MTU < 1280 {
+		// Linux removes (and refuses) IPv6 addresses on a link below
+		// IPv6's minimum MTU: refuse before anything changes, so that a
+		// reload to it cannot take lb_ipv6 away (config refuses it too).
+		for _, p := range ifc.Addrs {
+			if p.Addr().Is6() {
+				return fmt.Errorf("exception interface %s: mtu %d is below 1280, IPv6's minimum, and it must hold %v", ifc.Name, ifc.MTU, p)
+			}
+		}
+	}
 	h, err := handle(ns)
 	if err != nil {
 		return fmt.Errorf("exception interface %s: %w", ifc.Name, err)
