@@ -187,6 +187,7 @@ func TestConnsCursorMustAdvance(t *testing.T) {
 	// Cursors that advance page through, empty pages included.
 	var i atomic.Int64
 	addr, _ := fakeAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json") // as the daemon's; fulcrumctl refuses other answers
 		k := i.Add(1)
 		page := api.Conns{Conns: []api.Conn{}}
 		if k < 5 {

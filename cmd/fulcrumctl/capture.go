@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,9 +82,15 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 	hc.Timeout = 0 // cctx bounds it
 	resp, err := hc.Do(req)
 	if err != nil {
+		if isTimeout(err) {
+			return fmt.Errorf("the daemon at %s did not answer within --timeout %v (after the capture's %v)", c.addr, sel.timeout, d)
+		}
 		return fmt.Errorf("cannot reach the admin API at %s: %w", c.addr, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		return redirectError(resp)
+	}
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		var ae api.Error
@@ -114,12 +121,37 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 	}
 	if sel.file != "-" {
 		frames, missed := resp.Trailer.Get(api.TrailerCaptureFrames), resp.Trailer.Get(api.TrailerCaptureMissed)
+		if out.json {
+			return printCaptureJSON(out.w, sel.file, frames, missed)
+		}
 		if frames == "" {
 			frames, missed = "?", "?" // ended early
 		}
 		fmt.Fprintf(out.w, "%s: %s frames (%s missed: the rings were full)\n", sel.file, frames, missed)
 	}
 	return nil
+}
+
+// printCaptureJSON is capture's summary with --json: the file and the
+// daemon's counts, null when the capture ended before its trailers.
+func printCaptureJSON(w io.Writer, file, frames, missed string) error {
+	count := func(s string) *uint64 {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return nil
+		}
+		return &n
+	}
+	b, err := json.MarshalIndent(struct {
+		File   string  `json:"file"`
+		Frames *uint64 `json:"frames"`
+		Missed *uint64 `json:"missed"`
+	}{file, count(frames), count(missed)}, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // addSaturating is a+b for non-negative durations, the largest duration

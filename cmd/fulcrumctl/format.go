@@ -223,7 +223,11 @@ func printAction(w io.Writer, action string, b *api.Backend) {
 	case api.ActionUndrain:
 		fmt.Fprintf(w, "undrained; effective weight %s, %s of the table\n", weight(b.EffectiveWeight), percent(b.TableShare))
 	default:
-		fmt.Fprintf(w, "weight %d; effective weight %s, %s of the table\n", b.Weight, weight(b.EffectiveWeight), percent(b.TableShare))
+		fmt.Fprintf(w, "weight %d; effective weight %s, %s of the table", b.Weight, weight(b.EffectiveWeight), percent(b.TableShare))
+		if b.Drained { // why the effective weight is 0
+			fmt.Fprint(w, "; still drained: it takes no new flows until undrained")
+		}
+		fmt.Fprintln(w)
 	}
 }
 

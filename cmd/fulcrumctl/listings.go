@@ -36,15 +36,15 @@ func cmdShow(ctx context.Context, c *client, out *output, _ []string) error {
 		return err
 	}
 	var vips []api.VIP
-	if err := json.Unmarshal(raw, &vips); err != nil {
-		return fmt.Errorf("the daemon's answer is not what this fulcrumctl expects: %v", err)
+	if err := decodeAnswer(raw, &vips); err != nil {
+		return err
 	}
 	for _, v := range vips {
 		if v.RateSeconds == 0 {
 			// No earlier look to measure rates from: look again.
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return c.timeoutError()
 			case <-time.After(rateWait):
 			}
 			if raw, err = c.do(ctx, "GET", vipsWithBackends(), nil); err != nil {
@@ -101,8 +101,8 @@ func resolveSelection(ctx context.Context, c *client, sel *selection) error {
 		return err
 	}
 	var vips []api.VIP
-	if err := json.Unmarshal(raw, &vips); err != nil {
-		return fmt.Errorf("the daemon's answer is not what this fulcrumctl expects: %v", err)
+	if err := decodeAnswer(raw, &vips); err != nil {
+		return err
 	}
 	var match []string
 	for _, v := range vips {
@@ -134,27 +134,49 @@ func cmdConns(ctx context.Context, c *client, out *output, _ []string) error {
 	var all api.Conns
 	cursor := ""
 	seen := map[string]bool{}
-	for len(all.Conns) < sel.limit {
-		var page api.Conns
-		raw, err := c.do(ctx, "GET", api.ConnsQuery(sel.vip, sel.backend, min(maxConnsPage, max(sel.limit-len(all.Conns), 8)), cursor), nil)
+	// page fetches up to n entries from cursor.
+	page := func(n int) (api.Conns, error) {
+		var pg api.Conns
+		raw, err := c.do(ctx, "GET", api.ConnsQuery(sel.vip, sel.backend, n, cursor), nil)
 		if err != nil {
-			return err
+			return pg, err
 		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return fmt.Errorf("the daemon's answer is not what this fulcrumctl expects: %v", err)
-		}
-		all.Conns = append(all.Conns, page.Conns...)
-		all.Next = page.Next
-		if page.Next == "" {
-			break
+		if err := decodeAnswer(raw, &pg); err != nil {
+			return pg, err
 		}
 		// A cursor that comes back does not advance: the listing would
 		// never end.
-		if seen[page.Next] || page.Next == cursor {
-			return fmt.Errorf("the daemon gave cursor %q again: the listing does not advance; stopped", printable(page.Next))
+		if pg.Next != "" && (seen[pg.Next] || pg.Next == cursor) {
+			return pg, fmt.Errorf("the daemon gave cursor %q again: the listing does not advance; stopped", printable(pg.Next))
 		}
 		seen[cursor] = true
-		cursor = page.Next
+		return pg, nil
+	}
+	for len(all.Conns) < sel.limit {
+		pg, err := page(min(maxConnsPage, max(sel.limit-len(all.Conns), 8)))
+		if err != nil {
+			return err
+		}
+		all.Conns = append(all.Conns, pg.Conns...)
+		all.Next = pg.Next
+		if pg.Next == "" {
+			break
+		}
+		cursor = pg.Next
+	}
+	// A cursor says only that tables are left to read, not that they hold
+	// a connection: with exactly --limit listed, look on until one shows
+	// (Next stays before it) or the listing ends (no Next).
+	for len(all.Conns) == sel.limit && all.Next != "" {
+		pg, err := page(8)
+		if err != nil {
+			return err
+		}
+		if len(pg.Conns) > 0 {
+			break
+		}
+		all.Next = pg.Next
+		cursor = pg.Next
 	}
 	more := all.Next != "" || len(all.Conns) > sel.limit
 	if len(all.Conns) > sel.limit {
@@ -188,6 +210,14 @@ func cmdFlush(ctx context.Context, c *client, out *output, _ []string) error {
 	sel := out.sel
 	if sel.backend == "" {
 		return usagef("--backend: missing (the backend whose connections to flush)")
+	}
+	if err := checkName("--backend", sel.backend); err != nil {
+		return err
+	}
+	if sel.vip != "" {
+		if err := checkName("--vip", sel.vip); err != nil {
+			return err
+		}
 	}
 	if err := resolveSelection(ctx, c, &sel); err != nil {
 		return err

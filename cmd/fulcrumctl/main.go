@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/fulcrumlb/fulcrum/admin/api"
 )
@@ -138,7 +139,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fulcrumctl: --timeout %v: must be positive\n", *timeout)
 		return exitUsage
 	}
-	c, err := newClient(*addr, *token, *timeout, tlsOptions{caFile: *caFile, insecure: *insecure})
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	// A selector the command does not use is refused, not dropped: "drain
+	// web be1 --backend be2" must not drain be1 silently.
+	for _, name := range []string{"vip", "backend", "limit", "drops", "count", "duration", "w"} {
+		if given[name] && !strings.Contains(" "+cmd.flags+" ", " "+name+" ") {
+			fmt.Fprintf(stderr, "fulcrumctl %s: %s: not a flag of %s\nusage: fulcrumctl %s\n", pos[0], flagName(name), pos[0], cmd.usage)
+			return exitUsage
+		}
+	}
+	addrSrc, tokenSrc := "--addr", "--token"
+	if !given["addr"] && os.Getenv("FULCRUM_ADDR") != "" {
+		addrSrc = "FULCRUM_ADDR"
+	}
+	if !given["token"] && os.Getenv("FULCRUM_TOKEN") != "" {
+		tokenSrc = "FULCRUM_TOKEN"
+	}
+	// The daemon trims the token it reads and the one it is sent: a
+	// newline from a file is not part of it. Another control character
+	// cannot be sent in a header at all.
+	tok := strings.TrimSpace(*token)
+	if strings.ContainsFunc(tok, unicode.IsControl) {
+		// Not printed: it may be the real token with a stray character.
+		fmt.Fprintf(stderr, "fulcrumctl: %s: the token contains a control character: a token is printable text\n", tokenSrc)
+		return exitUsage
+	}
+	c, err := newClientFrom(addrSrc, *addr, tok, *timeout, tlsOptions{caFile: *caFile, insecure: *insecure})
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrumctl: %v\n", err)
 		return exitUsage
@@ -148,6 +175,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	sel.timeout = *timeout
 	out := &output{w: stdout, json: *asJSON, sel: sel}
 	if err := cmd.run(ctx, c, out, pos[1:]); err != nil {
+		var nf *notFulcrumError
+		if errors.As(err, &nf) {
+			nf.at = addrSrc + " " + *addr
+		}
 		fmt.Fprintf(stderr, "fulcrumctl %s: %v\n", pos[0], err)
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -240,22 +271,31 @@ type command struct {
 	usage            string
 	minArgs, maxArgs int
 	run              func(ctx context.Context, c *client, out *output, args []string) error
+	flags            string // the selection flags it takes, by name: "vip backend limit"
+}
+
+// flagName is how the usage spells a flag: -w, --vip.
+func flagName(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 var commands = map[string]command{
-	"status":   {"status", 0, 0, cmdStatus},
-	"vips":     {"vips", 0, 0, cmdVIPs},
-	"backends": {"backends VIP", 1, 1, cmdBackends},
-	"drain":    {"drain VIP BACKEND", 2, 2, cmdAction(api.ActionDrain)},
-	"undrain":  {"undrain VIP BACKEND", 2, 2, cmdAction(api.ActionUndrain)},
-	"weight":   {"weight VIP BACKEND N", 3, 3, cmdAction(api.ActionWeight)},
-	"lookup":   {"lookup SRC DST SPORT DPORT [tcp|udp]", 4, 5, cmdLookup},
-	"table":    {"table VIP", 1, 1, cmdTable},
-	"reload":   {"reload", 0, 0, cmdReload},
-	"show":     {"show", 0, 0, cmdShow},
-	"conns":    {"conns [--vip V] [--backend B] [--limit N]", 0, 0, cmdConns},
-	"flush":    {"flush --backend B [--vip V]", 0, 0, cmdFlush},
-	"capture":  {"capture [--vip V] [--backend B] [--drops [REASON]] [--count N] [--duration D] -w FILE", 0, 1, cmdCapture},
+	"status":   {"status", 0, 0, cmdStatus, ""},
+	"vips":     {"vips", 0, 0, cmdVIPs, ""},
+	"backends": {"backends VIP", 1, 1, cmdBackends, ""},
+	"drain":    {"drain VIP BACKEND", 2, 2, cmdAction(api.ActionDrain), ""},
+	"undrain":  {"undrain VIP BACKEND", 2, 2, cmdAction(api.ActionUndrain), ""},
+	"weight":   {"weight VIP BACKEND N", 3, 3, cmdAction(api.ActionWeight), ""},
+	"lookup":   {"lookup SRC DST SPORT DPORT [tcp|udp]", 4, 5, cmdLookup, ""},
+	"table":    {"table VIP", 1, 1, cmdTable, ""},
+	"reload":   {"reload", 0, 0, cmdReload, ""},
+	"show":     {"show", 0, 0, cmdShow, ""},
+	"conns":    {"conns [--vip V] [--backend B] [--limit N]", 0, 0, cmdConns, "vip backend limit"},
+	"flush":    {"flush --backend B [--vip V]", 0, 0, cmdFlush, "vip backend"},
+	"capture":  {"capture [--vip V] [--backend B] [--drops [REASON]] [--count N] [--duration D] -w FILE", 0, 1, cmdCapture, "vip backend drops count duration w"},
 }
 
 // output prints either the API's JSON or a human-readable rendering.
@@ -276,18 +316,28 @@ type selection struct {
 	timeout      time.Duration // --timeout
 }
 
-// show prints raw (the API's JSON) with --json, or decodes it into v and
-// calls human.
+// show decodes raw into a T and checks it is the API's answer, then
+// prints raw (the API's JSON) with --json, or calls human.
 func show[T any](out *output, raw []byte, human func(io.Writer, *T)) error {
+	var v T
+	if err := decodeAnswer(raw, &v); err != nil {
+		return err
+	}
 	if out.json {
 		_, err := out.w.Write(raw)
 		return err
 	}
-	var v T
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return fmt.Errorf("the daemon's answer is not what this fulcrumctl expects: %v", err)
-	}
 	human(out.w, &v)
+	return nil
+}
+
+// checkName refuses a VIP or backend name that cannot be a path segment:
+// the daemon's mux cleans "", "." and ".." away and answers for another
+// path.
+func checkName(kind, name string) error {
+	if name == "" || name == "." || name == ".." {
+		return usagef("%s %q: not a name (\"\", \".\" and \"..\" name no VIP or backend)", kind, name)
+	}
 	return nil
 }
 
@@ -308,6 +358,9 @@ func cmdVIPs(ctx context.Context, c *client, out *output, _ []string) error {
 }
 
 func cmdBackends(ctx context.Context, c *client, out *output, args []string) error {
+	if err := checkName("VIP", args[0]); err != nil {
+		return err
+	}
 	raw, err := c.do(ctx, "GET", api.VIPPath(args[0]), nil)
 	if err != nil {
 		return err
@@ -317,14 +370,22 @@ func cmdBackends(ctx context.Context, c *client, out *output, args []string) err
 
 func cmdAction(action string) func(context.Context, *client, *output, []string) error {
 	return func(ctx context.Context, c *client, out *output, args []string) error {
+		if err := checkName("VIP", args[0]); err != nil {
+			return err
+		}
+		if err := checkName("BACKEND", args[1]); err != nil {
+			return err
+		}
 		var body []byte
 		if action == api.ActionWeight {
 			w, err := strconv.Atoi(args[2])
 			switch {
 			case err != nil:
 				return usagef("weight %q: not an integer in 0..%d", args[2], maxWeight)
-			case w < 0: // the upper bound is the daemon's to check
+			case w < 0:
 				return usagef("weight %q: negative; a weight is 0..%d", args[2], maxWeight)
+			case w > maxWeight:
+				return usagef("weight %q: above the maximum; a weight is 0..%d", args[2], maxWeight)
 			}
 			body, _ = json.Marshal(api.WeightRequest{Weight: &w})
 		}
@@ -337,10 +398,19 @@ func cmdAction(action string) func(context.Context, *client, *output, []string) 
 }
 
 func cmdLookup(ctx context.Context, c *client, out *output, args []string) error {
+	var addrs [2]netip.Addr
 	for i, name := range []string{"SRC", "DST"} {
-		if _, err := netip.ParseAddr(args[i]); err != nil {
+		a, err := netip.ParseAddr(args[i])
+		switch {
+		case err != nil:
 			return usagef("%s %q: not an IP address", name, args[i])
+		case a.Zone() != "":
+			return usagef("%s %q: an address with a zone: give the address alone", name, args[i])
 		}
+		addrs[i] = a.Unmap() // as the daemon compares them
+	}
+	if addrs[0].Is4() != addrs[1].Is4() {
+		return usagef("SRC %s and DST %s: of different address families", args[0], args[1])
 	}
 	var ports [2]uint16
 	for i, name := range []string{"SPORT", "DPORT"} {
@@ -365,6 +435,9 @@ func cmdLookup(ctx context.Context, c *client, out *output, args []string) error
 }
 
 func cmdTable(ctx context.Context, c *client, out *output, args []string) error {
+	if err := checkName("VIP", args[0]); err != nil {
+		return err
+	}
 	raw, err := c.do(ctx, "GET", api.TablePath(args[0]), nil)
 	if err != nil {
 		return err

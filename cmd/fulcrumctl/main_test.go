@@ -438,8 +438,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"--addr", addr, "backends", "nope"}, 1, `vip "nope": not found (HTTP 404)`},
 		{[]string{"--addr", addr, "drain", "web", "be9"}, 1, "be9"},
 		{[]string{"--addr", addr, "table", "nope"}, 1, "404"},
-		{[]string{"--addr", addr, "weight", "web", "be1", "70000"}, 1, "70000"},
-		{[]string{"--addr", addr, "lookup", "2001:db8::1", "203.0.113.7", "1", "80"}, 1, "families"},
+		// Refused by fulcrumctl before a request, as bad usage.
+		{[]string{"--addr", addr, "weight", "web", "be1", "70000"}, 2, "70000"},
+		{[]string{"--addr", addr, "lookup", "2001:db8::1", "203.0.113.7", "1", "80"}, 2, "families"},
 		{[]string{"--addr", dead, "status"}, 1, "cannot reach"},
 	} {
 		code, out, errs := ctl(tc.args...)
