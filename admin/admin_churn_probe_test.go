@@ -251,10 +251,12 @@ func TestProbeAdminChurnBounded(t *testing.T) {
 	t.Logf("after warm-up: %+v", f0)
 	t.Logf("after N=%d:    %+v (log %.1f records, %.0f B a cycle)", n, f1, l1, b1)
 	t.Logf("after 10N=%d: %+v (log %.1f records, %.0f B a cycle)", 10*n, f2, l2, b2)
-	if f2.goroutines > f1.goroutines+3 {
+	// Connections in flight (the client's keep-alive pool, the plane's
+	// checks) move these by a few; a leak over 9N cycles shows as 9N.
+	if f2.goroutines > f1.goroutines+10 {
 		t.Errorf("goroutines %d after N, %d after 10N", f1.goroutines, f2.goroutines)
 	}
-	if f2.fds > f1.fds+3 {
+	if f2.fds > f1.fds+10 {
 		t.Errorf("fds %d after N, %d after 10N", f1.fds, f2.fds)
 	}
 	if f2.metricsLines > f1.metricsLines+5 || f2.removedSeries > 0 {
