@@ -48,7 +48,7 @@ fuzz: setup
 # package test and the fleet lab. The lab runs first, on a machine nothing
 # has loaded yet: after the rest of the suite, on the 2-vCPU development
 # VM, its LB-killed test lost 1-3 of 200 connections in three runs of
-# this tree (an open question, docs/benchmarks.md round 20), while it
+# this tree (an open question, docs/benchmarks.md, round 20), while it
 # passed every time it ran first.
 test: setup
 	$(MAKE) lab-test
