@@ -191,8 +191,6 @@ func (ps *passiveState) windowTotals() (attempts, done uint64) {
 	return attempts, min(done, attempts)
 }
 
-// judgePassive decides the ejections of one VIP's backends from their
-// windows (the model above) and reports whether one began.
 // passiveJudges reports whether passive checks can judge the backends of a
 // VIP with hash fields f: only under the 5-tuple, where the keyed hash
 // spreads forged SYNs from any sources over every backend alike. Under
@@ -214,6 +212,8 @@ func (p *Plane) notePassive(cfg *config.Config) {
 	}
 }
 
+// judgePassive decides the ejections of one VIP's backends from their
+// windows (the model above) and reports whether one began.
 func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *config.Health, now time.Time) bool {
 	if h.Passive != "on" || !passiveJudges(v.Hash) {
 		// Nothing is judged: no backend stays "an outlier at every
