@@ -579,6 +579,8 @@ func TestEvictionOrder(t *testing.T) {
 			StateNew, []int{0}, true, StateClosing, 0},
 		{"a datagram may not evict half-closed in use", [8]slot{hc(9 * sec), est(1), est(2), est(3), est(4), est(5), est(6), est(7)},
 			StateOther, nil, false, 0, 0},
+		{"SYN evicts a half-closed flow quiet for HalfClosedIdle", [8]slot{hc(10 * sec), est(1), est(2), est(3), est(4), est(5), est(6), est(7)},
+			StateNew, []int{0}, true, StateClosing, 0},
 		{"established evicts half-closed before other", [8]slot{ot(29 * sec), hc(1), est(2), est(3), est(4), est(5), est(6), est(299 * sec)},
 			StateEstablished, []int{1}, true, StateClosing, 0},
 		{"closing may not evict new", [8]slot{nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec), nw(9 * sec)},
@@ -1256,14 +1258,33 @@ func TestHalfClosedInUse(t *testing.T) {
 	step := func(name string, flags uint8, data bool, want State, wantRank uint8) {
 		t.Helper()
 		tb.TouchSegment(e, 0, flags, data)
-		if e.State() != want || rankOf(e) != wantRank {
-			t.Fatalf("%s: state %v rank %d, want %v %d", name, e.State(), rankOf(e), want, wantRank)
+		if e.State() != want || rankOf(e, 0) != wantRank {
+			t.Fatalf("%s: state %v rank %d, want %v %d", name, e.State(), rankOf(e, 0), want, wantRank)
+		}
+		if inUse := wantRank != rank[StateClosing]; e.InUse(0) != inUse {
+			t.Fatalf("%s: in use %v, want %v", name, e.InUse(0), inUse)
 		}
 	}
 	step("ACK", packet.TCPAck, false, StateEstablished, rank[StateEstablished])
 	step("FIN", packet.TCPFin|packet.TCPAck, false, StateClosing, rank[StateClosing])
 	step("first ACK after FIN", packet.TCPAck, false, StateClosing, rank[StateClosing])
 	step("second ACK after FIN", packet.TCPAck, false, StateClosing, rankHalfClosed)
+	// A half-closed connection whose client has gone quiet for
+	// HalfClosedIdle has ended as far as the LB can tell (the client's
+	// last ACK was of the server's FIN): no longer in use, closing's rank;
+	// its next ACK makes it in use again.
+	quiet := Time(halfClosedIdle)
+	if !e.InUse(quiet-1) || rankOf(e, halfClosedIdle-1) != rankHalfClosed {
+		t.Fatalf("half-closed, quiet for just under %v: in use %v, rank %d", HalfClosedIdle, e.InUse(quiet-1), rankOf(e, halfClosedIdle-1))
+	}
+	if e.InUse(quiet) || rankOf(e, halfClosedIdle) != rank[StateClosing] {
+		t.Fatalf("half-closed, quiet for %v: in use %v, rank %d; want ended", HalfClosedIdle, e.InUse(quiet), rankOf(e, halfClosedIdle))
+	}
+	tb.TouchSegment(e, quiet+5, packet.TCPAck, false)
+	if !e.InUse(quiet+5) || rankOf(e, 0) != rankHalfClosed {
+		t.Fatalf("half-closed, acknowledging again after a pause: in use %v, rank %d", e.InUse(quiet+5), rankOf(e, 0))
+	}
+	tb.TouchSegment(e, 0, packet.TCPAck, false) // back to the clock the steps use
 	step("FIN retransmitted", packet.TCPFin|packet.TCPAck, false, StateClosing, rankHalfClosed)
 	step("SYN: port reuse", packet.TCPSyn, false, StateNew, rank[StateNew])
 	step("ACK", packet.TCPAck, false, StateEstablished, rank[StateEstablished])

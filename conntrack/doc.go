@@ -110,7 +110,10 @@
 //     more segments without FIN, RST, SYN or data after its FIN: it is
 //     acknowledging a server that still sends (shutdown(SHUT_WR) clients),
 //     where a client that closes after the server sends one such segment,
-//     the ACK of the server's FIN;
+//     the ACK of the server's FIN. It stays in that class while its
+//     client's last segment is under HalfClosedIdle old: the ACK of the
+//     server's FIN looks like the others, so a quiet client is taken to
+//     be done (the entry keeps its pin until the closing timeout);
 //  3. but an insert may only evict an entry of its own class or a less
 //     valuable one. If no such entry is in the bucket the insert fails
 //     (counted in InsertFailed) and the flow is forwarded by Maglev alone.

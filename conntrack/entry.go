@@ -1,6 +1,8 @@
 package conntrack
 
 import (
+	"time"
+
 	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/packet"
 )
@@ -46,9 +48,24 @@ var rank = [numStates]uint8{
 }
 
 // rankHalfClosed is the eviction rank of a closing entry whose client went
-// on acknowledging after its FIN (entryActive): above new, so a SYN flood
-// cannot push it out, and below other and established.
+// on acknowledging after its FIN (entryActive) within HalfClosedIdle:
+// above new, so a SYN flood cannot push it out, and below other and
+// established.
 const rankHalfClosed = 2
+
+// HalfClosedIdle is how long a half-closed connection (entryActive) stays
+// in use without a packet from its client. The LB cannot see the server's
+// FIN, so the client's last ACK (of that FIN) looks like any other: a
+// connection that ended stops counting once its client has been quiet
+// this long, instead of holding a drain's flow count (and its rank) for
+// the whole closing timeout. Two ACKs after a FIN also come from a
+// connection that merely ended slowly (a retransmitted server FIN
+// acknowledged twice), which this ends just as soon. A download that
+// pauses longer counts again with its next ACK.
+const HalfClosedIdle = 10 * time.Second
+
+// halfClosedIdle is HalfClosedIdle in clock units.
+const halfClosedIdle = int32(HalfClosedIdle / Resolution)
 
 // Initial is the state of a flow's first packet: other for every protocol
 // but TCP; for TCP closing on FIN or RST and new otherwise. A mid-stream TCP
@@ -143,14 +160,14 @@ func (e *Entry) MarkSYN() { e.flags |= entrySYN }
 // the step from new to established a handshake whose time means anything.
 func (e *Entry) SYNSeen() bool { return e.flags&entrySYN != 0 }
 
-// rankOf is e's rank for eviction: its state's, new's while it is a flow
-// of one packet (entryOnce), rankHalfClosed for a closing entry still in
-// use (entryActive).
-func rankOf(e *Entry) uint8 {
+// rankOf is the rank for eviction of e, idle for age: its state's, new's
+// while it is a flow of one packet (entryOnce), rankHalfClosed for a
+// closing entry still in use (entryActive, seen within HalfClosedIdle).
+func rankOf(e *Entry, age int32) uint8 {
 	switch {
 	case e.flags&entryOnce != 0:
 		return rank[StateNew]
-	case e.flags&entryActive != 0 && e.state == StateClosing:
+	case e.flags&entryActive != 0 && e.state == StateClosing && age < halfClosedIdle:
 		return rankHalfClosed
 	}
 	return rank[e.state&3]
@@ -165,13 +182,14 @@ func newcomerRank(st State) uint8 {
 	return rank[st]
 }
 
-// InUse reports whether e's connection may still carry traffic as far as
-// the client's packets show: any state but closing, or a closing entry
-// whose client has acknowledged twice since its FIN (entryActive: the
-// server still sends to a client that shut down its side). What a drain
-// waits for (the dataplane's flow counts).
-func (e *Entry) InUse() bool {
-	return e.state != StateClosing || e.flags&entryActive != 0
+// InUse reports whether e's connection may still carry traffic at now as
+// far as the client's packets show: any state but closing, or a closing
+// entry whose client has acknowledged twice since its FIN (entryActive:
+// the server still sends to a client that shut down its side) and last
+// sent within HalfClosedIdle. What a drain waits for (the dataplane's
+// flow counts).
+func (e *Entry) InUse(now Time) bool {
+	return e.state != StateClosing || e.flags&entryActive != 0 && idle(e, now) < halfClosedIdle
 }
 
 // Key is the flow's 5-tuple.

@@ -19,12 +19,12 @@ type modelEntry struct {
 	acks         int  // segments without FIN, RST, SYN or data since the FIN (entryAcked, entryActive)
 }
 
-// modelRank is m's rank for eviction (rankOf).
-func (m *modelEntry) modelRank() uint8 {
+// modelRank is m's rank for eviction at now (rankOf).
+func (m *modelEntry) modelRank(now Time) uint8 {
 	if m.once {
 		return rank[StateNew]
 	}
-	if m.state == StateClosing && m.acks >= 2 {
+	if m.state == StateClosing && m.acks >= 2 && int32(now-m.seen) < int32(HalfClosedIdle/Resolution) {
 		return rankHalfClosed
 	}
 	return rank[m.state]
@@ -244,7 +244,7 @@ func FuzzTable(f *testing.F) {
 				case expired(m):
 				case removed != nil && mk == *removed:
 				case dropping && dropped.matches(&Entry{vip: m.vip, backend: m.backend}):
-				case inserted != nil && where[mk] == fuzzBucket(*inserted)&tb.mask && m.modelRank() <= newcomerRank(insertState):
+				case inserted != nil && where[mk] == fuzzBucket(*inserted)&tb.mask && m.modelRank(now) <= newcomerRank(insertState):
 					// Evicted from the newcomer's own bucket, which is
 					// where an insert into full buckets makes room.
 					evictions++

@@ -628,7 +628,7 @@ func (t *Table) evict(first int, st State, now Time) int {
 			}
 			continue
 		}
-		r := rankOf(e)
+		r := rankOf(e, age)
 		if r > own {
 			continue
 		}

@@ -200,7 +200,7 @@ func (w *Worker) serveOp(now conntrack.Time) {
 			// unless the client goes on acknowledging a server that
 			// still sends (conntrack.Entry.InUse).
 			id := e.Backend()
-			if !w.ct.Expired(e, now) && e.InUse() && int(id) < len(op.Flows) && (svc == nil || svc.Holder(id, e.Gen()) != nil) {
+			if !w.ct.Expired(e, now) && e.InUse(now) && int(id) < len(op.Flows) && (svc == nil || svc.Holder(id, e.Gen()) != nil) {
 				op.Flows[id]++
 			}
 		})

@@ -666,6 +666,57 @@ func TestOps(t *testing.T) {
 	}
 }
 
+// TestHalfClosedFlowCount: a connection the client half-closed while the
+// server still sends counts as a flow of its backend (what a drain waits
+// for) while the client acknowledges, and stops counting once the client
+// has been quiet for conntrack.HalfClosedIdle: its last ACK, of the
+// server's FIN, looks like the others, and the entry would otherwise hold
+// the count for the whole closing timeout (a lab drain waited on one such
+// entry, left by a connection whose server retransmitted its FIN).
+func TestHalfClosedFlowCount(t *testing.T) {
+	r := newRig(t, testConfig)
+	svc := r.shared.Services.Load()
+	web := svc.LookupVIP(netip.MustParseAddr("203.0.113.7"), 80, 6)
+	flows := func() (n uint32) {
+		t.Helper()
+		count := CountFlowsOp()
+		serve(t, r, count)
+		for _, id := range web.Members {
+			n += count.Flows[id]
+		}
+		return n
+	}
+	seg := func(flags string) {
+		t.Helper()
+		if _, v := r.run(frame(t, "198.51.100.50", "203.0.113.7", 5000, 80, layers.IPProtocolTCP, flags, 0, true)); v[0] != Tx {
+			t.Fatalf("%s: verdict %v", flags, v[0])
+		}
+	}
+	seg("S")
+	seg("A")
+	seg("FA")
+	seg("A")
+	if n := flows(); n != 0 {
+		t.Fatalf("FIN and one ACK (a close): %d flows, want 0", n)
+	}
+	seg("A")
+	if n := flows(); n != 1 {
+		t.Fatalf("FIN and two ACKs (half-closed, in use): %d flows, want 1", n)
+	}
+	r.now += conntrack.Time(conntrack.HalfClosedIdle/conntrack.Resolution) - 100
+	if n := flows(); n != 1 {
+		t.Fatalf("half-closed, quiet for under %v: %d flows, want 1", conntrack.HalfClosedIdle, n)
+	}
+	r.now += 100
+	if n := flows(); n != 0 {
+		t.Fatalf("half-closed, quiet for %v: %d flows, want 0", conntrack.HalfClosedIdle, n)
+	}
+	seg("A")
+	if n := flows(); n != 1 {
+		t.Fatalf("half-closed, acknowledging again: %d flows, want 1", n)
+	}
+}
+
 // A SYN reusing the 5-tuple of a flow that ended takes the current table's
 // choice, not the old pin (here: the old backend was drained meanwhile).
 func TestReusedTupleAfterCloseFollowsTheTable(t *testing.T) {
