@@ -168,6 +168,38 @@ func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *connt
 	}
 }
 
+// reopened handles a closing entry that a segment without SYN has made
+// established again (conntrack's closeRule: data after the client's FIN,
+// or any segment after an RST alone). Either the close was forged and the
+// connection goes on at its pin, or the client has reused the tuple for a
+// new connection whose SYN another instance placed, by the fleet's table
+// (the routers moved the tuple between the two connections), while the
+// pinned backend holds the old one in TIME_WAIT, which answers the new
+// connection's segments with ACKs of its own and stalls it for good. When
+// the pin and the table disagree, and the VIP has the second chance, the
+// flow goes to the table's choice and names the pin: the table's backend
+// delivers it if it has the connection, and otherwise forwards it to the
+// pin (cmd/fulcrum-decap), which has it after a forged close. Without the
+// second chance the pin stays: a forged close must not move a connection.
+// Load-based VIPs are left alone: another instance placed the new
+// connection by its own loads, which the table does not know either.
+func (w *Worker) reopened(svc *Services, v *VIP, i int, e *conntrack.Entry) {
+	if v.SecondChance <= 0 || v.Sched.IsPicker() {
+		return
+	}
+	old := w.pinned(svc, v, e)
+	if old == nil || old.Down || !encap.CanCarry(v.Encap, &old.Target) {
+		return // gone or down: the caller moves the flow
+	}
+	tb := w.fromTable(svc, v, w.hashes[i])
+	if tb == nil || tb == old {
+		return
+	}
+	w.ct.Repin(e, tb.ID, tb.Gen)
+	e.SetChance(old.ID)
+	w.c.SecondChanceFlows++
+}
+
 // entryChance is the second chance stored in the entry of a flow pinned
 // to be, if it is still a live backend of v other than be and the VIP
 // still has the second chance on.

@@ -543,6 +543,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 					bc.HandshakeMs += uint64(now - lastSeen)
 				}
 			}
+			if was == conntrack.StateClosing && e.State() == conntrack.StateEstablished {
+				w.reopened(svc, v, i, e) // secondchance.go: a forged close, or a reused tuple
+			}
 		}
 		if be := w.pinned(svc, v, e); be != nil && !be.Down {
 			if !icmp {

@@ -43,10 +43,10 @@ type scState struct {
 }
 
 // flowOf reads the TCP flow of the inner IP packet: the client (source)
-// and the service (destination) endpoints, and whether it is a SYN. ok is
+// and the service (destination) endpoints, and the segment's flags. ok is
 // false for anything but an unfragmented TCP segment (IPv6 extension
 // headers included: the LB names no second chance for them).
-func flowOf(inner []byte) (client, service netip.AddrPort, syn, ok bool) {
+func flowOf(inner []byte) (client, service netip.AddrPort, flags uint8, ok bool) {
 	var tcp []byte
 	var src, dst netip.Addr
 	switch {
@@ -75,8 +75,15 @@ func flowOf(inner []byte) (client, service netip.AddrPort, syn, ok bool) {
 	}
 	client = netip.AddrPortFrom(src, binary.BigEndian.Uint16(tcp[0:]))
 	service = netip.AddrPortFrom(dst, binary.BigEndian.Uint16(tcp[2:]))
-	return client, service, tcp[13]&0x02 != 0, true
+	return client, service, tcp[13], true
 }
+
+// TCP flags (RFC 9293).
+const (
+	tcpFIN = 0x01
+	tcpSYN = 0x02
+	tcpRST = 0x04
+)
 
 // allowed reports whether the agent may forward to a: one of -peers, and
 // not one of its own addresses, nor the network or broadcast address of a
@@ -103,8 +110,8 @@ func (a *agent) allowed(to netip.Addr) (bool, int) {
 // not deliver it), false when the packet is to be delivered here.
 func (a *agent) secondChance(st *scState, kind decap.Kind, inner []byte, to netip.Addr) bool {
 	a.sc[scIn].Add(1)
-	client, service, syn, ok := flowOf(inner)
-	if !ok || syn {
+	client, service, flags, ok := flowOf(inner)
+	if !ok || flags&tcpSYN != 0 {
 		a.sc[scSkipped].Add(1)
 		return false
 	}
@@ -121,7 +128,7 @@ func (a *agent) secondChance(st *scState, kind decap.Kind, inner []byte, to neti
 		}
 		st.diag = d
 	}
-	owned, err := st.diag.owned(service, client)
+	owned, err := st.diag.owned(service, client, flags&(tcpFIN|tcpRST) != 0)
 	if err != nil {
 		a.sc[scLookupErr].Add(1)
 		a.warnOnce(&a.diagWarned, "sock_diag (logged once, counted as second_chance.lookup-error)", err)

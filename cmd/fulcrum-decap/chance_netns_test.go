@@ -142,6 +142,37 @@ func TestSecondChanceInNetns(t *testing.T) {
 	if n := tunnelsFrom(t, la, scAddrA, 300*time.Millisecond); n != 0 {
 		t.Errorf("%d tunnel packets left A toward sclb", n)
 	}
+
+	// 5. A holds a connection of the tuple in TIME_WAIT (its server closed
+	// first); the client reuses the tuple for a connection that lives on
+	// B, whose request reaches A naming B (an LB found the old pin): the
+	// TIME_WAIT owns only the old connection's closing segments, so A
+	// forwards the request and B answers. (Delivered to the TIME_WAIT, it
+	// drew ACKs of the old connection and stalled the new one for good.)
+	const reused = 42030
+	synackA := handshake(t, la, gre(true, netip.Addr{}), reused)
+	resp := request(t, la, la, gre(true, netip.Addr{}), reused, synackA)
+	if !bytes.Contains(resp, []byte("served by A")) {
+		t.Fatalf("the old connection on A: response %q", resp)
+	}
+	// A's server closed after its HTTP/1.0 answer: its FIN follows the
+	// response. The client acknowledges it and closes: A is in TIME_WAIT.
+	reqLen := uint32(len("GET / HTTP/1.0\r\nHost: vip\r\n\r\n"))
+	finAck := gre(true, netip.Addr{})(tcpPacket(t, false, reused, &layers.TCP{Seq: 1001 + reqLen, Ack: synackA.Seq + 1 + uint32(len(resp)) + 1, ACK: true, FIN: true}, nil))
+	var tw []byte
+	for try := 0; try < 50 && !bytes.Contains(tw, []byte(":"+strconv.Itoa(reused))); try++ {
+		la.send(t, finAck)
+		time.Sleep(50 * time.Millisecond)
+		tw, _ = exec.Command("ip", "netns", "exec", ans, "ss", "-tan", "state", "time-wait").CombinedOutput()
+	}
+	if !bytes.Contains(tw, []byte(":"+strconv.Itoa(reused))) {
+		t.Fatalf("no TIME_WAIT on A for client port %d:\n%s", reused, tw)
+	}
+	synackB := handshake(t, lb, gre(false, netip.Addr{}), reused)
+	if resp := request(t, la, lb, gre(true, scPeerB), reused, synackB); !bytes.Contains(resp, []byte("served by B")) {
+		t.Fatalf("a new connection on B reusing the tuple of A's TIME_WAIT, its request via A naming B: response %q, want B's\nA: %s", resp,
+			counters(t, agentA, func(string) bool { return true }))
+	}
 }
 
 // setupChanceNetns creates the three namespaces and their links.

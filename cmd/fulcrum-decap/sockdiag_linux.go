@@ -31,9 +31,11 @@ const (
 	inetDiagNoCookie = 0xffffffff
 
 	// TCP states of the answer (include/net/tcp_states.h): a listener
-	// owns no established flow; a closed socket owns nothing.
-	tcpClose  = 7
-	tcpListen = 10
+	// owns no established flow; a closed socket owns nothing; TIME_WAIT
+	// only the end of its connection (owned).
+	tcpTimeWait = 6
+	tcpClose    = 7
+	tcpListen   = 10
 
 	diagTimeout = time.Second // the kernel answers at once; never block a receive loop for long
 )
@@ -60,11 +62,18 @@ func openSockDiag() (*sockDiag, error) {
 func (s *sockDiag) close() { unix.Close(s.fd) }
 
 // owned reports whether a TCP socket of this host other than a listener
-// owns the flow from remote to local: an established connection, one
-// still in its handshake (SYN_RECV), or one closing (TIME_WAIT included).
-// The lookup is the stack's own (inet_lookup: established first, then
-// listeners), so a listener on the port answers too, and is not an owner.
-func (s *sockDiag) owned(local, remote netip.AddrPort) (bool, error) {
+// owns a segment (closing: it carries FIN or RST) of the flow from remote
+// to local: an established connection, one still in its handshake
+// (SYN_RECV), or one closing. A socket in TIME_WAIT owns only closing
+// segments (a FIN retransmitted by a client whose last ACK was lost, an
+// RST): its connection is over, and any other segment is of a newer
+// connection on the same tuple, which another backend has (the LB placed
+// it by another table, or the client reused the tuple through another
+// LB); delivered here it would stall that connection for good, the
+// TIME_WAIT answering with ACKs of its own. The lookup is the stack's own
+// (inet_lookup: established first, then listeners), so a listener on the
+// port answers too, and is not an owner.
+func (s *sockDiag) owned(local, remote netip.AddrPort, closing bool) (bool, error) {
 	fam, alen := uint8(unix.AF_INET), 4
 	if local.Addr().Is6() {
 		fam, alen = unix.AF_INET6, 16
@@ -134,7 +143,7 @@ func (s *sockDiag) owned(local, remote netip.AddrPort) (bool, error) {
 					return false, errNoAnswer
 				}
 				st := body[1] // struct inet_diag_msg: family, state, ...
-				return st != tcpListen && st != tcpClose, nil
+				return st != tcpListen && st != tcpClose && (st != tcpTimeWait || closing), nil
 			}
 		}
 	}

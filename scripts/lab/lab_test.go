@@ -547,7 +547,7 @@ func TestDrainWithFulcrumctl(t *testing.T) {
 		return backends(t, 1)["be1"].ActiveFlows+backends(t, 2)["be1"].ActiveFlows == 0
 	}) {
 		for lb := 1; lb <= 2; lb++ {
-			t.Logf("lb%d: be1 flows %d; its entries: %s", lb, backends(t, lb)["be1"].ActiveFlows, ctl(t, lb, "conns", "--backend", "be1", "--limit", "20"))
+			t.Logf("lb%d: be1 flows %d; its entries: %s", lb, backends(t, lb)["be1"].ActiveFlows, ctl(t, lb, "conns", "--vip", "web", "--backend", "be1", "--limit", "20"))
 		}
 		t.Fatal("be1 not at 0 flows within 20 s of its connections closing")
 	}
@@ -679,6 +679,11 @@ func TestLBKilledNoConnectionBreaks(t *testing.T) {
 	// withdrawal (a connection still in its backoff at a fixed end would
 	// count neither broken nor alive).
 	cc := startConncheckWith(t, 200, 90*time.Second, 30*time.Second, filepath.Join(t.TempDir(), "conncheck.json"))
+	// Both LBs' connection entries just before the kill, for stallSnapshot.
+	var before [3]api.Conns
+	for lb := 1; lb <= 2; lb++ {
+		json.Unmarshal(ctl(t, lb, "conns", "--limit", "100000"), &before[lb])
+	}
 	start := time.Now()
 	lab(t, "stop-lb", "1", "KILL")
 	t.Cleanup(func() {
@@ -698,7 +703,7 @@ func TestLBKilledNoConnectionBreaks(t *testing.T) {
 		if ok && r.Stalled > 0 && !snapped && time.Since(withdrawn) > 12*time.Second {
 			snapped = true
 			t.Logf("%d connections still stalled %v after the withdrawal:", r.Stalled, time.Since(withdrawn).Round(100*time.Millisecond))
-			stallSnapshot(t)
+			stallSnapshot(t, before[1:])
 		}
 		return ok && r.Stalled == 0
 	})
@@ -718,14 +723,14 @@ func TestLBKilledNoConnectionBreaks(t *testing.T) {
 // socket of their ports on the backends (TIME_WAIT included), lb2's
 // connection entries of those ports, its backends and counters, the
 // router's route and the backends' decapsulator counters.
-func stallSnapshot(t *testing.T) {
+func stallSnapshot(t *testing.T, before []api.Conns) {
 	t.Helper()
 	out, _ := ns("fl-client", "ss", "-tnio", "state", "established", "dst", vip).CombinedOutput()
 	lines := strings.Split(string(out), "\n")
 	var ports []string
 	for i := 1; i+1 < len(lines); i += 2 {
 		info := lines[i+1]
-		if !strings.Contains(info, "unacked") && !strings.Contains(info, "retrans:") && !strings.Contains(info, "backoff") {
+		if !strings.Contains(info, "unacked:") && !strings.Contains(info, "backoff:") {
 			continue
 		}
 		t.Logf("client: %s | %s", strings.Join(strings.Fields(lines[i]), " "), strings.TrimSpace(info))
@@ -746,7 +751,14 @@ func stallSnapshot(t *testing.T) {
 		if json.Unmarshal(ctl(t, 2, "conns", "--limit", "100000"), &conns) == nil {
 			for _, c := range conns.Conns {
 				if strings.HasSuffix(c.Client, ":"+port) {
-					t.Logf("lb2 entry: %+v", c)
+					t.Logf("lb2 entry now: %+v", c)
+				}
+			}
+		}
+		for i, b := range before {
+			for _, c := range b.Conns {
+				if strings.HasSuffix(c.Client, ":"+port) {
+					t.Logf("lb%d entry before the kill: %+v", i+1, c)
 				}
 			}
 		}

@@ -1,0 +1,108 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket/layers"
+
+	"github.com/fulcrumlb/fulcrum/encap"
+)
+
+// TestReusedTupleAfterClose: a connection C0 ended here (its client's FIN
+// or RST seen, the entry closing, pinned to X by an older table); the
+// client reuses the tuple for a new connection C1 whose SYN the routers
+// sent to another instance, which placed it by the fleet's current table
+// on Y; then ECMP moves the tuple here (that instance died). C1's segments
+// find C0's closing entry, which the first of them makes established
+// again (conntrack: a segment after a FIN with data, any after an RST
+// alone, shows a forged close). Sent to X they stall C1 for good: X holds
+// C0 in TIME_WAIT, which answers with ACKs of its own (the fleet lab lost
+// 1-4 of 200 connections so). With the second chance on, they go to the
+// table's choice Y naming X: Y delivers C1, and a connection whose close
+// was forged is forwarded by Y's agent to X, which has it. Without the
+// second chance, or where the tunnel cannot name X (IPIP), the pin stays.
+func TestReusedTupleAfterClose(t *testing.T) {
+	const client = "198.51.100.9"
+	for _, tc := range []struct {
+		name   string
+		kind   encap.Kind
+		window time.Duration
+		close  string // C0's last segment seen here
+		moved  bool   // the pin and the table disagree
+	}{
+		{"gre fin", encap.GRE, chanceWindow, "FA", true},
+		{"gue rst alone", encap.GUE, chanceWindow, "R", true},
+		{"gre same backend", encap.GRE, chanceWindow, "FA", false},
+		{"gre no second chance", encap.GRE, 0, "FA", true},
+		{"ipip", encap.IPIP, chanceWindow, "FA", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, testConfig)
+			nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
+			t0 := time.Unix(1_000_000, 0)
+			s3, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, tc.kind, tc.window, nil), t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.shared.Services.Store(s3)
+			moved, kept, old, cur := chanceFlows(t, r.key, 1)
+			p := kept[0]
+			if tc.moved {
+				p = moved[0]
+			}
+			x, y := old[p], cur[p]
+			send := func(what, flags string, data int) (dst, chance netip.Addr) {
+				t.Helper()
+				out, v := r.run(frame(t, client, chanceVIP, p, 80, layers.IPProtocolTCP, flags, data, true))
+				if v[0] != Tx {
+					t.Fatalf("%s: verdict %v", what, v[0])
+				}
+				if tc.kind == encap.IPIP {
+					d, _, _ := decodeTunnel(t, out[0])
+					return d, netip.Addr{}
+				}
+				return tunnelChance(t, out[0])
+			}
+			// C0, placed by the three-backend table on x, ends here.
+			for _, seg := range []struct {
+				flags string
+				data  int
+			}{{"S", 0}, {"A", 0}, {"AP", 20}, {tc.close, 0}} {
+				if d, _ := send("C0 "+seg.flags, seg.flags, seg.data); d != beAddr(x) {
+					t.Fatalf("C0 %s: to %v, want %s", seg.flags, d, x)
+				}
+			}
+			// be4 joins: the fleet's table now places the tuple on y.
+			s4, err := NewServicesAt(s3, r.enc, nh, chanceSpecs(4, tc.kind, tc.window, nil), t0.Add(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.shared.Services.Store(s4)
+			wantTo, wantChance := beAddr(x), netip.Addr{}
+			if tc.moved && tc.window > 0 && tc.kind != encap.IPIP {
+				wantTo, wantChance = beAddr(y), beAddr(x)
+			}
+			if !tc.moved {
+				wantTo = beAddr(y) // x == y
+			}
+			before := r.w.c.SecondChanceFlows
+			// C1's segments, here for the first time: the general path,
+			// then conntrack hits (the fused path).
+			for k := range 3 {
+				if d, ch := send(fmt.Sprintf("C1 segment %d", k), "AP", 40); d != wantTo || ch != wantChance {
+					t.Fatalf("C1 segment %d (pin %s, table %s): to %v chance %v, want to %v chance %v", k, x, y, d, ch, wantTo, wantChance)
+				}
+			}
+			if got, want := r.w.c.SecondChanceFlows-before, uint64(0); wantChance.IsValid() {
+				if got != 1 {
+					t.Errorf("second_chance_flows counted %d, want 1", got)
+				}
+			} else if got != want {
+				t.Errorf("second_chance_flows counted %d, want 0", got)
+			}
+		})
+	}
+}
