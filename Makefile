@@ -46,10 +46,9 @@ fuzz: setup
 # the DPDK ones wherever libdpdk is installed: a binary built without them
 # there fails TestDPDKTestsCompiledIn), every fuzz target briefly, the
 # package test and the fleet lab. The lab runs first, on a machine nothing
-# has loaded yet: after the rest of the suite, on the 2-vCPU development
-# VM, its LB-killed test lost 1-3 of 200 connections in three runs of
-# this tree (an open question, docs/benchmarks.md, round 20), while it
-# passed every time it ran first.
+# has loaded yet (it is the suite's most load-sensitive part; its
+# LB-killed failures of round 20 turned out to be a reused-tuple race in
+# the LB, not the order: docs/benchmarks.md, rounds 20 and 21).
 test: setup
 	$(MAKE) lab-test
 	$(MAKE) vet unit fuzz
