@@ -1291,7 +1291,34 @@ func TestHalfClosedInUse(t *testing.T) {
 	step("FIN again", packet.TCPFin|packet.TCPAck, false, StateClosing, rank[StateClosing])
 	step("one ACK", packet.TCPAck, false, StateClosing, rank[StateClosing])
 	step("data: the FIN was forged", packet.TCPAck, true, StateEstablished, rank[StateEstablished])
+	// Established again after a close: in use while its client sends
+	// (a forged FIN's victim), not once it has been quiet for
+	// HalfClosedIdle (a late retransmission after the real FIN).
+	if !e.InUse(quiet-1) || e.InUse(quiet) {
+		t.Fatalf("revived by data: in use %v just under %v of quiet, %v at it; want true, false", e.InUse(quiet-1), HalfClosedIdle, e.InUse(quiet))
+	}
 	step("FIN once more", packet.TCPFin|packet.TCPAck, false, StateClosing, rank[StateClosing])
 	step("one ACK", packet.TCPAck, false, StateClosing, rank[StateClosing])
 	step("RST", packet.TCPRst, false, StateClosing, rank[StateClosing])
+	step("SYN: a new connection", packet.TCPSyn, false, StateNew, rank[StateNew])
+	step("ACK", packet.TCPAck, false, StateEstablished, rank[StateEstablished])
+	step("RST alone", packet.TCPRst, false, StateClosing, rank[StateClosing])
+	step("ACK after the RST alone: forged", packet.TCPAck, false, StateEstablished, rank[StateEstablished])
+	if e.InUse(quiet) {
+		t.Fatalf("revived after an RST alone, quiet for %v: still in use", HalfClosedIdle)
+	}
+	step("SYN: a new connection", packet.TCPSyn, false, StateNew, rank[StateNew])
+	step("ACK", packet.TCPAck, false, StateEstablished, rank[StateEstablished])
+	if !e.InUse(quiet) {
+		t.Fatalf("a new connection after a revived one, quiet for %v: not in use (the mark outlived the SYN)", HalfClosedIdle)
+	}
+	step("FIN", packet.TCPFin|packet.TCPAck, false, StateClosing, rank[StateClosing])
+	step("data after the FIN", packet.TCPAck, true, StateEstablished, rank[StateEstablished])
+	step("FIN", packet.TCPFin|packet.TCPAck, false, StateClosing, rank[StateClosing])
+	step("one ACK", packet.TCPAck, false, StateClosing, rank[StateClosing])
+	step("data after the FIN", packet.TCPAck, true, StateEstablished, rank[StateEstablished])
+	step("another segment", packet.TCPAck, true, StateEstablished, rank[StateEstablished])
+	if e.InUse(quiet) {
+		t.Fatalf("revived again, quiet: still in use")
+	}
 }

@@ -151,6 +151,14 @@ const (
 	entryActive = 32
 )
 
+// entryRevived marks an entry that closeRule made established again after
+// a close (data after the FIN, any segment after an RST alone): a forged
+// close, or a retransmission of data sent before the real FIN that reached
+// the LB after it. It counts as in use only while its client sends
+// (InUse), so a late retransmission does not hold a drain's flow count for
+// the established timeout. A close or a SYN ends the mark.
+const entryRevived = 64
+
 // MarkSYN records that the flow's first packet here was a SYN (the
 // dataplane calls it on the entry Insert returned).
 func (e *Entry) MarkSYN() { e.flags |= entrySYN }
@@ -186,10 +194,17 @@ func newcomerRank(st State) uint8 {
 // far as the client's packets show: any state but closing, or a closing
 // entry whose client has acknowledged twice since its FIN (entryActive:
 // the server still sends to a client that shut down its side) and last
-// sent within HalfClosedIdle. What a drain waits for (the dataplane's
+// sent within HalfClosedIdle; an entry established again after a close
+// (entryRevived) only while its client sent within HalfClosedIdle. What a drain waits for (the dataplane's
 // flow counts).
 func (e *Entry) InUse(now Time) bool {
-	return e.state != StateClosing || e.flags&entryActive != 0 && idle(e, now) < halfClosedIdle
+	switch {
+	case e.state == StateClosing:
+		return e.flags&entryActive != 0 && idle(e, now) < halfClosedIdle
+	case e.flags&entryRevived != 0:
+		return idle(e, now) < halfClosedIdle // established again after a close (entryRevived)
+	}
+	return true
 }
 
 // Key is the flow's 5-tuple.
@@ -285,11 +300,12 @@ func (e *Entry) repin(backend, gen uint32) {
 func (e *Entry) closeRule(next State, tcpFlags uint8, data bool) State {
 	const end = packet.TCPFin | packet.TCPRst | packet.TCPSyn
 	if e.state != StateClosing {
-		e.flags &^= entryAcked | entryActive // a close starts the count afresh
+		e.flags &^= entryAcked | entryActive | entryRevived // a close starts the count afresh
 	}
 	switch {
 	case e.state == StateClosing && tcpFlags&end == 0 && (data || e.flags&entryReset != 0):
 		next = StateEstablished
+		e.flags |= entryRevived
 	case next == StateClosing && tcpFlags&(packet.TCPFin|packet.TCPRst) == packet.TCPRst && (e.state != StateClosing || e.flags&entryReset != 0):
 		e.flags |= entryReset
 		return next

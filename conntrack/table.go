@@ -544,6 +544,7 @@ func (t *Table) TouchSegment(e *Entry, now Time, tcpFlags uint8, data bool) (reo
 	if next == StateNew && e.state != StateNew {
 		reopened = true
 		t.c.Reopened++
+		e.flags &^= entryRevived // a new connection (entry.go)
 	}
 	e.state = next
 	return reopened
