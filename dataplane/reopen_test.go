@@ -9,6 +9,8 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/maglev"
 )
 
 // TestReusedTupleAfterClose: a connection C0 ended here (its client's FIN
@@ -89,11 +91,16 @@ func TestReusedTupleAfterClose(t *testing.T) {
 				wantTo = beAddr(y) // x == y
 			}
 			before := r.w.c.SecondChanceFlows
-			// C1's segments, here for the first time: the general path,
-			// then conntrack hits (the fused path).
-			for k := range 3 {
-				if d, ch := send(fmt.Sprintf("C1 segment %d", k), "AP", 40); d != wantTo || ch != wantChance {
-					t.Fatalf("C1 segment %d (pin %s, table %s): to %v chance %v, want to %v chance %v", k, x, y, d, ch, wantTo, wantChance)
+			// C1's segments, here for the first time: ACKs of the
+			// server's data first (a download sends nothing else; after a
+			// FIN they leave the entry closing), then data (which makes
+			// it established again), then hits (the fused path).
+			for k, seg := range []struct {
+				flags string
+				data  int
+			}{{"A", 0}, {"A", 0}, {"AP", 40}, {"AP", 40}, {"A", 0}} {
+				if d, ch := send(fmt.Sprintf("C1 segment %d", k), seg.flags, seg.data); d != wantTo || ch != wantChance {
+					t.Fatalf("C1 segment %d %s (pin %s, table %s): to %v chance %v, want to %v chance %v", k, seg.flags, x, y, d, ch, wantTo, wantChance)
 				}
 			}
 			if got, want := r.w.c.SecondChanceFlows-before, uint64(0); wantChance.IsValid() {
@@ -105,4 +112,69 @@ func TestReusedTupleAfterClose(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClosedFlowKeepsItsSecondChance: a flow that moved here after a table
+// change has a second chance stored (the previous table's choice, which
+// has the connection); a forged FIN, then its data, leave the pin and
+// that chance alone however the table has changed since: the entry can
+// name one other backend only, and it must stay the one that has the
+// connection (a probe of two instances broke it by renaming the chance).
+func TestClosedFlowKeepsItsSecondChance(t *testing.T) {
+	const client = "198.51.100.9"
+	r := newRig(t, testConfig)
+	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
+	t0 := time.Unix(1_000_000, 0)
+	heavy := map[string]Effective{"be1": {Weight: 3}}
+	var mb []maglev.Backend
+	for i := 1; i <= 4; i++ {
+		mb = append(mb, maglev.Backend{Key: fmt.Sprintf("be%d", i), Weight: map[bool]uint32{true: 3, false: 1}[i == 1]})
+	}
+	t5, err := maglev.Build(mb, maglev.DefaultSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, _, old, cur := chanceFlows(t, r.key, 400)
+	h := flow.NewHasher(r.key)
+	p := uint16(0)
+	for _, q := range moved {
+		tp, _ := flow.TupleFrom(netip.MustParseAddr(client), netip.MustParseAddr(chanceVIP), q, 80, 6)
+		if z := t5.Backend(t5.Lookup(h.Hash(&tp))).Key; z != cur[q] && z != old[q] {
+			p = q
+			break
+		}
+	}
+	if p == 0 {
+		t.Fatal("no port whose three tables all differ")
+	}
+	var prev *Services
+	for k, spec := range [][]VIPSpec{chanceSpecs(3, encap.GRE, chanceWindow, nil), chanceSpecs(4, encap.GRE, chanceWindow, nil)} {
+		s, err := NewServicesAt(prev, r.enc, nh, spec, t0.Add(time.Duration(k)*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.shared.Services.Store(s)
+		prev = s
+	}
+	send := func(what, flags string, data int) {
+		t.Helper()
+		out, v := r.run(frame(t, client, chanceVIP, p, 80, layers.IPProtocolTCP, flags, data, true))
+		if v[0] != Tx {
+			t.Fatalf("%s: verdict %v", what, v[0])
+		}
+		if d, ch := tunnelChance(t, out[0]); d != beAddr(cur[p]) || ch != beAddr(old[p]) {
+			t.Fatalf("%s: to %v chance %v, want to %s chance %s (the flow's pin and stored chance)", what, d, ch, cur[p], old[p])
+		}
+	}
+	send("a mid-connection segment after be4 joined", "AP", 30)
+	s5, err := NewServicesAt(prev, r.enc, nh, chanceSpecs(4, encap.GRE, chanceWindow, heavy), t0.Add(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.shared.Services.Store(s5)
+	send("after be1's weight rose", "AP", 30)
+	send("a forged FIN", "FA", 0)
+	send("an ACK after it", "A", 0)
+	send("data after it", "AP", 30)
+	send("data again (a hit)", "AP", 30)
 }

@@ -168,36 +168,54 @@ func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *connt
 	}
 }
 
-// reopened handles a closing entry that a segment without SYN has made
-// established again (conntrack's closeRule: data after the client's FIN,
-// or any segment after an RST alone). Either the close was forged and the
-// connection goes on at its pin, or the client has reused the tuple for a
-// new connection whose SYN another instance placed, by the fleet's table
-// (the routers moved the tuple between the two connections), while the
-// pinned backend holds the old one in TIME_WAIT, which answers the new
-// connection's segments with ACKs of its own and stalls it for good. When
-// the pin and the table disagree, and the VIP has the second chance, the
-// flow goes to the table's choice and names the pin: the table's backend
-// delivers it if it has the connection, and otherwise forwards it to the
-// pin (cmd/fulcrum-decap), which has it after a forged close. Without the
-// second chance the pin stays: a forged close must not move a connection.
+// A closing entry is ambiguous when its pin and the table disagree. A
+// segment without SYN on it is either its connection's (the close was
+// forged, or it is the client's last ACK, or a half-closed download's
+// ACKs), which the pin has; or a new connection's on the reused tuple
+// whose SYN the routers sent to another instance (they moved the tuple
+// between the two connections), which placed it by the fleet's table,
+// while the pin holds the old connection in TIME_WAIT, which answers the
+// new one's segments with ACKs of its own and stalls it for good (the
+// fleet lab lost 1-4 of 200 connections so). On a Maglev VIP with the
+// second chance on, such a segment goes to the table's choice naming the
+// pin: the table's backend delivers a new connection's segments and its
+// agent forwards the old connection's to the pin (cmd/fulcrum-decap). The
+// entry stays pinned while it is closing (closingChance); a segment that
+// makes it established again (data after the FIN, any segment after an
+// RST alone: conntrack's closeRule) repins it to the table's choice with
+// the pin stored as its second chance (reopened). Without the second
+// chance the pin stays, so that a forged close never moves a connection;
+// a flow that already has a second chance (it moved here after a table
+// change) keeps it and its pin: the entry can name only one other backend.
 // Load-based VIPs are left alone: another instance placed the new
 // connection by its own loads, which the table does not know either.
-func (w *Worker) reopened(svc *Services, v *VIP, i int, e *conntrack.Entry) {
+
+// closingChance is the table's choice and the pin to name, for a segment
+// without SYN on the closing entry e of packet i, when they differ (nil,
+// nil otherwise).
+func (w *Worker) closingChance(svc *Services, v *VIP, i int, e *conntrack.Entry) (tb, pin *Backend) {
 	if v.SecondChance <= 0 || v.Sched.IsPicker() {
-		return
+		return nil, nil
 	}
-	old := w.pinned(svc, v, e)
-	if old == nil || old.Down || !encap.CanCarry(v.Encap, &old.Target) {
-		return // gone or down: the caller moves the flow
+	pin = w.pinned(svc, v, e)
+	if pin == nil || pin.Down || entryChance(svc, v, e, pin) != nil || !encap.CanCarry(v.Encap, &pin.Target) {
+		return nil, nil // gone or down (the caller moves the flow), or it has a second chance already
 	}
-	tb := w.fromTable(svc, v, w.hashes[i])
-	if tb == nil || tb == old {
-		return
+	if tb = w.fromTable(svc, v, w.hashes[i]); tb == nil || tb == pin {
+		return nil, nil
 	}
-	w.ct.Repin(e, tb.ID, tb.Gen)
-	e.SetChance(old.ID)
-	w.c.SecondChanceFlows++
+	return tb, pin
+}
+
+// reopened repins e, a closing entry that packet i made established again,
+// to the table's choice with its pin as its second chance, when they
+// differ (closingChance).
+func (w *Worker) reopened(svc *Services, v *VIP, i int, e *conntrack.Entry) {
+	if tb, pin := w.closingChance(svc, v, i, e); tb != nil {
+		w.ct.Repin(e, tb.ID, tb.Gen)
+		e.SetChance(pin.ID)
+		w.c.SecondChanceFlows++
+	}
 }
 
 // entryChance is the second chance stored in the entry of a flow pinned

@@ -543,7 +543,15 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 					bc.HandshakeMs += uint64(now - lastSeen)
 				}
 			}
-			if was == conntrack.StateClosing && e.State() == conntrack.StateEstablished {
+			switch st := e.State(); {
+			case st == conntrack.StateClosing:
+				// secondchance.go: the old connection's, or a new one's on
+				// the reused tuple.
+				if tb, pin := w.closingChance(svc, v, i, e); tb != nil {
+					w.chance[i] = pin
+					return tb
+				}
+			case was == conntrack.StateClosing && st == conntrack.StateEstablished:
 				w.reopened(svc, v, i, e) // secondchance.go: a forged close, or a reused tuple
 			}
 		}
