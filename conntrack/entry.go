@@ -195,8 +195,8 @@ func newcomerRank(st State) uint8 {
 // entry whose client has acknowledged twice since its FIN (entryActive:
 // the server still sends to a client that shut down its side) and last
 // sent within HalfClosedIdle; an entry established again after a close
-// (entryRevived) only while its client sent within HalfClosedIdle. What a drain waits for (the dataplane's
-// flow counts).
+// (entryRevived) only while its client sent within HalfClosedIdle. What a
+// drain waits for (the dataplane's flow counts).
 func (e *Entry) InUse(now Time) bool {
 	switch {
 	case e.state == StateClosing:

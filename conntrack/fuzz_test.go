@@ -24,7 +24,7 @@ func (m *modelEntry) modelRank(now Time) uint8 {
 	if m.once {
 		return rank[StateNew]
 	}
-	if m.state == StateClosing && m.acks >= 2 && int32(now-m.seen) < int32(HalfClosedIdle/Resolution) {
+	if m.state == StateClosing && m.acks >= 2 && int32(now-m.seen) < halfClosedIdle {
 		return rankHalfClosed
 	}
 	return rank[m.state]

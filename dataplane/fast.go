@@ -340,9 +340,10 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		}
 		be = w.fromTable(svc, v, h)
 	} else if e.State() == conntrack.StateClosing {
-		// A segment after the client's FIN or RST: a segment that reopens
-		// the entry may move it (secondchance.go, reopened), the general
-		// path's; rare, one ACK in a normal close.
+		// A segment after the client's FIN or RST may go to the table's
+		// choice instead of the pin, or repin the entry if it reopens it
+		// (secondchance.go: closingChance, reopened): the general path's;
+		// rare, one ACK in a normal close.
 		seen.mark(&ps.Tuple)
 		return false, 0
 	} else if be = w.pinned(svc, v, e); be != nil && be.Down {

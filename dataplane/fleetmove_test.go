@@ -122,6 +122,15 @@ func fmScenarios() []fmScenario {
 	change := fmPub(1, fmChange)
 	// C0 opened on A: handshake and data.
 	open := []fmStep{fmTx(lbA, 0, "S"), fmTx(lbA, 0, "A"), fmTx(lbA, 0, "AP:20")}
+	// withChange is a scenario's tables, the port it picks and the step
+	// between its connections: one table throughout, or be4 added (a
+	// port whose slot moved).
+	withChange := func(chg bool) ([]*fmVersion, func([]string) bool, []fmStep) {
+		if chg {
+			return vAdd, fmMoved, []fmStep{change}
+		}
+		return []*fmVersion{fmV3}, fmAnyPort, nil
+	}
 
 	// 1. A connection moved mid-stream, with no change, then after one
 	// (a backend added, one removed, a weight raised): its first
@@ -155,9 +164,10 @@ func fmScenarios() []fmScenario {
 				for _, first := range []string{"AP:40", "A"} {
 					for _, dir := range [][2]int{{lbA, lbB}, {lbB, lbA}} {
 						x, y := dir[0], dir[1]
-						vers, pick, mid, off := []*fmVersion{fmV3}, fmAnyPort, []fmStep(nil), fmSurvives
+						vers, pick, mid := withChange(chg)
+						off := fmSurvives
 						if chg {
-							vers, pick, mid, off = vAdd, fmMoved, []fmStep{change}, fmNoChance
+							off = fmNoChance
 						}
 						srv := map[bool]string{true: "server TIME_WAIT", false: "server no socket"}[tw]
 						add(fmt.Sprintf("2 reuse C0 on %s (%s, %s), C1 SYN on %s then on %s first %q, change=%v", fmLBName[x], cl.name, srv, fmLBName[y], fmLBName[x], first, chg),
@@ -182,10 +192,9 @@ func fmScenarios() []fmScenario {
 	// 3. C0 ends where A does not see it (the server resets it, or its
 	// close goes through B), and C1 reuses the tuple.
 	for _, chg := range []bool{false, true} {
-		vers, pick, mid := []*fmVersion{fmV3}, fmAnyPort, []fmStep(nil)
+		vers, pick, mid := withChange(chg)
 		off, stale := fmSurvives, fmSurvives
 		if chg {
-			vers, pick, mid = vAdd, fmMoved, []fmStep{change}
 			off, stale = fmNoChance, fmStaleEstablished
 		}
 		// 3a: C1's SYN on A (A's established entry keeps it on C0's
@@ -216,10 +225,9 @@ func fmScenarios() []fmScenario {
 	// on A, or moves to B, at once or after data on A. A forged FIN then
 	// a forged SYN.
 	for _, chg := range []bool{false, true} {
-		vers, pick, mid := []*fmVersion{fmV3}, fmAnyPort, []fmStep(nil)
+		vers, pick, mid := withChange(chg)
 		moveOff, finSyn := fmSurvives, fmSurvives
 		if chg {
-			vers, pick, mid = vAdd, fmMoved, []fmStep{change}
 			moveOff, finSyn = fmNoChance, fmForgedFinSyn
 		}
 		for _, forged := range []string{"FA", "R", "RA"} {

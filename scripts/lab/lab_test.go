@@ -21,12 +21,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -740,6 +738,10 @@ func stallSnapshot(t *testing.T, before []api.Conns) {
 			}
 		}
 	}
+	var now api.Conns
+	if len(ports) > 0 {
+		json.Unmarshal(ctl(t, 2, "conns", "--limit", "100000"), &now)
+	}
 	for _, port := range ports[:min(len(ports), 5)] {
 		for b := 1; b <= 4; b++ {
 			o, _ := ns(fmt.Sprintf("fl-be%d", b), "ss", "-tanio", "dport", "= :"+port).CombinedOutput()
@@ -747,12 +749,9 @@ func stallSnapshot(t *testing.T, before []api.Conns) {
 				t.Logf("be%d, client port %s: %s", b, port, strings.Join(strings.Fields(f[1]), " "))
 			}
 		}
-		var conns api.Conns
-		if json.Unmarshal(ctl(t, 2, "conns", "--limit", "100000"), &conns) == nil {
-			for _, c := range conns.Conns {
-				if strings.HasSuffix(c.Client, ":"+port) {
-					t.Logf("lb2 entry now: %+v", c)
-				}
+		for _, c := range now.Conns {
+			if strings.HasSuffix(c.Client, ":"+port) {
+				t.Logf("lb2 entry now: %+v", c)
 			}
 		}
 		for i, b := range before {
@@ -763,22 +762,15 @@ func stallSnapshot(t *testing.T, before []api.Conns) {
 			}
 		}
 	}
-	for b := 1; b <= 4; b++ {
-		pid, _ := os.ReadFile(filepath.Join(labDir, fmt.Sprintf("be%d-decap.pid", b)))
-		if p, err := strconv.Atoi(strings.TrimSpace(string(pid))); err == nil {
-			syscall.Kill(p, syscall.SIGUSR1)
-		}
-	}
 	t.Logf("lb2 backends: %s", ctl(t, 2, "backends", "web"))
 	t.Logf("lb2 status: %s", ctl(t, 2, "status"))
 	t.Logf("router: %s", must(t, ns("fl-router", "ip", "route", "show", vip)))
-	time.Sleep(500 * time.Millisecond) // the decapsulators' counter lines (diagnostics only)
 	for b := 1; b <= 4; b++ {
-		log, _ := os.ReadFile(filepath.Join(labDir, fmt.Sprintf("be%d-decap.log", b)))
-		lines := regexp.MustCompile(`msg=counters .*`).FindAllString(string(log), -1)
-		if len(lines) > 0 {
-			t.Logf("be%d decap: %s", b, lines[len(lines)-1])
+		line, err := decapCounters(b)
+		if err != nil {
+			line = err.Error()
 		}
+		t.Logf("be%d decap: %s", b, line)
 	}
 	log, _ := os.ReadFile(filepath.Join(labDir, "lb2.log"))
 	ll := strings.Split(strings.TrimSpace(string(log)), "\n")

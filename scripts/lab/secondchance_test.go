@@ -126,16 +126,31 @@ func TestSecondChanceSurvivesTwoChangesAtOnce(t *testing.T) {
 }
 
 // decapCounter asks backend be<n>'s fulcrum-decap for its counters
-// (SIGUSR1) and returns the named one from the line it logs.
+// (decapCounters) and returns the named one.
 func decapCounter(t *testing.T, n int, name string) int {
 	t.Helper()
-	pidb, err := os.ReadFile(filepath.Join(labDir, fmt.Sprintf("be%d-decap.pid", n)))
+	line, err := decapCounters(n)
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := regexp.MustCompile(`(?:^| )` + regexp.QuoteMeta(name) + `=(\d+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("be%d's counters have no %s: %s", n, name, line)
+	}
+	v, _ := strconv.Atoi(m[1])
+	return v
+}
+
+// decapCounters asks backend be<n>'s fulcrum-decap for its counters
+// (SIGUSR1) and returns the line it logs, waiting up to 5 s for it.
+func decapCounters(n int) (string, error) {
+	pidb, err := os.ReadFile(filepath.Join(labDir, fmt.Sprintf("be%d-decap.pid", n)))
+	if err != nil {
+		return "", err
+	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(pidb)))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	logf := filepath.Join(labDir, fmt.Sprintf("be%d-decap.log", n))
 	count := func() (int, string) {
@@ -148,18 +163,15 @@ func decapCounter(t *testing.T, n int, name string) int {
 	}
 	before, _ := count()
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
-		t.Fatalf("be%d's fulcrum-decap: %v", n, err)
+		return "", fmt.Errorf("be%d's fulcrum-decap: %w", n, err)
 	}
 	var line string
-	waitFor(t, fmt.Sprintf("be%d's fulcrum-decap to log its counters", n), 5*time.Second, func() bool {
+	if !poll(5*time.Second, func() bool {
 		var k int
 		k, line = count()
 		return k > before
-	})
-	m := regexp.MustCompile(`(?:^| )` + regexp.QuoteMeta(name) + `=(\d+)`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("be%d's counters have no %s: %s", n, name, line)
+	}) {
+		return "", fmt.Errorf("be%d's fulcrum-decap logged no counters within 5 s", n)
 	}
-	v, _ := strconv.Atoi(m[1])
-	return v
+	return line, nil
 }
