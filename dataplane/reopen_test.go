@@ -41,76 +41,100 @@ func TestReusedTupleAfterClose(t *testing.T) {
 		{"gre no second chance", encap.GRE, 0, "FA", true},
 		{"ipip", encap.IPIP, chanceWindow, "FA", true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, testConfig)
-			nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
-			t0 := time.Unix(1_000_000, 0)
-			s3, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, tc.kind, tc.window, nil), t0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.shared.Services.Store(s3)
-			moved, kept, old, cur := chanceFlows(t, r.key, 1)
-			p := kept[0]
-			if tc.moved {
-				p = moved[0]
-			}
-			x, y := old[p], cur[p]
-			send := func(what, flags string, data int) (dst, chance netip.Addr) {
-				t.Helper()
-				out, v := r.run(frame(t, client, chanceVIP, p, 80, layers.IPProtocolTCP, flags, data, true))
-				if v[0] != Tx {
-					t.Fatalf("%s: verdict %v", what, v[0])
+		for _, burst := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s burst=%v", tc.name, burst), func(t *testing.T) {
+				r := newRig(t, testConfig)
+				nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
+				t0 := time.Unix(1_000_000, 0)
+				s3, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, tc.kind, tc.window, nil), t0)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if tc.kind == encap.IPIP {
-					d, _, _ := decodeTunnel(t, out[0])
-					return d, netip.Addr{}
+				r.shared.Services.Store(s3)
+				moved, kept, old, cur := chanceFlows(t, r.key, 1)
+				p := kept[0]
+				if tc.moved {
+					p = moved[0]
 				}
-				return tunnelChance(t, out[0])
-			}
-			// C0, placed by the three-backend table on x, ends here.
-			for _, seg := range []struct {
-				flags string
-				data  int
-			}{{"S", 0}, {"A", 0}, {"AP", 20}, {tc.close, 0}} {
-				if d, _ := send("C0 "+seg.flags, seg.flags, seg.data); d != beAddr(x) {
-					t.Fatalf("C0 %s: to %v, want %s", seg.flags, d, x)
+				x, y := old[p], cur[p]
+				send := func(what, flags string, data int) (dst, chance netip.Addr) {
+					t.Helper()
+					out, v := r.run(frame(t, client, chanceVIP, p, 80, layers.IPProtocolTCP, flags, data, true))
+					if v[0] != Tx {
+						t.Fatalf("%s: verdict %v", what, v[0])
+					}
+					if tc.kind == encap.IPIP {
+						d, _, _ := decodeTunnel(t, out[0])
+						return d, netip.Addr{}
+					}
+					return tunnelChance(t, out[0])
 				}
-			}
-			// be4 joins: the fleet's table now places the tuple on y.
-			s4, err := NewServicesAt(s3, r.enc, nh, chanceSpecs(4, tc.kind, tc.window, nil), t0.Add(time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.shared.Services.Store(s4)
-			wantTo, wantChance := beAddr(x), netip.Addr{}
-			if tc.moved && tc.window > 0 && tc.kind != encap.IPIP {
-				wantTo, wantChance = beAddr(y), beAddr(x)
-			}
-			if !tc.moved {
-				wantTo = beAddr(y) // x == y
-			}
-			before := r.w.c.SecondChanceFlows
-			// C1's segments, here for the first time: ACKs of the
-			// server's data first (a download sends nothing else; after a
-			// FIN they leave the entry closing), then data (which makes
-			// it established again), then hits (the fused path).
-			for k, seg := range []struct {
-				flags string
-				data  int
-			}{{"A", 0}, {"A", 0}, {"AP", 40}, {"AP", 40}, {"A", 0}} {
-				if d, ch := send(fmt.Sprintf("C1 segment %d", k), seg.flags, seg.data); d != wantTo || ch != wantChance {
-					t.Fatalf("C1 segment %d %s (pin %s, table %s): to %v chance %v, want to %v chance %v", k, seg.flags, x, y, d, ch, wantTo, wantChance)
+				// C0, placed by the three-backend table on x, ends here.
+				for _, seg := range []struct {
+					flags string
+					data  int
+				}{{"S", 0}, {"A", 0}, {"AP", 20}, {tc.close, 0}} {
+					if d, _ := send("C0 "+seg.flags, seg.flags, seg.data); d != beAddr(x) {
+						t.Fatalf("C0 %s: to %v, want %s", seg.flags, d, x)
+					}
 				}
-			}
-			if got, want := r.w.c.SecondChanceFlows-before, uint64(0); wantChance.IsValid() {
-				if got != 1 {
-					t.Errorf("second_chance_flows counted %d, want 1", got)
+				// be4 joins: the fleet's table now places the tuple on y.
+				s4, err := NewServicesAt(s3, r.enc, nh, chanceSpecs(4, tc.kind, tc.window, nil), t0.Add(time.Second))
+				if err != nil {
+					t.Fatal(err)
 				}
-			} else if got != want {
-				t.Errorf("second_chance_flows counted %d, want 0", got)
-			}
-		})
+				r.shared.Services.Store(s4)
+				wantTo, wantChance := beAddr(x), netip.Addr{}
+				if tc.moved && tc.window > 0 && tc.kind != encap.IPIP {
+					wantTo, wantChance = beAddr(y), beAddr(x)
+				}
+				if !tc.moved {
+					wantTo = beAddr(y) // x == y
+				}
+				before := r.w.c.SecondChanceFlows
+				// C1's segments, here for the first time: ACKs of the
+				// server's data first (a download sends nothing else; after a
+				// FIN they leave the entry closing), then data (which makes
+				// it established again), then hits (the fused path); one by
+				// one, or all in one receive burst.
+				c1 := []struct {
+					flags string
+					data  int
+				}{{"A", 0}, {"A", 0}, {"AP", 40}, {"AP", 40}, {"A", 0}}
+				if burst {
+					var frames [][]byte
+					for _, seg := range c1 {
+						frames = append(frames, frame(t, client, chanceVIP, p, 80, layers.IPProtocolTCP, seg.flags, seg.data, true))
+					}
+					out, v := r.run(frames...)
+					for k, seg := range c1 {
+						if v[k] != Tx {
+							t.Fatalf("C1 segment %d %s in one burst: verdict %v", k, seg.flags, v[k])
+						}
+						d, ch := tunnelChance(t, out[k])
+						if tc.kind == encap.IPIP {
+							d, _, _ = decodeTunnel(t, out[k])
+						}
+						if d != wantTo || ch != wantChance {
+							t.Fatalf("C1 segment %d %s in one burst (pin %s, table %s): to %v chance %v, want to %v chance %v", k, seg.flags, x, y, d, ch, wantTo, wantChance)
+						}
+					}
+				} else {
+					for k, seg := range c1 {
+						if d, ch := send(fmt.Sprintf("C1 segment %d", k), seg.flags, seg.data); d != wantTo || ch != wantChance {
+							t.Fatalf("C1 segment %d %s (pin %s, table %s): to %v chance %v, want to %v chance %v", k, seg.flags, x, y, d, ch, wantTo, wantChance)
+						}
+					}
+				}
+				if got, want := r.w.c.SecondChanceFlows-before, uint64(0); wantChance.IsValid() {
+					if got != 1 {
+						t.Errorf("second_chance_flows counted %d, want 1", got)
+					}
+				} else if got != want {
+					t.Errorf("second_chance_flows counted %d, want 0", got)
+				}
+			})
+		}
 	}
 }
 
