@@ -18,14 +18,17 @@ import (
 // client reuses the tuple for a new connection C1 whose SYN the routers
 // sent to another instance, which placed it by the fleet's current table
 // on Y; then ECMP moves the tuple here (that instance died). C1's segments
-// find C0's closing entry, which the first of them makes established
-// again (conntrack: a segment after a FIN with data, any after an RST
-// alone, shows a forged close). Sent to X they stall C1 for good: X holds
-// C0 in TIME_WAIT, which answers with ACKs of its own (the fleet lab lost
-// 1-4 of 200 connections so). With the second chance on, they go to the
-// table's choice Y naming X: Y delivers C1, and a connection whose close
-// was forged is forwarded by Y's agent to X, which has it. Without the
-// second chance, or where the tunnel cannot name X (IPIP), the pin stays.
+// find C0's closing entry: its ACKs (a download sends nothing else) leave
+// it closing, and its first data makes it established again (conntrack: a
+// segment after a FIN with data, any after an RST alone, shows a forged
+// close). Sent to X they stall C1 for good: X holds C0 in TIME_WAIT, which
+// answers with ACKs of its own (the fleet lab lost 1-4 of 200 connections
+// so). With the second chance on, they go to the table's choice Y naming
+// X, and the first data repins the entry there: Y delivers C1, and a
+// connection whose close was forged is forwarded by Y's agent to X, which
+// has it. The same when all of C1's segments arrive in one receive burst.
+// Without the second chance, or where the tunnel cannot name X (IPIP),
+// the pin stays.
 func TestReusedTupleAfterClose(t *testing.T) {
 	const client = "198.51.100.9"
 	for _, tc := range []struct {
