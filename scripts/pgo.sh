@@ -9,7 +9,9 @@
 # (round 9) has what it is worth. Regenerate it after a change to the
 # forwarding path: a stale profile still builds (Go matches the profile to
 # functions by name and line offset, and ignores what no longer matches)
-# but loses its effect where the code moved.
+# but loses its effect where the code moved. `make test` says when that
+# has happened (internal/pgostamp: an edit inside one of the profile's hot
+# functions, a comment included, since the profile was written).
 #
 #   scripts/pgo.sh                  # the default scenarios, 1 pair each
 #   scripts/pgo.sh -only est-10k    # any fulcrum-bench flag
@@ -39,4 +41,8 @@ if [ ${#profiles[@]} = 0 ]; then
 fi
 go tool pprof -proto "${profiles[@]}" >"$prof/default.pgo"
 mv "$prof/default.pgo" cmd/fulcrum/default.pgo
-echo "pgo: cmd/fulcrum/default.pgo from ${#profiles[@]} profiles ($(stat -c %s cmd/fulcrum/default.pgo) bytes)"
+# The stamp: a hash of each hot function's source, which make test's
+# TestProfileMatchesSource compares with the sources to say when an edit
+# has made the profile stale (internal/pgostamp).
+FULCRUM_PGO_STAMP=write go test ./internal/pgostamp -run '^TestProfileMatchesSource$' -count=1 >/dev/null
+echo "pgo: cmd/fulcrum/default.pgo from ${#profiles[@]} profiles ($(stat -c %s cmd/fulcrum/default.pgo) bytes), and its stamp ($(grep -vc '^#' cmd/fulcrum/default.pgo.stamp) hot functions)"
