@@ -225,7 +225,8 @@ func recvName(t ast.Expr) string {
 	return ""
 }
 
-// hot is a function of the profile with its cumulative share.
+// hot is a function of the profile that holds at least MinShare of its
+// samples: its name and source file as the profile gives them.
 type hot struct {
 	name, file string
 }

@@ -31,6 +31,9 @@ func TestProfileMatchesSource(t *testing.T) {
 			t.Errorf("%s: no longer in %s", f.Name, f.File)
 		}
 	}
+	if t.Failed() {
+		return // a stamp naming a function that is gone is never written
+	}
 	if os.Getenv("FULCRUM_PGO_STAMP") == "write" {
 		if err := os.WriteFile(stamp, Format(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -105,9 +108,12 @@ func TestSumSeesAnEdit(t *testing.T) {
 	}
 	name := victim.Name[strings.LastIndex(victim.Name, ".")+1:]
 	i := strings.Index(string(src), ") "+name+"(")
-	j := strings.Index(string(src[i:]), "{\n")
-	if i < 0 || j < 0 {
+	if i < 0 {
 		t.Fatalf("%s: no declaration of %s", victim.File, name)
+	}
+	j := strings.Index(string(src[i:]), "{\n")
+	if j < 0 {
+		t.Fatalf("%s: no body of %s", victim.File, name)
 	}
 	at := i + j + 2
 	edited := append(append(append([]byte{}, src[:at]...), "\t// a comment moves every line below it\n"...), src[at:]...)
