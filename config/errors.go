@@ -92,6 +92,17 @@ func (es Errors) Unwrap() []error {
 	return out
 }
 
+// splitJoined is the errors err joins (errors.Join, or an owning
+// package's Validate that joins its field errors), or err alone: one
+// entry a problem, so each can be reported at its own key. nil gives one
+// nil entry.
+func splitJoined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
 // sorted orders the problems by line, keeping the order of finding
 // within a line (a table's problems stay together).
 func (es Errors) sorted() Errors {

@@ -13,11 +13,7 @@ import (
 func (ck *checker) finishHash(at string, v *VIP) {
 	f, err := flow.NewFields(v.Hash, v.HashPrefix, v.HashPrefix6)
 	// Each problem at its key: both prefixes may be wrong at once.
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, e := range errs {
+	for _, e := range splitJoined(err) {
 		switch {
 		case e == nil:
 		case errors.Is(e, flow.ErrPrefix4):

@@ -519,11 +519,7 @@ func (ck *checker) addOwned(section string, err error, keyOf func(error) (key, m
 	if err == nil {
 		return
 	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, e := range errs {
+	for _, e := range splitJoined(err) {
 		if key, msg, ok := keyOf(e); ok {
 			if key != "" { // "": keyOf has reported it already
 				ck.bad(section+"."+key, "%s", msg)
@@ -631,12 +627,10 @@ func (ck *checker) finishBGP(c *Config) {
 	}
 	err := b.Validate()
 	badKeys := map[string]bool{}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			var fe *bgp.FieldError
-			if errors.As(e, &fe) {
-				badKeys[fe.Key] = true
-			}
+	for _, e := range splitJoined(err) {
+		var fe *bgp.FieldError
+		if errors.As(e, &fe) {
+			badKeys[fe.Key] = true
 		}
 	}
 	ck.addOwned("bgp", err, fieldOf(func(fe *bgp.FieldError) (string, string) {
