@@ -200,8 +200,20 @@ func (w *Worker) serveOp(now conntrack.Time) {
 			// unless the client goes on acknowledging a server that
 			// still sends (conntrack.Entry.InUse).
 			id := e.Backend()
-			if !w.ct.Expired(e, now) && e.InUse(now) && int(id) < len(op.Flows) && (svc == nil || svc.Holder(id, e.Gen()) != nil) {
+			if w.ct.Expired(e, now) || !e.InUse(now) {
+				return
+			}
+			if int(id) < len(op.Flows) && (svc == nil || svc.Holder(id, e.Gen()) != nil) {
 				op.Flows[id]++
+			}
+			// A flow with a second chance counts for the backend it
+			// names too: its connection may be there, reached through
+			// the pin's agent (docs/second-chance.md), and a drain of
+			// that backend must wait for it.
+			if ch, ok := e.Chance(); ok && ch != id && int(ch) < len(op.Flows) && svc != nil && int(ch) < len(svc.Backends) {
+				if b := svc.Backends[ch]; b != nil && b.VIP == e.VIP() {
+					op.Flows[ch]++
+				}
 			}
 		})
 	case opList:

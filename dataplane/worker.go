@@ -486,7 +486,20 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				// kept SYN that reopened it would leave a new entry, on
 				// which a second forged SYN would be taken for the
 				// retransmission of a new connection's and rechosen.
+				// A flow with a second chance is pinned to the table's
+				// choice while its connection may be on the chance, which
+				// its agent forwards to: a SYN kept on the pin would reach
+				// a backend without the connection, whose listener would
+				// open a half-open one on the tuple, and its agent would
+				// then deliver the flow's segments there instead of
+				// forwarding them. So it goes to the chance, whose socket
+				// answers with a challenge ACK (where the connection is
+				// in fact on the pin, the chance's half-open socket only
+				// answers the client with a SYN-ACK it ignores).
 				if be := w.pinned(svc, v, e); be != nil && !be.Down && !be.Unhealthy {
+					if ch := entryChance(svc, v, e, be); ch != nil && !ch.Unhealthy {
+						be = ch
+					}
 					w.ct.Keep(e, now)
 					w.countNew(c, v, be, true) // a new connection on a reused tuple, as far as the LB can tell
 					c.SYNKept++
@@ -544,9 +557,12 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				}
 			}
 			switch st := e.State(); {
-			case st == conntrack.StateClosing:
+			case st == conntrack.StateClosing && was == conntrack.StateClosing:
 				// secondchance.go: the old connection's, or a new one's on
-				// the reused tuple.
+				// the reused tuple. Not the segment that closes an
+				// established entry (the client's FIN or RST): that is
+				// its connection's, which the pin has, and the fused
+				// path sends it there too.
 				if tb, pin := w.closingChance(svc, v, i, e); tb != nil {
 					w.chance[i] = pin
 					return tb
