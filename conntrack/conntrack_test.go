@@ -1304,8 +1304,8 @@ func TestHalfClosedInUse(t *testing.T) {
 	step("ACK", packet.TCPAck, false, StateEstablished, rank[StateEstablished])
 	step("RST alone", packet.TCPRst, false, StateClosing, rank[StateClosing])
 	step("ACK after the RST alone: forged", packet.TCPAck, false, StateEstablished, rank[StateEstablished])
-	if e.InUse(quiet) {
-		t.Fatalf("revived after an RST alone, quiet for %v: still in use", HalfClosedIdle)
+	if !e.InUse(quiet) {
+		t.Fatalf("established again after an RST alone (a forged RST: the client sent on), quiet for %v: not in use (a drain would read 0 while it lives)", HalfClosedIdle)
 	}
 	step("SYN: a new connection", packet.TCPSyn, false, StateNew, rank[StateNew])
 	step("ACK", packet.TCPAck, false, StateEstablished, rank[StateEstablished])

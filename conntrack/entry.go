@@ -151,12 +151,17 @@ const (
 	entryActive = 32
 )
 
-// entryRevived marks an entry that closeRule made established again after
-// a close (data after the FIN, any segment after an RST alone): a forged
-// close, or a retransmission of data sent before the real FIN that reached
-// the LB after it. It counts as in use only while its client sends
-// (InUse), so a late retransmission does not hold a drain's flow count for
-// the established timeout. A close or a SYN ends the mark.
+// entryRevived marks an entry that closeRule made established again by
+// data after the FIN: a forged FIN, or a retransmission of data sent
+// before the real FIN that reached the LB after it. It counts as in use
+// only while its client sends (InUse), so a late retransmission does not
+// hold a drain's flow count for the established timeout. An entry
+// established again after an RST alone is not marked: a client that
+// resets sends nothing more, so the RST was forged, and the connection
+// counts as any established one (marked, a quiet connection, an SSH
+// session or a pooled database connection, left the count 10 s after a
+// forged RST, and a drain read 0 while it lived). A close or a SYN ends
+// the mark.
 const entryRevived = 64
 
 // MarkSYN records that the flow's first packet here was a SYN (the
@@ -305,7 +310,9 @@ func (e *Entry) closeRule(next State, tcpFlags uint8, data bool) State {
 	switch {
 	case e.state == StateClosing && tcpFlags&end == 0 && (data || e.flags&entryReset != 0):
 		next = StateEstablished
-		e.flags |= entryRevived
+		if e.flags&entryReset == 0 {
+			e.flags |= entryRevived // after a FIN (entryRevived)
+		}
 	case next == StateClosing && tcpFlags&(packet.TCPFin|packet.TCPRst) == packet.TCPRst && (e.state != StateClosing || e.flags&entryReset != 0):
 		e.flags |= entryReset
 		return next

@@ -228,7 +228,10 @@ type perBackend struct {
 
 // count adds an entry of backend id incarnation gen. A newer incarnation
 // starts the id's count again (the older one's entries are no longer
-// counted anywhere); an older one is not counted.
+// counted anywhere); an older one is not counted. An id starts at
+// generation 0, so a first generation of 2^31 or more reads as older and
+// is not counted: the dataplane numbers generations from 1, one a reuse
+// of the id.
 func (t *Table) count(backend, gen uint32) {
 	if int(backend) >= len(t.per) {
 		return
@@ -811,10 +814,7 @@ func (t *Table) scan(from, budget int, fn func(slot int, e *Entry)) (next int, d
 	if from < 0 || from >= nb {
 		return nb, true
 	}
-	end := from + max(budget, 0)
-	if end >= nb {
-		end = nb
-	}
+	end := from + min(max(budget, 0), nb-from) // no overflow for a budget near MaxInt
 	for b := from; b < end; b++ {
 		first := b * bucketSlots
 		for m := t.occupied(uint64(b)); m != 0; m &= m - 1 {

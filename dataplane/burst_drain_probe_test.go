@@ -35,6 +35,10 @@ func TestDrainProbeBurstSplitHandshake(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/fused=%v", k, fused), func(t *testing.T) {
 				r := newRig(t, drainBurstConfig(k))
 				r.w.generalOnly = !fused
+				// A fixed seed: the worker seeds its random draws from the
+				// clock, and under random and p2c "some SYN of burst B on
+				// be1" below failed about once in 10^4 runs.
+				r.w.rng = sched.NewRand(0x5eed)
 				seg := func(sp uint16, flags string, payload int) []byte {
 					return frame(t, "198.51.100.77", configtest.Web, sp, 80, layers.IPProtocolTCP, flags, payload, true)
 				}
