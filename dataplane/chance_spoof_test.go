@@ -7,12 +7,15 @@ package dataplane
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/google/gopacket/layers"
 
+	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 // chanceTwin is a twin (fused and general workers) given chanceSpecs(3) at
@@ -368,5 +371,64 @@ func TestChanceForgedSYNKeptOnTheChance(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestChanceFlowsCountedWhenStored: a moved flow whose conntrack insert
+// failed gets its second chance decided again at every packet; it is a
+// flow given one only once stored in an entry (second_chance_flows), not
+// once a packet.
+func TestChanceFlowsCountedWhenStored(t *testing.T) {
+	r := newRig(t, testConfig)
+	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
+	t0 := time.Unix(1_000_000, 0)
+	s3, err := NewServicesAt(nil, r.enc, nh, chanceSpecs(3, encap.GRE, chanceWindow, nil), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s4, err := NewServicesAt(s3, r.enc, nh, chanceSpecs(4, encap.GRE, chanceWindow, nil), t0.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.shared.Services.Store(s4)
+	moved, _, old, cur := chanceFlows(t, r.key, 1)
+	tp, _ := flow.TupleFrom(netip.MustParseAddr("198.51.100.9"), netip.MustParseAddr(chanceVIP), moved[0], 80, 6)
+	r.w.hashes[0] = flow.NewHasher(r.key).Hash(&tp)
+	var v *VIP
+	for _, x := range s4.VIPs {
+		if x != nil {
+			v = x
+		}
+	}
+	byName := map[string]*Backend{}
+	for _, b := range s4.Backends {
+		if b != nil {
+			byName[b.Name] = b
+		}
+	}
+	if v == nil || v.Prev == nil || byName[cur[moved[0]]] == nil {
+		t.Fatal("no VIP with a previous table, or no current backend")
+	}
+	for range 3 {
+		r.w.chance[0] = nil
+		r.w.firstChance(s4, v, 0, byName[cur[moved[0]]], nil) // the insert failed
+		if r.w.chance[0] != byName[old[moved[0]]] {
+			t.Fatalf("untracked packet: chance %v, want %s", r.w.chance[0], old[moved[0]])
+		}
+	}
+	if n := r.w.c.SecondChanceFlows; n != 0 {
+		t.Fatalf("three packets of one untracked flow: second_chance_flows %d, want 0", n)
+	}
+	k := tp
+	e := r.w.ct.Insert(r.w.local.Hash(&k), &k, conntrack.StateEstablished, v.ID, byName[cur[moved[0]]].ID, byName[cur[moved[0]]].Gen, 0)
+	if e == nil {
+		t.Fatal("insert failed")
+	}
+	r.w.firstChance(s4, v, 0, byName[cur[moved[0]]], e)
+	if id, ok := e.Chance(); !ok || id != byName[old[moved[0]]].ID {
+		t.Fatalf("stored chance %d %v, want %d", id, ok, byName[old[moved[0]]].ID)
+	}
+	if n := r.w.c.SecondChanceFlows; n != 1 {
+		t.Fatalf("the flow stored: second_chance_flows %d, want 1", n)
 	}
 }

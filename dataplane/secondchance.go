@@ -162,9 +162,11 @@ func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *connt
 		return
 	}
 	w.chance[i] = pb
-	w.c.SecondChanceFlows++
 	if e != nil {
 		e.SetChance(pb.ID)
+		// Counted once, when stored: a flow whose insert failed is
+		// decided again at each packet (each counted in SecondChance).
+		w.c.SecondChanceFlows++
 	}
 }
 
