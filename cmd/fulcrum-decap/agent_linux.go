@@ -57,14 +57,16 @@ type agent struct {
 
 	// This host's addresses (local_linux.go): only packets to them are
 	// delivered, and the second chance never forwards to them.
-	local       atomic.Pointer[localSet]
-	extra       []netip.Addr  // -addr: local too
-	lastReread  atomic.Int64  // when a miss last reread them (UnixNano)
-	quit        chan struct{} // closed by stop: the refresher ends
-	refresher   sync.WaitGroup
-	localWarned atomic.Bool
-	notLocal    atomic.Uint64 // inner packets to an address not of this host, dropped
-	martian     atomic.Uint64 // inner packets from or to an address no client has (martian), dropped
+	local        atomic.Pointer[localSet]
+	extra        []netip.Addr  // -addr: local too
+	lastReread   atomic.Int64  // when a miss last reread them (UnixNano)
+	quit         chan struct{} // closed by stop: the refresher ends
+	refresher    sync.WaitGroup
+	localWarned  atomic.Bool
+	diagIf       atomic.Uint32 // the socket lookups' interface (diagif_linux.go), reread with the addresses
+	diagWarnedIf atomic.Bool   // reading it failed (logged once; the previous index stays)
+	notLocal     atomic.Uint64 // inner packets to an address not of this host, dropped
+	martian      atomic.Uint64 // inner packets from or to an address no client has (martian), dropped
 
 	// -lbs: the only outer sources tunnels are accepted from (with
 	// -peers); empty: any.
@@ -104,6 +106,7 @@ func start(o options, d *decap.Decapsulator, log *slog.Logger) (*agent, error) {
 		return nil, fmt.Errorf("reading the local addresses: %w", err)
 	}
 	a.local.Store(local)
+	a.refreshDiagIf()
 	if err := a.openSources(o, d); err != nil {
 		a.closeAll()
 		return nil, err

@@ -128,7 +128,7 @@ func (a *agent) secondChance(st *scState, kind decap.Kind, inner []byte, to neti
 		}
 		st.diag = d
 	}
-	owned, err := st.diag.owned(service, client, flags&(tcpFIN|tcpRST) != 0)
+	owned, err := st.diag.owned(service, client, flags&(tcpFIN|tcpRST) != 0, a.diagIf.Load())
 	if err != nil {
 		a.sc[scLookupErr].Add(1)
 		a.warnOnce(&a.diagWarned, "sock_diag (logged once, counted as second_chance.lookup-error)", err)

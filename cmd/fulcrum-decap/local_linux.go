@@ -193,6 +193,7 @@ func (a *agent) refreshLocal() {
 			return
 		case <-tick.C:
 		}
+		a.refreshDiagIf()
 		l, err := readLocal(a.extra)
 		if err != nil {
 			a.warnOnce(&a.localWarned, "reading the local addresses (logged once; the previous set stays)", err)
@@ -200,4 +201,16 @@ func (a *agent) refreshLocal() {
 		}
 		a.local.Store(l)
 	}
+}
+
+// refreshDiagIf rereads the socket lookups' interface (diagIf): the TUN
+// may be put into a VRF after the agent started. A failed read keeps the
+// previous index (logged once).
+func (a *agent) refreshDiagIf() {
+	i, err := diagIf(a.tun.name)
+	if err != nil {
+		a.warnOnce(&a.diagWarnedIf, "reading the TUN device's index and VRF (logged once; socket lookups keep the previous one)", err)
+		return
+	}
+	a.diagIf.Store(i)
 }

@@ -264,12 +264,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.guePort = decap.DefaultGUEPort // unused: GUE is off
 	}
 	for _, p := range peers {
+		// Every address, or a share of the Internet that no set of
+		// backends needs: a second chance, which anyone who can reach
+		// the agent may forge (from an -lbs address too, a source is
+		// easy to forge), could then send packets anywhere, an open
+		// relay. ::/0 split into ::/1 and 8000::/1 is refused so too.
 		if p.Bits() == 0 {
-			// Every address: a second chance, which anyone who can
-			// reach the agent may forge (from an -lbs address too, a
-			// source is easy to forge), could then send packets
-			// anywhere, an open relay.
 			return o, fmt.Errorf("-peers %s is every address: list the other backends' prefixes or addresses", p)
+		}
+		if minBits := minPeerBits(p); p.Bits() < minBits {
+			return o, fmt.Errorf("-peers %s is wider than /%d: list the other backends' prefixes or addresses (a wider one lets a forged second chance send packets far beyond them)", p, minBits)
 		}
 	}
 	o.addrs = addrs
@@ -335,4 +339,13 @@ func run(args []string, stderr io.Writer) int {
 			return 1
 		}
 	}
+}
+
+// minPeerBits is the shortest -peers prefix accepted: /8 for IPv4 (a
+// whole 10.0.0.0/8), /16 for IPv6.
+func minPeerBits(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return 8
+	}
+	return 16
 }

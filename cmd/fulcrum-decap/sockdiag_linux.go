@@ -73,7 +73,11 @@ func (s *sockDiag) close() { unix.Close(s.fd) }
 // TIME_WAIT answering with ACKs of its own. The lookup is the stack's own
 // (inet_lookup: established first, then listeners), so a listener on the
 // port answers too, and is not an owner.
-func (s *sockDiag) owned(local, remote netip.AddrPort, closing bool) (bool, error) {
+//
+// dif is the interface index to ask with (diagIf: the TUN's VRF, or the
+// TUN), so that a socket bound to that device is found as the stack would
+// find it for the packet.
+func (s *sockDiag) owned(local, remote netip.AddrPort, closing bool, dif uint32) (bool, error) {
 	fam, alen := uint8(unix.AF_INET), 4
 	if local.Addr().Is6() {
 		fam, alen = unix.AF_INET6, 16
@@ -97,7 +101,7 @@ func (s *sockDiag) owned(local, remote netip.AddrPort, closing bool) (bool, erro
 	copy(id[20:20+alen], ra[16-alen:])
 	// struct inet_diag_sockid: sport 0, dport 2, src 4, dst 20, if 36,
 	// cookie 40 and 44: 48 bytes.
-	ne.PutUint32(id[36:], 0) // idiag_if: any
+	ne.PutUint32(id[36:], dif) // idiag_if
 	ne.PutUint32(id[40:], inetDiagNoCookie)
 	ne.PutUint32(id[44:], inetDiagNoCookie)
 	if err := unix.Sendto(s.fd, r, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
