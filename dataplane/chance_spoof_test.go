@@ -432,3 +432,67 @@ func TestChanceFlowsCountedWhenStored(t *testing.T) {
 		t.Fatalf("the flow stored: second_chance_flows %d, want 1", n)
 	}
 }
+
+// TestChancePrevTableUnderItsHash: a reload that changes a VIP's hash
+// fields moves flows as a table change does, so the outgoing table becomes
+// the previous one; it is looked up under the hash fields it was used
+// with (a flow's second chance names the backend the fleet's old mapping
+// chose), not the VIP's new ones.
+func TestChancePrevTableUnderItsHash(t *testing.T) {
+	r := newRig(t, testConfig)
+	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
+	t0 := time.Unix(1_000_000, 0)
+	specs := chanceSpecs(4, encap.GRE, chanceWindow, nil)
+	s1, err := NewServicesAt(nil, r.enc, nh, specs, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs2 := chanceSpecs(4, encap.GRE, chanceWindow, nil)
+	specs2[0].Hash = flow.Fields{Mode: flow.SrcIP}
+	s2, err := NewServicesAt(s1, r.enc, nh, specs2, t0.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v *VIP
+	for _, x := range s2.VIPs {
+		if x != nil {
+			v = x
+		}
+	}
+	if v == nil || v.Prev == nil {
+		t.Fatal("a hash change kept no previous table")
+	}
+	if v.Prev.Hash != (flow.Fields{}) || v.Hash == v.Prev.Hash {
+		t.Fatalf("previous table's hash fields %v, VIP's %v: want 5-tuple and src-ip", v.Prev.Hash, v.Hash)
+	}
+	r.shared.Services.Store(s2)
+	h5, hs := flow.NewHasher(r.key), flow.NewHasher(r.key)
+	t4 := chanceTable(t, 4)
+	byName := map[string]*Backend{}
+	for _, b := range s2.Backends {
+		if b != nil {
+			byName[b.Name] = b
+		}
+	}
+	tested := 0
+	for p := uint16(30000); p < 30400; p++ {
+		tp, _ := flow.TupleFrom(netip.MustParseAddr("198.51.100.9"), netip.MustParseAddr(chanceVIP), p, 80, 6)
+		old := t4.Backend(t4.Lookup(h5.Hash(&tp))).Key                       // the fleet's choice before the change
+		cur := byName[t4.Backend(t4.Lookup(hs.HashFields(&tp, v.Hash))).Key] // after it
+		r.w.parsed[0].Tuple, r.w.hashes[0], r.w.chance[0] = tp, hs.HashFields(&tp, v.Hash), nil
+		r.w.firstChance(s2, v, 0, cur, nil)
+		want := byName[old]
+		if want == cur {
+			want = nil
+		}
+		if r.w.chance[0] != want {
+			t.Fatalf("port %d: chance %v, want the 5-tuple mapping's %v (current %s)", p, r.w.chance[0], want, cur.Name)
+		}
+		if want != nil {
+			tested++
+		}
+	}
+	if tested < 100 {
+		t.Fatalf("only %d of 400 flows moved", tested)
+	}
+}

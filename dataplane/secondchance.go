@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"github.com/fulcrumlb/fulcrum/flow"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
@@ -43,6 +44,7 @@ type PrevTable struct {
 	Gens     []uint32  // the ids' incarnations when the table was current
 	Since    time.Time // the change that made it previous
 	Window   time.Duration
+	Hash     flow.Fields // the hash fields the table was used under: a reload may change the VIP's
 }
 
 // choose is the backend the previous table names for hash, if it is still
@@ -94,7 +96,7 @@ func prevTable(prev *Services, old, cur *VIP, changed bool, window time.Duration
 			gens[i] = prev.Backends[id].Gen
 		}
 	}
-	return &PrevTable{Table: old.Table, Backends: old.Backends, Gens: gens, Since: now, Window: window}
+	return &PrevTable{Table: old.Table, Backends: old.Backends, Gens: gens, Since: now, Window: window, Hash: old.Hash}
 }
 
 // tableChanged reports whether any slot of the two VIPs' tables names
@@ -157,7 +159,13 @@ func (s *Services) ChanceExpired(now time.Time) bool {
 // name (GRE and an IPv6 backend; IPIP) is neither counted nor stored: the
 // flow goes without, and its hits do not look the choice up for nothing.
 func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *conntrack.Entry) {
-	pb := v.Prev.choose(svc, v, w.hashes[i])
+	h := w.hashes[i]
+	if v.Prev.Hash != v.Hash {
+		// A reload changed the VIP's hash fields since: the previous
+		// table is looked up as the fleet used it, under its own.
+		h = w.hasher.HashFields(&w.parsed[i].Tuple, v.Prev.Hash)
+	}
+	pb := v.Prev.choose(svc, v, h)
 	if pb == nil || pb == be || !encap.CanCarry(v.Encap, &pb.Target) {
 		return
 	}

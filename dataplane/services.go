@@ -391,7 +391,9 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 			// Only a VIP with the second chance on pays for the
 			// comparison; one turned on later dates its table from then.
 			if old := prev.VIPs[vid]; cv.SecondChance > 0 {
-				changed := tableChanged(old, v)
+				// New hash fields move flows as a new table does
+				// (README, "Hash fields").
+				changed := tableChanged(old, v) || old.Hash != v.Hash
 				if !changed {
 					v.TableSince = old.TableSince
 				}
