@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode"
@@ -72,6 +73,9 @@ func (a *Admin) Secret() string {
 // (the token travels in an Authorization header, and a blank one would
 // be split or trimmed on the way).
 func (a *Admin) finishAdminToken() error {
+	if a.TokenFile != "" && !filepath.IsAbs(a.TokenFile) {
+		return errAt("admin.token_file", relativeFile, a.TokenFile)
+	}
 	if a.TokenFile != "" {
 		tok, err := readTokenFile(a.TokenFile)
 		if err != nil {
@@ -166,6 +170,11 @@ func (a *Admin) checkAdminTLS() error {
 	if a.TLSCert == "" && a.TLSKey == "" {
 		return nil
 	}
+	for _, f := range [...]struct{ key, path string }{{"admin.tls_cert", a.TLSCert}, {"admin.tls_key", a.TLSKey}} {
+		if f.path != "" && !filepath.IsAbs(f.path) {
+			return errAt(f.key, relativeFile, f.path)
+		}
+	}
 	certPEM, err := readTLSFile(a.TLSCert)
 	if err != nil {
 		return errAt("admin.tls_cert", "%v", err)
@@ -221,6 +230,12 @@ func checkCertPEM(b []byte) error {
 		}
 	}
 }
+
+// relativeFile is the problem of a relative token or TLS file: it would be
+// read from the working directory of whoever loads the configuration
+// (`fulcrum check` in one, the daemon under systemd in /, a reload in the
+// daemon's), so the same file could pass one and fail another.
+const relativeFile = "%q is a relative path: write it absolute (a relative one is read from the working directory of whoever loads the configuration: systemd starts the daemon in /)"
 
 // checkAdminSocket checks the path of [admin] listen = "unix:PATH" as the
 // daemon's listener needs it: not empty, short enough for a socket

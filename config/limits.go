@@ -1,6 +1,15 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/maglev"
+)
+
+// MaxTableSlots bounds the Maglev table slots of all VIPs together: as
+// many as the most VIPs at the default table size.
+const MaxTableSlots = conntrack.MaxVIPs * maglev.DefaultSize
 
 // The defaults and limits package config owns: the EAL, the ports and
 // queues, the control plane's knobs and the passive health checks. Every

@@ -234,6 +234,22 @@ func (ck *checker) checkSnapshotLimits(c *Config) {
 		}
 		n += len(v.Backends)
 	}
+	// Maglev tables over all VIPs: each slot 2 bytes, each table built
+	// twice by a reload (the dry run, then the snapshot) beside the one in
+	// force; 4096 VIPs at the largest table_size were 41 GB and minutes of
+	// building, found by running out of memory. As many slots as the most
+	// VIPs at the default size (512 MiB, a few seconds to build).
+	slots := 0
+	for i, v := range c.VIPs[:min(len(c.VIPs), conntrack.MaxVIPs)] { // more VIPs is a problem of its own, above
+		size := v.TableSize
+		if size == 0 {
+			size = maglev.DefaultSize
+		}
+		if slots += size; slots > MaxTableSlots {
+			ck.bad(fmt.Sprintf("vip[%d].table_size", i), "brings the Maglev tables of all VIPs to %d slots: at most %d in all (%d VIPs at the default %d); use smaller tables", slots, MaxTableSlots, conntrack.MaxVIPs, maglev.DefaultSize)
+			break
+		}
+	}
 	// Checks through the tunnel: one source port each
 	// (health.TunnelSlots of them), over all VIPs.
 	n = 0
@@ -256,6 +272,33 @@ func (ck *checker) checkSnapshotLimits(c *Config) {
 // "..", "." and anything with a '/' would remove something else.
 var filePrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
+// ealOwned reports whether the EAL argument a sets an option that EALArgs
+// writes from the [eal] section's keys (key names them): in extra_args,
+// appended after them, it would override the checked value (a
+// --file-prefix of "..", which eal.file_prefix refuses, names the
+// directory shutdown removes).
+func ealOwned(a string) (opt, key string, ok bool) {
+	long := map[string]string{
+		"--file-prefix": "file_prefix", "--lcores": "worker_lcores, main_lcore or lcore_map",
+		"--main-lcore": "main_lcore", "--no-huge": "hugepages", "--no-pci": "pci",
+		"--allow": "pci", "--pci-whitelist": "pci", "--vdev": "vdevs",
+	}
+	short := map[byte]string{'l': "worker_lcores or lcore_map", 'c': "worker_lcores", 'm': "memory_mb", 'a': "pci", 'w': "pci"}
+	if strings.HasPrefix(a, "--") {
+		name, _, _ := strings.Cut(a, "=")
+		if k, ok := long[name]; ok {
+			return name, k, true
+		}
+		return "", "", false
+	}
+	if len(a) >= 2 && a[0] == '-' {
+		if k, ok := short[a[1]]; ok {
+			return a[:2], k, true
+		}
+	}
+	return "", "", false
+}
+
 func (ck *checker) finishEAL(e *EAL) {
 	if e.MemoryMB == 0 {
 		e.MemoryMB = DefaultMemoryMB
@@ -268,6 +311,11 @@ func (ck *checker) finishEAL(e *EAL) {
 	}
 	if !filePrefixRE.MatchString(e.FilePrefix) || e.FilePrefix == "." || e.FilePrefix == ".." || len(e.FilePrefix) > MaxFilePrefixLen {
 		ck.bad("eal.file_prefix", "%q is not a plain name: letters, digits, '-', '_' and '.', not \".\" or \"..\", at most %d bytes", e.FilePrefix, MaxFilePrefixLen)
+	}
+	for i, a := range e.ExtraArgs {
+		if opt, key, ok := ealOwned(a); ok {
+			ck.bad("eal.extra_args", "entry %d (%q) sets %s, which the [eal] section sets itself (%s): set it there (DPDK takes the last of two, so %s would override the checked value)", i, a, opt, key, opt)
+		}
 	}
 	if e.MainLcore < 0 || e.MainLcore >= MaxLcores {
 		ck.bad("eal.main_lcore", "%d is outside 0..%d (RTE_MAX_LCORE)", e.MainLcore, MaxLcores-1)
