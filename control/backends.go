@@ -87,6 +87,9 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 			}
 			st.check = netip.AddrPort{}
 			if !checked {
+				if st.health == HealthDown {
+					st.upSince = now // trusted again by a reload that ends its checks: slow start, as a backend that comes up
+				}
 				st.health, st.reason = HealthUnchecked, ""
 			} else {
 				st.check = checkAddr(&v, &b)
@@ -116,38 +119,55 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 // table and flows (it knows VIPs by key); without this its drains, weight
 // overrides, health and passive state would be forgotten, every checked
 // backend down again until checked.
-func (p *Plane) carryRenamedVIPs(old, cfg *config.Config) {
+//
+// It returns the renames, new name to old, for the health checkers
+// (syncHealthLocked), which keep their state across them too.
+func (p *Plane) carryRenamedVIPs(old, cfg *config.Config) map[string]string {
 	if old == nil {
-		return
-	}
-	names := make(map[string]bool, len(cfg.VIPs))
-	for i := range cfg.VIPs {
-		names[cfg.VIPs[i].Name] = true
+		return nil
 	}
 	oldByKey := make(map[flow.VIPKey]string, len(old.VIPs))
 	for i := range old.VIPs {
-		if v := &old.VIPs[i]; !names[v.Name] {
-			oldByKey[v.Key()] = v.Name
-		}
+		oldByKey[old.VIPs[i].Key()] = old.VIPs[i].Name
 	}
+	// Every rename at once, by key: a swap (a <-> b), or a blue/green
+	// switch (web -> web-old and web-new -> web in one reload), where
+	// one VIP takes another's old name. Moving them one by one skipped a
+	// VIP whose old name was taken and put the other's state over it:
+	// the live VIP's backends down until checked, its flows moved, its
+	// address withdrawn.
+	renamed := map[string]string{} // new name -> old name
+	taken := map[string]bool{}     // new names a VIP of another old name takes
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
-		was, ok := oldByKey[v.Key()]
-		if !ok || was == v.Name {
-			continue
+		if was, ok := oldByKey[v.Key()]; ok && was != v.Name {
+			renamed[v.Name] = was
+			taken[v.Name] = true
 		}
-		moved := 0
-		for k, st := range p.backends {
-			if k.VIP != was {
-				continue
-			}
-			delete(p.backends, k)
-			st.vip = v.Name
-			p.backends[dataplane.BackendRef{VIP: v.Name, Backend: k.Backend}] = st
-			moved++
-		}
-		p.log.Info("VIP renamed: its backends keep their state", "from", was, "to", v.Name, "vip", v.Key().String(), "backends", moved)
 	}
+	if len(renamed) == 0 {
+		return nil
+	}
+	to := make(map[string]string, len(renamed)) // old name -> new name
+	for n, was := range renamed {
+		to[was] = n
+	}
+	next := make(map[dataplane.BackendRef]*backendState, len(p.backends))
+	moved := map[string]int{}
+	for k, st := range p.backends {
+		if n, ok := to[k.VIP]; ok {
+			st.vip = n
+			next[dataplane.BackendRef{VIP: n, Backend: k.Backend}] = st
+			moved[n]++
+		} else if !taken[k.VIP] {
+			next[k] = st // a VIP of another key that took this name starts afresh
+		}
+	}
+	p.backends = next
+	for n, was := range renamed {
+		p.log.Info("VIP renamed: its backends keep their state", "from", was, "to", n, "backends", moved[n])
+	}
+	return renamed
 }
 
 // saveBackends copies every backend's state, for restoreBackends to put
@@ -184,7 +204,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 		total, healthy := 0, 0
 		for _, b := range v.Backends {
 			st := p.backends[dataplane.BackendRef{VIP: v.Name, Backend: b.Name}]
-			if st.drained || p.baseWeight(st) == 0 {
+			if st.drained || p.baseWeight(st) == 0 || st.awaitingVerdict() {
 				continue
 			}
 			total++
@@ -215,9 +235,13 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 				if c.DrainTimeout > 0 && now.Sub(st.drainedAt) >= c.DrainTimeout {
 					eff.Down, st.timedOut = true, true
 				}
-			case down && !panic:
+			case down && (!panic || st.awaitingVerdict()):
 				// No new flows; whether the tracked ones leave is the
 				// VIP's on_down, except for flows panic mode placed here.
+				// Panic mode uses the backends its checks call down, not
+				// those not checked yet (a reload added them): a reload
+				// that more than doubled a pool put the VIP in panic
+				// and sent new flows to backends no check had seen.
 				eff = dataplane.Effective{Weight: 0, Down: v.OnDown == "move" && !st.panicUsed, Unhealthy: true}
 			default:
 				// Recorded here, where panic mode is decided; a build
@@ -347,7 +371,10 @@ func (p *Plane) setHealthLocked(st *backendState, up bool, reason string) {
 		// first of a check a reload added to a serving backend (unknown
 		// is routed like up; ramping it again would cut its weight to
 		// slow_start_min at once).
-		if was == HealthDown {
+		// Nor for one panic mode was using at full weight while down:
+		// ramped from slow_start_min, it got less than the backends
+		// still failing.
+		if was == HealthDown && !st.panicUsed {
 			st.upSince = p.now()
 		}
 		st.everUp = true

@@ -133,10 +133,11 @@ func (p *Plane) StartHealth(ctx context.Context, opts health.ManagerOptions) err
 // is still checked where the verdict came from. An event can wait in the
 // Manager's channel (or in this loop, for the lock) while a reload removes
 // the backend or moves it to another address or check port: the old
-// address's verdict says nothing of the new one, which starts down until
-// its own checks pass (syncBackends), so such an event is dropped; so is
-// one whose checker a reload has stopped (health.Event.Checker), even at
-// the same address.
+// address's verdict says nothing of the new one (a new address is a new
+// backend, down until its own checks pass; a backend whose check moved to
+// another port keeps its verdict until the new check gives one:
+// syncBackends), so such an event is dropped; so is one whose checker a
+// reload has stopped (health.Event.Checker), even at the same address.
 func (p *Plane) healthEvent(ev health.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -164,8 +165,11 @@ func (p *Plane) healthEvent(ev health.Event) {
 }
 
 // syncHealthLocked points the checkers at the configuration in force (after
-// a reload). Unchanged backends keep their checker and state.
-func (p *Plane) syncHealthLocked() error {
+// a reload). Unchanged backends keep their checker and state, and so do
+// those of a VIP the reload renamed (renamed: new VIP name to old), whose
+// checkers are keyed by name: restarted from scratch, a flapping backend
+// held out for an hour came back at once.
+func (p *Plane) syncHealthLocked(renamed map[string]string) error {
 	if p.checks == nil {
 		return nil
 	}
@@ -173,7 +177,17 @@ func (p *Plane) syncHealthLocked() error {
 	if err != nil {
 		return err
 	}
-	return p.checks.Set(targets)
+	var from map[string]string
+	for key := range targets {
+		r := checkRef(key)
+		if was, ok := renamed[r.VIP]; ok {
+			if from == nil {
+				from = map[string]string{}
+			}
+			from[key] = checkKey(dataplane.BackendRef{VIP: was, Backend: r.Backend})
+		}
+	}
+	return p.checks.SetRenamed(targets, from)
 }
 
 // HealthStatus is the checker's view of a backend (checks, failures, last

@@ -15,6 +15,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
@@ -26,9 +27,20 @@ import (
 // pubBackend is the published (dataplane) state of backend name of vip.
 func pubBackend(t *testing.T, shared *dataplane.Shared, vip, name string) *dataplane.Backend {
 	t.Helper()
+	return published(t, shared, func(v *dataplane.VIP) bool { return v.Name == vip }, vip, name)
+}
+
+// pubByKey is the published backend name of the VIP with key k.
+func pubByKey(t *testing.T, shared *dataplane.Shared, k flow.VIPKey, name string) *dataplane.Backend {
+	t.Helper()
+	return published(t, shared, func(v *dataplane.VIP) bool { return v.Key == k }, k.String(), name)
+}
+
+func published(t *testing.T, shared *dataplane.Shared, is func(*dataplane.VIP) bool, vip, name string) *dataplane.Backend {
+	t.Helper()
 	svc := shared.Services.Load()
 	for _, v := range svc.VIPs {
-		if v == nil || v.Name != vip {
+		if v == nil || !is(v) {
 			continue
 		}
 		for _, id := range v.Members {

@@ -156,12 +156,21 @@ func (p *Plane) foldWindow(st *backendState, h *config.Health, syns, est, retran
 		ps.until = start.Add(ps.backoff)
 		ps.reason = fmt.Sprintf("%s; ejected for %v", ps.why, ps.backoff)
 	}
+	return p.endEjection(st, now)
+}
+
+// endEjection ends st's passive ejection if its time is up, and reports
+// whether it did (the tables must change).
+func (p *Plane) endEjection(st *backendState, now time.Time) bool {
+	ps := &st.passive
 	if ps.until.IsZero() || now.Before(ps.until) {
 		return false
 	}
 	ps.until, ps.reason, ps.why = time.Time{}, "", ""
 	ps.stableSince = now
-	st.upSince = now // slow-start back in
+	if !st.panicUsed {
+		st.upSince = now // slow-start back in (not a backend panic mode used at full weight)
+	}
 	p.log.Info("passive ejection over", "vip", st.vip, "backend", st.name)
 	for i := range ps.syns { // judge it afresh
 		ps.syns[i], ps.est[i] = 0, 0
@@ -218,11 +227,21 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 	if h.Passive != "on" || !passiveJudges(v.Hash) {
 		// Nothing is judged: no backend stays "an outlier at every
 		// judgement" across the pause, or turning the checks back on
-		// would eject on one bad judgement (rule 4 skipped).
+		// would eject on one bad judgement (rule 4 skipped). And an
+		// ejection running when a reload turned them off (or gave the VIP
+		// a hash they cannot judge) ends now: nothing would judge it
+		// again, and it held the backend out for its whole backoff.
+		ended := false
 		for _, st := range members {
 			st.passive.suspectSince = time.Time{}
+			if !st.passive.until.IsZero() {
+				st.passive.until = now
+				if p.endEjection(st, now) {
+					ended = true
+				}
+			}
 		}
-		return false
+		return ended
 	}
 	type judged struct {
 		st          *backendState
@@ -293,7 +312,7 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 func (p *Plane) lastHealthyLocked(v *dataplane.VIP, st *backendState) bool {
 	total, healthy := 0, 0
 	for _, b := range p.backends {
-		if b.vip != v.Name || b.drained || p.baseWeight(b) == 0 {
+		if b.vip != v.Name || b.drained || p.baseWeight(b) == 0 || b.awaitingVerdict() {
 			continue
 		}
 		total++

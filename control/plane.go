@@ -98,6 +98,11 @@ type backendState struct {
 	changedAt time.Time
 }
 
+// awaitingVerdict reports whether st was added by a reload and its checks
+// have given no verdict yet (it starts down until it passes rise checks):
+// panic mode neither counts it nor uses it.
+func (st *backendState) awaitingVerdict() bool { return st.health == HealthDown && !st.settled }
+
 // Plane is the control plane of one fulcrum process.
 type Plane struct {
 	log     *slog.Logger
@@ -298,7 +303,18 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 	}
 	old, saved := p.cfg, p.saveBackends()
 	p.cfg = cfg
-	p.carryRenamedVIPs(old, cfg)
+	renamed := p.carryRenamedVIPs(old, cfg)
+	if cfg.Control.SlowStart > old.Control.SlowStart {
+		// A ramp that had ended under the old slow_start stays ended: a
+		// reload that lengthened it (or turned it on) cut backends that
+		// had served at full weight for long back to a fraction.
+		now := p.now()
+		for _, st := range p.backends {
+			if !st.upSince.IsZero() && now.Sub(st.upSince) >= old.Control.SlowStart {
+				st.upSince = time.Time{}
+			}
+		}
+	}
 	p.syncBackends(cfg, false)
 	if err := p.rebuildLocked(); err != nil {
 		p.cfg = old
@@ -306,7 +322,10 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 		return err
 	}
 	p.appliedSeq = seq
-	if old.Dataplane.GatewayIPv4 != cfg.Dataplane.GatewayIPv4 || old.Dataplane.GatewayIPv6 != cfg.Dataplane.GatewayIPv6 {
+	// A static next_hop_mac removed leaves the gateways to the resolver:
+	// at once, not at its next tick (packets were dropped as no-next-hop
+	// for up to a second).
+	if old.Dataplane.GatewayIPv4 != cfg.Dataplane.GatewayIPv4 || old.Dataplane.GatewayIPv6 != cfg.Dataplane.GatewayIPv6 || old.Dataplane.NextHopMAC.Set != cfg.Dataplane.NextHopMAC.Set {
 		select { // the resolver looks the new gateways up at once
 		case p.gwChanged <- struct{}{}:
 		default:
@@ -323,7 +342,7 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 				"file", cfg.File, "err", err)
 		}
 	}
-	if err := p.syncHealthLocked(); err != nil {
+	if err := p.syncHealthLocked(renamed); err != nil {
 		p.log.Error("health checks not updated", "err", err)
 	}
 	if applyErr != nil {

@@ -97,21 +97,39 @@ func (p *Plane) RunSignals(done <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		ok := true
-		for i, w := range p.workers {
-			if !w.Snapshot(&counters[i], signalPeriod) {
-				ok = false
+		p.signalStep(counters)
+	}
+}
+
+// signalStep is one fold of RunSignals. When a worker does not answer the
+// counters snapshot within the period (stuck, or asleep for longer with
+// idle_max_sleep near its 1 s maximum), the period's counts are not whole,
+// so nothing is judged and the loads stay; but the ejections whose time
+// is up end all the same: skipping the whole fold kept a passively
+// ejected backend out for as long as one worker did not answer.
+func (p *Plane) signalStep(counters []dataplane.Counters) {
+	ok := true
+	for i, w := range p.workers {
+		if !w.Snapshot(&counters[i], signalPeriod) {
+			ok = false
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	changed := false
+	if ok {
+		changed = p.foldSignals(counters, now)
+	} else {
+		for _, st := range p.backends {
+			if p.endEjection(st, now) {
+				changed = true
 			}
 		}
-		if !ok {
-			continue
+	}
+	if changed {
+		if err := p.rebuildLocked(); err != nil {
+			p.log.Error("table rebuild failed", "err", err)
 		}
-		p.mu.Lock()
-		if p.foldSignals(counters, p.now()) {
-			if err := p.rebuildLocked(); err != nil {
-				p.log.Error("table rebuild failed", "err", err)
-			}
-		}
-		p.mu.Unlock()
 	}
 }

@@ -79,7 +79,15 @@ func orDefault(v, def int) int {
 // are stopped, and Set returns once their goroutines have ended. New
 // checkers' initial states are in States when Set returns; events report
 // changes from there.
-func (m *Manager) Set(targets map[string]Target) error {
+func (m *Manager) Set(targets map[string]Target) error { return m.SetRenamed(targets, nil) }
+
+// SetRenamed is Set where some checkers were renamed: from maps a new key
+// to the key its checker ran under (a VIP renamed by a reload, its
+// backends unchanged). Such a checker is restarted under its new key with
+// the old one's state (flap ejection, counts, round trips), as a changed
+// config at the same address is; events of the old key still pending are
+// dropped.
+func (m *Manager) SetRenamed(targets map[string]Target, from map[string]string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -91,11 +99,18 @@ func (m *Manager) Set(targets map[string]Target) error {
 		prev *running // changed config at the same address: inherit
 	}
 	var starts []plan
-	var stops []*running
+	replaced := map[string]bool{} // keys whose running checker a plan replaces
 	for _, key := range sortedKeys(targets) {
 		t := targets[key]
-		old, ok := m.checkers[key]
-		if ok && old.target == t {
+		// The checker whose run this target continues: its own key's, or
+		// for a renamed one the old key's (also in a swap, where the old
+		// key now names another VIP's backend).
+		src := key
+		if was, ok := from[key]; ok {
+			src = was
+		}
+		old, ok := m.checkers[src]
+		if ok && src == key && old.target == t {
 			continue
 		}
 		if err := t.Validate(); err != nil {
@@ -110,11 +125,8 @@ func (m *Manager) Set(targets map[string]Target) error {
 			return err
 		}
 		pl := plan{key: key, c: c}
-		if ok {
-			stops = append(stops, old)
-			if old.target.Addr == t.Addr {
-				pl.prev = old
-			}
+		if ok && old.target.Addr == t.Addr {
+			pl.prev = old
 		}
 		if pl.prev != nil {
 			c.id = pl.prev.c.id // the same run of checks goes on
@@ -123,9 +135,11 @@ func (m *Manager) Set(targets map[string]Target) error {
 			c.id = m.lastID
 		}
 		starts = append(starts, pl)
+		replaced[key] = true
 	}
+	var stops []*running
 	for key, r := range m.checkers {
-		if _, ok := targets[key]; !ok {
+		if _, ok := targets[key]; !ok || replaced[key] {
 			stops = append(stops, r)
 			delete(m.checkers, key)
 		}
@@ -135,10 +149,14 @@ func (m *Manager) Set(targets map[string]Target) error {
 	for _, r := range stops {
 		r.cancel()
 	}
+	renamedAway := map[string]bool{}
+	for _, was := range from {
+		renamedAway[was] = true
+	}
 	for _, r := range stops {
 		<-r.done
-		if _, kept := targets[r.c.key]; !kept || r.target.Addr != targets[r.c.key].Addr {
-			m.events.drop(r.c.key) // nobody wants a gone backend's pending change
+		if t, kept := targets[r.c.key]; !kept || r.target.Addr != t.Addr || renamedAway[r.c.key] || from[r.c.key] != "" {
+			m.events.drop(r.c.key) // nobody wants a gone backend's pending change, nor a renamed one's under its old key
 		}
 	}
 	for _, pl := range starts {

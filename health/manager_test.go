@@ -241,3 +241,40 @@ func TestCoalescerDrop(t *testing.T) {
 		t.Fatal("a dropped event came back")
 	}
 }
+
+// TestManagerSetRenamedSwap: two VIPs swap names in one reload, their
+// backends unchanged: each checker's run (its id, its count of checks, its
+// address) goes on under the new key, in both directions, and a plain
+// rename (the old key gone) carries its run too.
+func TestManagerSetRenamedSwap(t *testing.T) {
+	m := NewManager(ManagerOptions{})
+	defer m.Close()
+	cfg := fastConfig(KindTCP)
+	a, b := Target{Addr: listener(t), Config: cfg}, Target{Addr: listener(t), Config: cfg}
+	if err := m.Set(map[string]Target{"web/x": a, "www/x": b}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "both checked", func() bool { s := m.States(); return s["web/x"].Checks > 0 && s["www/x"].Checks > 0 })
+	idA, _ := m.CheckerID("web/x")
+	idB, _ := m.CheckerID("www/x")
+	before := m.States()
+	if err := m.SetRenamed(map[string]Target{"web/x": b, "www/x": a}, map[string]string{"web/x": "www/x", "www/x": "web/x"}); err != nil {
+		t.Fatal(err)
+	}
+	after := m.States()
+	if id, _ := m.CheckerID("web/x"); id != idB || after["web/x"].Addr != b.Addr || after["web/x"].Checks < before["www/x"].Checks {
+		t.Errorf("web/x after the swap: checker %d at %v with %d checks; want www/x's run (%d at %v, %d checks so far)", id, after["web/x"].Addr, after["web/x"].Checks, idB, b.Addr, before["www/x"].Checks)
+	}
+	if id, _ := m.CheckerID("www/x"); id != idA || after["www/x"].Addr != a.Addr || after["www/x"].Checks < before["web/x"].Checks {
+		t.Errorf("www/x after the swap: checker %d at %v with %d checks; want web/x's run (%d at %v, %d checks so far)", id, after["www/x"].Addr, after["www/x"].Checks, idA, a.Addr, before["web/x"].Checks)
+	}
+	if err := m.SetRenamed(map[string]Target{"api/x": b, "www/x": a}, map[string]string{"api/x": "web/x"}); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := m.CheckerID("api/x"); id != idB {
+		t.Errorf("api/x renamed from web/x: checker %d, want %d", id, idB)
+	}
+	if _, ok := m.CheckerID("web/x"); ok {
+		t.Error("web/x still runs after its rename")
+	}
+}
