@@ -760,7 +760,10 @@ func (t *Table) SweepPaced(now Time) (expired int) {
 // Selector picks the entries Drop removes.
 type Selector struct {
 	byBackend bool
+	exact     bool // byBackend: only the incarnation gen, of VIP vip
 	id        uint32
+	gen       uint32
+	vip       uint16
 }
 
 // ByVIP selects every entry of one VIP (the VIP was removed).
@@ -770,9 +773,17 @@ func ByVIP(vip uint16) Selector { return Selector{id: uint32(vip)} }
 // removed, or is to be moved by force).
 func ByBackend(backend uint32) Selector { return Selector{byBackend: true, id: backend} }
 
+// ByIncarnation selects the entries of one incarnation (Entry.Gen) of a
+// backend id, of one VIP: a backend that is there now, whose id may have
+// served another backend before (a removed one's entries stay until they
+// expire or their flows repin), even of another VIP.
+func ByIncarnation(backend, gen uint32, vip uint16) Selector {
+	return Selector{byBackend: true, exact: true, id: backend, gen: gen, vip: vip}
+}
+
 func (sel Selector) matches(e *Entry) bool {
 	if sel.byBackend {
-		return e.backend == sel.id
+		return e.backend == sel.id && (!sel.exact || e.gen == sel.gen && e.vip == sel.vip)
 	}
 	return uint32(e.vip) == sel.id
 }

@@ -58,6 +58,7 @@ type ConnQuery struct {
 func (p *Plane) Conns(q ConnQuery) (conns []Conn, next ConnCursor, done bool, err error) {
 	svc := p.shared.Services.Load()
 	vipID, beID := int64(-1), int64(-1)
+	var gen uint32
 	if q.VIP != "" {
 		v := findVIPByName(svc, q.VIP)
 		if v == nil {
@@ -69,7 +70,7 @@ func (p *Plane) Conns(q ConnQuery) (conns []Conn, next ConnCursor, done bool, er
 			if !ok {
 				return nil, q.From, false, fmt.Errorf("vip %q backend %q: %w", q.VIP, q.Backend, ErrNotFound)
 			}
-			beID = int64(id)
+			beID, gen = int64(id), svc.Backends[id].Gen
 		}
 	}
 	// A page ends at a bucket boundary (so the cursor resumes exactly),
@@ -78,6 +79,9 @@ func (p *Plane) Conns(q ConnQuery) (conns []Conn, next ConnCursor, done bool, er
 	cur := q.From
 	for cur.Worker < len(p.workers) && limit-len(conns) >= bucketEntries {
 		op := dataplane.ListOp(cur.Bucket, limit-len(conns), vipID, beID)
+		if beID >= 0 {
+			op.OfGen(gen) // not a removed backend's entries left on the id
+		}
 		if err := p.workers[cur.Worker].Run(op, connsOpTimeout); err != nil {
 			return conns, cur, false, fmt.Errorf("worker %d: %w", cur.Worker, err)
 		}
@@ -104,9 +108,12 @@ func connOf(svc *dataplane.Services, e *dataplane.ConnEntry, worker int) Conn {
 		c.VIP = svc.VIPs[e.VIP].Name
 	}
 	if int(e.Backend) < len(svc.Backends) {
-		if b := svc.Backends[e.Backend]; b != nil {
+		// Named only if the entry is of the backend that holds the id
+		// now: a removed backend's entries stay on its id, which a new
+		// backend may have been given.
+		if b := svc.Backends[e.Backend]; b != nil && b.Gen == e.Gen && b.VIP == e.VIP {
 			c.Backend, c.BackendAddress = b.Name, b.Addr.String()
-			c.Stale = b.Gen != e.Gen || b.Down || b.VIP != e.VIP
+			c.Stale = b.Down
 		}
 	}
 	return c
@@ -128,7 +135,9 @@ func (p *Plane) Flush(vip, backend string) (uint64, error) {
 	}
 	var n uint64
 	for i, w := range p.workers {
-		op := dataplane.FlushOp(conntrack.ByBackend(id))
+		// This backend's own entries: its id may have served a removed
+		// backend, even of another VIP, whose entries are still there.
+		op := dataplane.FlushOp(conntrack.ByIncarnation(id, svc.Backends[id].Gen, v.ID))
 		if err := w.Run(op, connsOpTimeout); err != nil {
 			return n, fmt.Errorf("worker %d: %w", i, err)
 		}

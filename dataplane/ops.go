@@ -52,6 +52,8 @@ type Op struct {
 	// the page: Conns, and Next, the bucket to continue from (Done: the
 	// whole table was visited).
 	listVIP, listBackend int64
+	listGen              uint32 // with listByGen: only entries of this incarnation
+	listByGen            bool
 	limit                int
 	Conns                []ConnEntry
 	Next                 int
@@ -111,6 +113,10 @@ func ListOp(from, limit int, vip, backend int64) *Op {
 	limit = min(max(limit, 1), maxListEntries)
 	return &Op{kind: opList, cursor: from, limit: limit, listVIP: vip, listBackend: backend, Conns: make([]ConnEntry, 0, limit)}
 }
+
+// OfGen narrows a ListOp of one backend to the entries of its incarnation
+// gen (Entry.Gen): the id may have served a removed backend before.
+func (o *Op) OfGen(gen uint32) { o.listGen, o.listByGen = gen, true }
 
 // FlushOp removes a backend's (or VIP's) conntrack entries, like DropOp,
 // and counts them in Counters.Moved: their flows are placed again by the
@@ -249,7 +255,7 @@ func (w *Worker) listStep(op *Op, now conntrack.Time) bool {
 	}
 	copyEntry := func(e *conntrack.Entry) {
 		if w.ct.Expired(e, now) || op.listVIP >= 0 && int64(e.VIP()) != op.listVIP ||
-			op.listBackend >= 0 && int64(e.Backend()) != op.listBackend {
+			op.listBackend >= 0 && int64(e.Backend()) != op.listBackend || op.listByGen && e.Gen() != op.listGen {
 			return
 		}
 		op.Conns = append(op.Conns, ConnEntry{Tuple: e.Key(), VIP: e.VIP(), Backend: e.Backend(), Gen: e.Gen(),

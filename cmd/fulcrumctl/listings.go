@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -104,10 +105,16 @@ func resolveSelection(ctx context.Context, c *client, sel *selection) error {
 	if err := decodeAnswer(raw, &vips); err != nil {
 		return err
 	}
+	// An address in any spelling ("2001:DB8::11", "::ffff:10.0.1.1"), as
+	// the daemon parses it.
+	want, err := netip.ParseAddr(sel.backend)
+	isAddr := err == nil
+	want = want.WithZone("").Unmap()
 	var match []string
 	for _, v := range vips {
 		for _, b := range v.Backends {
-			if b.Name == sel.backend || b.Address == sel.backend {
+			a, err := netip.ParseAddr(b.Address)
+			if b.Name == sel.backend || b.Address == sel.backend || isAddr && err == nil && a.Unmap() == want {
 				match = append(match, v.Name)
 				break
 			}
