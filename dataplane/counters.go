@@ -36,6 +36,7 @@ const (
 	DropHealthForgedSYN                   // a SYN to a health check's port on the LB's address: it would break the check (simultaneous open)
 	DropPuntRateLimited                   // for the kernel, but over its class's punt budget (package punt)
 	DropVIPLinkGroup                      // VIP traffic in a frame to a broadcast or multicast MAC address: every LB of the segment would forward it
+	DropReplyToGroup                      // an echo request or a too-big packet from a broadcast or multicast source MAC: the reply would reach every host of the segment
 	NumDropReasons
 )
 
@@ -58,6 +59,7 @@ var dropNames = [NumDropReasons]string{
 	DropHealthForgedSYN: "health-check-forged-syn",
 	DropPuntRateLimited: "punt-rate-limited",
 	DropVIPLinkGroup:    "vip-link-broadcast",
+	DropReplyToGroup:    "reply-to-group-source",
 }
 
 // encapDropNames are the encapsulation drops as drop reasons: encap names

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -287,6 +288,7 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			continue
 		}
 		cht := chanceTarget(v.Encap, w.chance[i])
+		fromGroup := groupSource(p) // before encapTo, which writes a reply over the frame
 		start, length, res := w.encapTo(svc.Enc, p, ps, entropyHash(e, w.hashes[i]), v.Encap, be, cht, dst)
 		if res == encap.ICMPReply {
 			// RFC 1812 4.3.2.7: no ICMP error toward an address of our
@@ -294,6 +296,10 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			// back to the LB.
 			if isSelf(svc, &ps.Tuple.Src) {
 				w.drop(i, DropICMPToSelf)
+				continue
+			}
+			if fromGroup {
+				w.drop(i, DropReplyToGroup)
 				continue
 			}
 			if !w.tooBig.take(now, ICMPRate, ICMPBurst) {
@@ -353,6 +359,10 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		return nil
 	}
 	if ps.L3 == packet.L3Other {
+		if w.otherHostMAC(p) {
+			w.drop(i, DropNotForHost)
+			return nil
+		}
 		w.punt(i, svc, puntL2(ps), now)
 		return nil
 	}
@@ -387,7 +397,7 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		// ssh), broadcasts and multicast: the kernel decides. (ARP and
 		// other non-IP frames were punted above.)
 		switch {
-		case !forHost(svc, &ps.Tuple):
+		case !forHost(svc, &ps.Tuple) || w.otherHostMAC(p):
 			// Another host's unicast address: the kernel would only
 			// drop it (it forwards nothing from the tap), after the
 			// tap's write and its own work on this core.
@@ -409,6 +419,18 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 	case ps.Fragment:
 		c.Fragments++
 		v = svc.fragVIP[makeVIPKey(&ps.Tuple.Dst, 0, ps.Proto)]
+		if v != nil && ps.FragOffset == 0 && (ps.Proto == packet.ProtoTCP || ps.Proto == packet.ProtoUDP) &&
+			svc.lookup(&ps.Tuple.Dst, firstFragDstPort(p, ps), ps.Proto) == nil {
+			// A first fragment carries the ports (the parser checked
+			// the header is there, and leaves them out of the tuple so
+			// that every fragment hashes alike): one to a port no VIP of
+			// the address serves is dropped as the whole packet would
+			// be. Sent on, the backend reassembled it and delivered it
+			// to whatever listens there (the VIP is on its loopback):
+			// every port of the backends reachable by fragmenting. The
+			// later fragments, without their first, never reassemble.
+			v = nil
+		}
 	case ps.IsICMPError():
 		var q flow.Tuple
 		if r := packet.ParseICMPError(p.Buf[p.Off:p.Off+p.Len], ps, &q); r != packet.OK {
@@ -437,6 +459,8 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 			// From a VIP or the LB's own address: spoofed, and the
 			// reply would come back to the LB (RFC 1812 4.3.2.7).
 			w.drop(i, DropICMPToSelf)
+		case groupSource(p):
+			w.drop(i, DropReplyToGroup)
 		case !w.echo.take(now, EchoRate, EchoBurst):
 			w.drop(i, DropEchoRateLimited)
 		default:
@@ -898,4 +922,36 @@ func forHost(svc *Services, t *flow.Tuple) bool {
 func forgedCheckSYN(ps *packet.Parsed) bool {
 	return ps.Proto == packet.ProtoTCP && ps.TCPFlags&(packet.TCPSyn|packet.TCPAck) == packet.TCPSyn &&
 		isHealthPort(ps.Tuple.DstPort)
+}
+
+// firstFragDstPort is the destination port in the transport header of a
+// first fragment of TCP or UDP (parsed: the header is there; both carry the
+// port at offset 2).
+func firstFragDstPort(p *Pkt, ps *packet.Parsed) uint16 {
+	f := p.Buf[p.Off : p.Off+p.Len]
+	if o := int(ps.L4Off); o+4 <= len(f) {
+		return binary.BigEndian.Uint16(f[o+2 : o+4])
+	}
+	return 0
+}
+
+// groupSource reports whether the frame's source MAC address is a group
+// (broadcast or multicast) address, which no station sends from (IEEE
+// 802: the individual/group bit of a source address is 0): a reply to it
+// (echo, too-big) would go to every host of the segment.
+func groupSource(p *Pkt) bool { return p.Len >= 12 && p.Buf[p.Off+6]&1 != 0 }
+
+// otherHostMAC reports whether the frame is to another station's unicast
+// MAC address (the port runs promiscuous; a switch floods frames for
+// addresses it has not learnt): the kernel behind the exception tap,
+// which has the port's MAC, would only drop it, after the tap's write and
+// a token of its class's punt budget (a flood of other hosts' ARP replies
+// starved the LB's own ARP). VIP traffic is not judged by it (README,
+// "Status and known limits").
+func (w *Worker) otherHostMAC(p *Pkt) bool {
+	if p.Len < 6 || w.portMAC == ([6]byte{}) {
+		return false
+	}
+	d := p.Buf[p.Off : p.Off+6]
+	return d[0]&1 == 0 && [6]byte(d) != w.portMAC
 }

@@ -441,8 +441,9 @@ func TestFragmentsFollowOneBackend(t *testing.T) {
 		f := mk(off, more)
 		f[14+9] = 6
 		if off == 0 {
-			f[34+12] = 0x50 // a 20-byte TCP header starts the first fragment
-			f[34+13] = 0x10 // ACK (no flags at all is a scan: bad-tcp-flags)
+			f[34+2], f[34+3] = 0, 80 // to the VIP's port: a first fragment to a port no VIP serves is no-service
+			f[34+12] = 0x50          // a 20-byte TCP header starts the first fragment
+			f[34+13] = 0x10          // ACK (no flags at all is a scan: bad-tcp-flags)
 		}
 		return fixIPv4Checksum(f)
 	}
