@@ -312,12 +312,20 @@ func (c Config) compile() (*compiled, error) {
 	if len(c.ListenAddresses) > 0 && c.ListenPort == 0 {
 		bad("listen_addresses", "listen_addresses is set but listen_port is 0 (not listening)")
 	}
+	seenListen := map[netip.Addr]int{}
 	for i, s := range c.ListenAddresses {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
 			bad(fmt.Sprintf("listen_addresses[%d]", i), "listen_addresses[%d] %q is not an IP address", i, s)
 			continue
 		}
+		if j, dup := seenListen[a]; dup {
+			// The second listener's bind fails at start ("address
+			// already in use"), which names no key.
+			bad(fmt.Sprintf("listen_addresses[%d]", i), "listen_addresses[%d] %v is listen_addresses[%d] again", i, a, j)
+			continue
+		}
+		seenListen[a] = i
 		out.listen = append(out.listen, a)
 	}
 	if c.NextHopV4 != "" {
@@ -474,6 +482,8 @@ func (c Config) compileNeighbor(n Neighbor, out *compiled) (neighbor, []keyedMsg
 	}
 	if n.Passive && c.ListenPort == 0 {
 		bad("passive", "passive is set but listen_port is 0: the session could never come up")
+	} else if n.Passive && nb.addr.IsValid() && len(out.listen) > 0 && !listensFor(out.listen, nb.addr) {
+		bad("passive", "passive is set but listen_addresses has no address of the neighbor's family (%v): the router's connection would be refused", nb.addr)
 	}
 	if n.Multihop < 0 || n.Multihop > 255 {
 		bad("multihop", "multihop %d is out of range 0-255", n.Multihop)
@@ -607,4 +617,16 @@ func parseCommunities(ss []string) ([]Community, error) {
 		out = append(out, c)
 	}
 	return out, errors.Join(errs...)
+}
+
+// listensFor reports whether a speaker listening on addrs accepts a
+// connection from a neighbor at a: an address of its family, or "::",
+// which takes both.
+func listensFor(addrs []netip.Addr, a netip.Addr) bool {
+	for _, l := range addrs {
+		if l.Is4() == a.Is4() || l.Is6() && l.IsUnspecified() {
+			return true
+		}
+	}
+	return false
 }

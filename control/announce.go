@@ -81,6 +81,13 @@ func (p *Plane) announceLocked() {
 	}
 	unsettled := p.unsettledVIPsLocked()
 	withheld := map[netip.Addr]bool{}
+	// fresh: addresses not announced yet; freshFwd: those with a VIP that
+	// serves and can forward. A fresh address is withheld for a missing
+	// next hop only when no VIP on it can serve: a VIP of another port
+	// whose backends' family has no next hop held back a port that could
+	// serve (a restart during one family's gateway trouble withdrew it
+	// from the fleet).
+	fresh, freshFwd := map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	// noHop: announced addresses with a VIP that has had no next hop for
 	// the grace period; an address stays announced while any VIP on it
 	// can forward (or has not been without a next hop for that long).
@@ -91,8 +98,12 @@ func (p *Plane) announceLocked() {
 		}
 		fwd := canForward(svc, v)
 		if !p.wasAnnounced[v.Addr] {
-			if unsettled[v.Name] || !fwd {
+			fresh[v.Addr] = true
+			if unsettled[v.Name] {
 				withheld[v.Addr] = true
+			}
+			if fwd && serving(svc, v, false) {
+				freshFwd[v.Addr] = true
 			}
 			continue
 		}
@@ -105,6 +116,11 @@ func (p *Plane) announceLocked() {
 			}
 		} else {
 			keep[v.Addr] = true
+		}
+	}
+	for a := range fresh {
+		if !freshFwd[a] {
+			withheld[a] = true
 		}
 	}
 	for a, v := range noHop {
@@ -126,7 +142,9 @@ func (p *Plane) announceLocked() {
 	var set []netip.Prefix
 	seen := map[netip.Addr]bool{}
 	for _, v := range svc.VIPs {
-		if v == nil || !serving(svc, v, p.wasAnnounced[v.Addr]) || seen[v.Addr] || withheld[v.Addr] {
+		// An address withdrawn for a lost next hop has no flows left to
+		// keep: it comes back as a fresh one would, only with a table.
+		if v == nil || !serving(svc, v, p.wasAnnounced[v.Addr] && !p.hopWithdrawn[v.Addr]) || seen[v.Addr] || withheld[v.Addr] {
 			continue
 		}
 		// One address may carry several VIPs (ports); it is announced
@@ -192,12 +210,24 @@ func serving(svc *dataplane.Services, v *dataplane.VIP, announced bool) bool {
 	return false
 }
 
-// canForward reports whether svc has a next hop for at least one of v's
-// backends' address families.
+// carries reports whether backend b of v can take v's traffic: in v's
+// table (a weight: up, or used by panic mode) when v has one; else, alive
+// (v's drained backends keep their flows). A drained or down backend of a
+// family whose next hop is known kept an address announced while every
+// new flow to it was dropped (no-next-hop).
+func carries(v *dataplane.VIP, b *dataplane.Backend) bool {
+	if v.Table != nil {
+		return b.Weight > 0
+	}
+	return !b.Down && !b.Unhealthy
+}
+
+// canForward reports whether svc has a next hop for at least one of the
+// address families of v's backends that can take its traffic (carries).
 func canForward(svc *dataplane.Services, v *dataplane.VIP) bool {
 	nh := &svc.NextHop
 	for _, id := range v.Members {
-		if int(id) >= len(svc.Backends) || svc.Backends[id] == nil {
+		if int(id) >= len(svc.Backends) || svc.Backends[id] == nil || !carries(v, svc.Backends[id]) {
 			continue
 		}
 		if a := svc.Backends[id].Addr; (a.Is4() && nh.Has4) || (a.Is6() && nh.Has6) {
@@ -230,11 +260,12 @@ func (p *Plane) trackNextHopLocked(svc *dataplane.Services, now time.Time) {
 }
 
 // noNextHopSince reports since when v has had no next hop: the latest
-// loss among its backends' address families (ok false: v has no backend,
-// or one of their families has a next hop).
+// loss among the address families of its backends that can take its
+// traffic (carries; ok false: v has no such backend, or one of their
+// families has a next hop).
 func (p *Plane) noNextHopSince(svc *dataplane.Services, v *dataplane.VIP) (since time.Time, ok bool) {
 	for _, id := range v.Members {
-		if int(id) >= len(svc.Backends) || svc.Backends[id] == nil {
+		if int(id) >= len(svc.Backends) || svc.Backends[id] == nil || !carries(v, svc.Backends[id]) {
 			continue
 		}
 		l := p.hopLost[0]
