@@ -81,7 +81,8 @@ func TestCaptureDurationEndLosesNoFrame(t *testing.T) {
 	}
 	defer cp.Stop()
 	frame := make([]byte, 60)
-	frame[12], frame[13] = 0x08, 0x06 // ARP
+	copy(frame, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) // broadcast: to another station's MAC it is not for the host
+	frame[12], frame[13] = 0x08, 0x06                       // ARP
 	iw := &injectingWriter{h: http.Header{}, w: w, frame: frame}
 	n, err := writeCapture(iw, http.NewResponseController(iw), cp, 0, 30*time.Millisecond, nil)
 	if err != nil {

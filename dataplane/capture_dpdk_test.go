@@ -22,6 +22,8 @@ func TestEngineCapture(t *testing.T) {
 	defer cp.Stop()
 	fwd := frame(t, "198.51.100.10", "203.0.113.7", 5, 80, layers.IPProtocolTCP, "S", 0, true)
 	noSvc := frame(t, "198.51.100.10", "203.0.113.7", 5, 81, layers.IPProtocolTCP, "S", 0, true)
+	copy(fwd[:6], l.eng.PortMAC[:]) // as sent (lab.send), so that the captured bytes compare
+	copy(noSvc[:6], l.eng.PortMAC[:])
 	l.send(fwd)
 	out := l.recv(1, 5*time.Second)
 	if len(out) != 1 {
