@@ -210,27 +210,32 @@ func serving(svc *dataplane.Services, v *dataplane.VIP, announced bool) bool {
 	return false
 }
 
-// carries reports whether backend b of v can take v's traffic: in v's
-// table (a weight: up, or used by panic mode) when v has one; else, alive
-// (v's drained backends keep their flows). A drained or down backend of a
-// family whose next hop is known kept an address announced while every
-// new flow to it was dropped (no-next-hop).
-func carries(v *dataplane.VIP, b *dataplane.Backend) bool {
-	if v.Table != nil {
-		return b.Weight > 0
+// carrier is member id of v if it can take v's traffic: in v's table (a
+// weight: up, or used by panic mode) when v has one; else, alive (v's
+// drained backends keep their flows). nil otherwise. A drained or down
+// backend of a family whose next hop is known kept an address announced
+// while every new flow to it was dropped (no-next-hop).
+func carrier(svc *dataplane.Services, v *dataplane.VIP, id uint32) *dataplane.Backend {
+	if int(id) >= len(svc.Backends) || svc.Backends[id] == nil {
+		return nil
 	}
-	return !b.Down && !b.Unhealthy
+	b := svc.Backends[id]
+	if v.Table != nil && b.Weight > 0 || v.Table == nil && !b.Down && !b.Unhealthy {
+		return b
+	}
+	return nil
 }
 
 // canForward reports whether svc has a next hop for at least one of the
-// address families of v's backends that can take its traffic (carries).
+// address families of v's backends that can take its traffic (carrier).
 func canForward(svc *dataplane.Services, v *dataplane.VIP) bool {
 	nh := &svc.NextHop
 	for _, id := range v.Members {
-		if int(id) >= len(svc.Backends) || svc.Backends[id] == nil || !carries(v, svc.Backends[id]) {
+		b := carrier(svc, v, id)
+		if b == nil {
 			continue
 		}
-		if a := svc.Backends[id].Addr; (a.Is4() && nh.Has4) || (a.Is6() && nh.Has6) {
+		if a := b.Addr; (a.Is4() && nh.Has4) || (a.Is6() && nh.Has6) {
 			return true
 		}
 	}
@@ -261,15 +266,16 @@ func (p *Plane) trackNextHopLocked(svc *dataplane.Services, now time.Time) {
 
 // noNextHopSince reports since when v has had no next hop: the latest
 // loss among the address families of its backends that can take its
-// traffic (carries; ok false: v has no such backend, or one of their
+// traffic (carrier; ok false: v has no such backend, or one of their
 // families has a next hop).
 func (p *Plane) noNextHopSince(svc *dataplane.Services, v *dataplane.VIP) (since time.Time, ok bool) {
 	for _, id := range v.Members {
-		if int(id) >= len(svc.Backends) || svc.Backends[id] == nil || !carries(v, svc.Backends[id]) {
+		b := carrier(svc, v, id)
+		if b == nil {
 			continue
 		}
 		l := p.hopLost[0]
-		if svc.Backends[id].Addr.Is6() {
+		if b.Addr.Is6() {
 			l = p.hopLost[1]
 		}
 		if l.since.IsZero() {

@@ -137,12 +137,10 @@ func (p *Plane) carryRenamedVIPs(old, cfg *config.Config) map[string]string {
 	// the live VIP's backends down until checked, its flows moved, its
 	// address withdrawn.
 	renamed := map[string]string{} // new name -> old name
-	taken := map[string]bool{}     // new names a VIP of another old name takes
 	for i := range cfg.VIPs {
 		v := &cfg.VIPs[i]
 		if was, ok := oldByKey[v.Key()]; ok && was != v.Name {
 			renamed[v.Name] = was
-			taken[v.Name] = true
 		}
 	}
 	if len(renamed) == 0 {
@@ -159,7 +157,7 @@ func (p *Plane) carryRenamedVIPs(old, cfg *config.Config) map[string]string {
 			st.vip = n
 			next[dataplane.BackendRef{VIP: n, Backend: k.Backend}] = st
 			moved[n]++
-		} else if !taken[k.VIP] {
+		} else if _, taken := renamed[k.VIP]; !taken {
 			next[k] = st // a VIP of another key that took this name starts afresh
 		}
 	}
@@ -204,7 +202,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 		total, healthy := 0, 0
 		for _, b := range v.Backends {
 			st := p.backends[dataplane.BackendRef{VIP: v.Name, Backend: b.Name}]
-			if st.drained || p.baseWeight(st) == 0 || st.awaitingVerdict() {
+			if !p.panicCounts(st) {
 				continue
 			}
 			total++
@@ -259,6 +257,13 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 		}
 	}
 	return over, panicked, ramping
+}
+
+// panicCounts reports whether st counts in its VIP's panic threshold
+// (effective, lastHealthyLocked): not drained, not at weight 0, and not
+// added by a reload and unchecked yet (awaitingVerdict).
+func (p *Plane) panicCounts(st *backendState) bool {
+	return !st.drained && p.baseWeight(st) != 0 && !st.awaitingVerdict()
 }
 
 func (p *Plane) baseWeight(st *backendState) int {

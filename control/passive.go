@@ -312,7 +312,7 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 func (p *Plane) lastHealthyLocked(v *dataplane.VIP, st *backendState) bool {
 	total, healthy := 0, 0
 	for _, b := range p.backends {
-		if b.vip != v.Name || b.drained || p.baseWeight(b) == 0 || b.awaitingVerdict() {
+		if b.vip != v.Name || !p.panicCounts(b) {
 			continue
 		}
 		total++

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -930,7 +929,8 @@ func forgedCheckSYN(ps *packet.Parsed) bool {
 func firstFragDstPort(p *Pkt, ps *packet.Parsed) uint16 {
 	f := p.Buf[p.Off : p.Off+p.Len]
 	if o := int(ps.L4Off); o+4 <= len(f) {
-		return binary.BigEndian.Uint16(f[o+2 : o+4])
+		_, dst := header.Ports(f[o:])
+		return dst
 	}
 	return 0
 }
