@@ -16,8 +16,9 @@ import (
 
 // holdRouter is a BGP router on loopback whose OPEN proposes hold; it
 // sends one KEEPALIVE (to reach Established) and then nothing, as a
-// router with hold time 0 (no keepalives) does.
-func holdRouter(t *testing.T, hold uint16) (port int) {
+// router with hold time 0 (no keepalives) does. Each message it receives
+// after the OPEN goes to got, when not nil.
+func holdRouter(t *testing.T, hold uint16, got chan<- *gbgp.BGPMessage) (port int) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,8 +58,15 @@ func holdRouter(t *testing.T, hold uint16) (port int) {
 					return
 				}
 				for {
-					if _, err := readMsg(c); err != nil {
+					m, err := readMsg(c)
+					if err != nil {
 						return
+					}
+					if got != nil {
+						select {
+						case got <- m:
+						default:
+						}
 					}
 				}
 			}()
@@ -85,7 +93,7 @@ func TestListenAddressTwiceRefused(t *testing.T) {
 // RFC 4271 §6.2: a Hold Time of one or two seconds MUST be rejected.
 func TestRouterHoldTimeOneOrTwoRefused(t *testing.T) {
 	for _, hold := range []uint16{1, 2} {
-		port := holdRouter(t, hold)
+		port := holdRouter(t, hold, nil)
 		s := loopbackSpeaker(t, port, nil)
 		if err := s.Start(context.Background()); err != nil {
 			t.Fatal(err)
@@ -128,6 +136,72 @@ func TestPassiveNeighborNeedsListenerOfItsFamily(t *testing.T) {
 	for _, l := range [][]string{{"::1"}, {"::"}, {"127.0.0.1", "::1"}, nil} {
 		if err := mk(l...).Validate(); err != nil {
 			t.Errorf("passive ::1 with listen_addresses %v: %v", l, err)
+		}
+	}
+}
+
+// A router proposing hold time 0 makes the negotiated hold time 0 (the
+// smaller of the two): no keepalives, no hold timer, and a dead LB never
+// withdrawn. The speaker ends such a session with a Cease, keeps the
+// reason as the neighbour's last error, and tries again later.
+func TestRouterHoldTimeZeroRefused(t *testing.T) {
+	old := holdZeroRetry
+	holdZeroRetry = 500 * time.Millisecond
+	t.Cleanup(func() { holdZeroRetry = old })
+	got := make(chan *gbgp.BGPMessage, 64)
+	port := holdRouter(t, 0, got)
+	s := loopbackSpeaker(t, port, nil)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ceases := 0
+	deadline := time.After(20 * time.Second)
+	for ceases < 2 { // refused, enabled again after holdZeroRetry, refused again
+		select {
+		case m := <-got:
+			if m.Header.Type != gbgp.BGP_MSG_NOTIFICATION {
+				continue
+			}
+			n := m.Body.(*gbgp.BGPNotification)
+			if n.ErrorCode != gbgp.BGP_ERROR_CEASE || n.ErrorSubcode != gbgp.BGP_ERROR_SUB_ADMINISTRATIVE_SHUTDOWN {
+				t.Fatalf("notification code %d subcode %d, want Cease/administrative shutdown", n.ErrorCode, n.ErrorSubcode)
+			}
+			ceases++
+		case <-deadline:
+			t.Fatalf("%d Cease notifications in 20 s, want 2; peer %+v", ceases, s.Peers()[0])
+		}
+	}
+	if p := s.Peers()[0]; !strings.Contains(p.LastError, "hold time 0") {
+		t.Errorf("last error %q does not name the hold time", p.LastError)
+	}
+}
+
+// A router proposing a hold time of 3 s or more is kept.
+func TestRouterHoldTimeThreeKept(t *testing.T) {
+	got := make(chan *gbgp.BGPMessage, 64)
+	port := holdRouter(t, 30, got)
+	s := loopbackSpeaker(t, port, nil)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitLoopbackEstablished(t, s)
+	// The speaker's first keepalive (3 s) proves the session is kept past
+	// the check that runs at Established.
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-got:
+			switch m.Header.Type {
+			case gbgp.BGP_MSG_NOTIFICATION:
+				t.Fatalf("hold time 30 s: speaker sent a NOTIFICATION %+v", m.Body)
+			case gbgp.BGP_MSG_KEEPALIVE:
+				if p := s.Peers()[0]; p.State != StateEstablished {
+					t.Fatalf("after a keepalive the session is %v", p.State)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no keepalive in 10 s; peer %+v", s.Peers()[0])
 		}
 	}
 }

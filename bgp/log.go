@@ -31,6 +31,7 @@ type gobgpLogger struct {
 	mu      sync.Mutex
 	lastErr map[netip.Addr]string
 	sent    map[netip.Addr]bool   // lastErr is a NOTIFICATION GoBGP sent
+	held    map[netip.Addr]bool   // lastErr is the speaker's own refusal: GoBGP's lines do not replace it
 	peerASN map[netip.Addr]uint32 // configured peer_asn, to explain a bad peer AS
 }
 
@@ -40,6 +41,7 @@ func newGobgpLogger(log *slog.Logger, localASN uint32) *gobgpLogger {
 		localASN: localASN,
 		lastErr:  map[netip.Addr]string{},
 		sent:     map[netip.Addr]bool{},
+		held:     map[netip.Addr]bool{},
 		peerASN:  map[netip.Addr]uint32{},
 	}
 }
@@ -116,10 +118,30 @@ func (l *gobgpLogger) record(level slog.Level, msg string, f fields) string {
 		return ""
 	}
 	l.mu.Lock()
-	l.lastErr[a] = text
-	l.sent[a] = msg == "sent notification"
+	if !l.held[a] {
+		l.lastErr[a] = text
+		l.sent[a] = msg == "sent notification"
+	}
 	l.mu.Unlock()
 	return text
+}
+
+// hold records the speaker's own reason for ending the session with the
+// neighbour at a, which GoBGP's lines about that session (the Cease it
+// sends, the session going down) do not replace until release.
+func (l *gobgpLogger) hold(a netip.Addr, text string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastErr[a] = text
+	l.sent[a] = true
+	l.held[a] = true
+}
+
+// release lets GoBGP's lines record the neighbour's last error again.
+func (l *gobgpLogger) release(a netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.held, a)
 }
 
 // refused explains a session the router ended during the OPEN exchange

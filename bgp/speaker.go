@@ -321,6 +321,7 @@ func (s *Speaker) onEvent(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time) 
 	switch {
 	case to == StateEstablished:
 		s.log.Info("bgp session established", append(args, "peer_router_id", st.RouterID)...)
+		go s.refuseHoldZero(addr)
 	case from == StateEstablished && s.stopping.Load():
 		s.log.Info("bgp session closed", args...)
 	case from == StateEstablished:
@@ -328,6 +329,50 @@ func (s *Speaker) onEvent(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time) 
 	default:
 		s.log.Debug("bgp session state", args...)
 	}
+}
+
+// holdZeroRetry is how long a session refused for hold time 0 stays
+// down before the speaker tries again (the router may have been fixed).
+var holdZeroRetry = time.Minute
+
+// refuseHoldZero ends the session with the neighbour at addr if its
+// negotiated hold time is 0: the router proposed 0 (BGP takes the smaller
+// of the two), so neither side sends keepalives or runs a hold timer, and
+// a dead LB would stay in the ECMP group for ever. GoBGP accepts such an
+// OPEN and offers no hook before Established, so the speaker disables the
+// peer once it is up (a Cease, "administrative shutdown", with a reason
+// the router logs) and enables it again after holdZeroRetry. The routes
+// GoBGP sent at Established are withdrawn with the session.
+func (s *Speaker) refuseHoldZero(addr netip.Addr) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	established, zero := false, false
+	err := s.srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr.String()}, func(p *api.Peer) {
+		established = p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+		zero = p.GetTimers().GetState().GetNegotiatedHoldTime() == 0
+	})
+	if err != nil || !established || !zero || s.stopping.Load() {
+		return
+	}
+	text := fmt.Sprintf("refused: the router proposed hold time 0 (no keepalives, no hold timer: a dead LB would never be withdrawn); set a hold time of at least 3 s on its neighbor for this LB; retrying in %v", holdZeroRetry)
+	s.glog.hold(addr, text)
+	s.log.Error("bgp session refused", "neighbor", addr, "error", text)
+	if err := s.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: addr.String(),
+		Communication: "hold time 0 refused: configure a hold time of at least 3 s"}); err != nil {
+		s.log.Error("bgp: disable neighbor after hold time 0", "neighbor", addr, "error", err)
+		return
+	}
+	time.AfterFunc(holdZeroRetry, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.running {
+			return
+		}
+		s.glog.release(addr)
+		if err := s.srv.EnablePeer(context.Background(), &api.EnablePeerRequest{Address: addr.String()}); err != nil {
+			s.log.Error("bgp: enable neighbor after hold time 0", "neighbor", addr, "error", err)
+		}
+	})
 }
 
 // Announce announces prefix (a VIP: /32 or /128, or any IPv4 or IPv6
