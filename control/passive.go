@@ -255,6 +255,15 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 			out++
 			continue
 		}
+		if st.health == HealthDown {
+			// The active checks have it out already. Panic mode may use
+			// it, and uses it ejected or not: an ejection would change
+			// nothing but take the VIP's one-in-ten slot (and hold the
+			// backend out after its checks pass), and its failures are
+			// no norm for its peers.
+			st.passive.suspectSince = time.Time{}
+			continue
+		}
 		att, done := st.passive.windowTotals()
 		if att < uint64(h.PassiveMin) {
 			st.passive.suspectSince = time.Time{} // no evidence: not an outlier now

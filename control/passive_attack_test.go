@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,5 +174,52 @@ func TestPassiveReenabledNeedsWholeWindow(t *testing.T) {
 	}
 	if !f.backend("be2").Outlier {
 		t.Fatal("be2 judged an outlier for 5 s after passive checks came back was not ejected")
+	}
+}
+
+// Panic mode uses the backends the active checks call down. One of them
+// refusing handshakes was ejected on passive evidence: that changed
+// nothing in panic (ejected backends are used alike) but took the VIP's
+// one-in-ten slot, so once the others came back a healthy backend that
+// refused as well could not be ejected.
+func TestPassiveLeavesDownBackendsToActiveChecks(t *testing.T) {
+	conf := strings.Replace(checkedWeb(10, "0s"), `kind = "tcp"`, "kind = \"tcp\"\npassive_window = \"4s\"\npassive_min = 20\nflap_backoff = \"60s\"", 1)
+	f := newFixture(t, conf)
+	f.allUp()
+	for _, n := range []string{"be5", "be6", "be7", "be8", "be9", "be10"} {
+		f.setHealthOf("web", n, false)
+	}
+	if !f.plane.Panicked()["web"] {
+		t.Fatal("4 of 10 up: not in panic")
+	}
+	sim := newSim(f)
+	all := func(est map[string]uint64) (syns, done map[string]uint64) {
+		syns, done = map[string]uint64{}, map[string]uint64{}
+		for i := 1; i <= 10; i++ {
+			n := fmt.Sprintf("be%d", i)
+			syns[n], done[n] = 15, 15
+			if v, ok := est[n]; ok {
+				done[n] = v
+			}
+		}
+		return syns, done
+	}
+	for round := 0; round < 8; round++ { // be5 (down, used by panic) refuses
+		sim.period(all(map[string]uint64{"be5": 0}))
+	}
+	if st := f.backend("be5"); st.Outlier {
+		t.Errorf("be5, down and used by panic mode, was ejected on passive evidence: %+v", st)
+	}
+	for _, n := range []string{"be5", "be6", "be7", "be8", "be9", "be10"} {
+		f.setHealthOf("web", n, true)
+	}
+	if f.plane.Panicked()["web"] {
+		t.Fatal("10 of 10 up: still in panic")
+	}
+	for round := 0; round < 8; round++ { // now be1, healthy, refuses
+		sim.period(all(map[string]uint64{"be1": 0}))
+	}
+	if st := f.backend("be1"); !st.Outlier {
+		t.Errorf("be1 refused every handshake for 8 s with every peer fine and was not ejected: %+v", st)
 	}
 }
