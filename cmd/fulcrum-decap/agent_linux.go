@@ -322,7 +322,10 @@ func (a *agent) receive(s *source) {
 			}
 			continue
 		}
-		if martianInner(inner) {
+		if martianInner(inner) || a.local.Load().has(innerSrc(inner)) {
+			// A source of this host's own is forged: the service would
+			// answer itself (IPv4's kernel drops such a packet as a
+			// martian unless accept_local is set; IPv6's delivers it).
 			a.martian.Add(1)
 			continue
 		}
@@ -360,6 +363,14 @@ func innerDst(inner []byte) netip.Addr {
 	return netip.AddrFrom4([4]byte(inner[16:20]))
 }
 
+// innerSrc is the source of the inner packet (checked by package decap).
+func innerSrc(inner []byte) netip.Addr {
+	if inner[0]>>4 == 6 {
+		return netip.AddrFrom16([16]byte(inner[8:24]))
+	}
+	return netip.AddrFrom4([4]byte(inner[12:16]))
+}
+
 // martianInner reports whether the inner packet (checked by package
 // decap) has a source no client can have (loopback, unspecified,
 // multicast, IPv4's 0/8, 240/4 and limited broadcast: not
@@ -369,12 +380,7 @@ func innerDst(inner []byte) netip.Addr {
 // so isLocal would take 127.0.0.1 as this host's: only a forged packet
 // names it, and the TUN is no loopback device.
 func martianInner(inner []byte) bool {
-	var src, dst netip.Addr
-	if inner[0]>>4 == 6 {
-		src, dst = netip.AddrFrom16([16]byte(inner[8:24])), netip.AddrFrom16([16]byte(inner[24:40]))
-	} else {
-		src, dst = netip.AddrFrom4([4]byte(inner[12:16])), netip.AddrFrom4([4]byte(inner[16:20]))
-	}
+	src, dst := innerSrc(inner), innerDst(inner)
 	return !encap.IsUnicast(src) || src.Is4In6() || src.IsLinkLocalUnicast() || dst.IsLoopback()
 }
 

@@ -93,3 +93,66 @@ func TestProbeInnerMartians(t *testing.T) {
 		t.Errorf("inner-not-local + inner-martian = %d, want 7", got)
 	}
 }
+
+// An inner packet whose source is one of this host's own addresses (the
+// backend's, a VIP, one within a local prefix) is forged: delivered, the
+// service answers itself. IPv6's kernel delivers such a packet (IPv4's
+// drops it unless accept_local is set), so the agent drops both.
+func TestInnerSourceOfThisHostDropped(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	a := &agent{failed: make(chan error, 1), tun: &tunDevice{File: w, name: "pipe"}}
+	vip6, be6 := netip.MustParseAddr("2001:db8::80"), netip.MustParseAddr("2001:db8::10")
+	a.local.Store(&localSet{addrs: map[netip.Addr]bool{vipAddr4: true, beAddr4: true, vip6: true, be6: true},
+		prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("203.0.113.0/24")}})
+	a.lastReread.Store(math.MaxInt64)
+	pkt := func(src, dst string) []byte {
+		s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+		udp := &layers.UDP{SrcPort: 1234, DstPort: 53}
+		if s.Is6() {
+			ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP, SrcIP: s.AsSlice(), DstIP: d.AsSlice()}
+			udp.SetNetworkLayerForChecksum(ip)
+			return serialize(t, ip, udp, gopacket.Payload("x"))
+		}
+		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: s.AsSlice(), DstIP: d.AsSlice()}
+		udp.SetNetworkLayerForChecksum(ip)
+		return serialize(t, ip, udp, gopacket.Payload("x"))
+	}
+	gre := func(inner []byte) []byte {
+		g := &layers.GRE{Protocol: layers.EthernetTypeIPv4}
+		if inner[0]>>4 == 6 {
+			g.Protocol = layers.EthernetTypeIPv6
+		}
+		return serialize(t, outer(false, layers.IPProtocolGRE), g, gopacket.Payload(inner))
+	}
+	good4, good6 := pkt("198.51.100.9", vipAddr4.String()), pkt("2001:db8:1::9", vip6.String())
+	c := &fakeConn{}
+	for _, p := range [][]byte{
+		good4,
+		pkt(beAddr4.String(), vipAddr4.String()),
+		pkt(vipAddr4.String(), vipAddr4.String()),
+		pkt("203.0.113.7", vipAddr4.String()),
+		good6,
+		pkt(be6.String(), vip6.String()),
+		pkt(vip6.String(), vip6.String()),
+	} {
+		c.pkts, c.srcs = append(c.pkts, gre(p)), append(c.srcs, lbAddr4)
+	}
+	s := &source{name: "gre4", conn: c, from: c.from, strip: decap.StripChance}
+	a.rx.Add(1)
+	a.receive(s)
+	w.Close()
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := append(append([]byte{}, good4...), good6...); !bytes.Equal(out, want) {
+		t.Errorf("TUN got %d bytes, want only the two good packets (%d bytes)", len(out), len(want))
+	}
+	if got := a.martian.Load(); got != 5 {
+		t.Errorf("inner-martian = %d, want 5", got)
+	}
+}
