@@ -24,7 +24,8 @@ const (
 	ThreeTuple
 	// SrcIP hashes the source address only: a client's connections to
 	// every VIP of this mode with the same backends go to the same backend
-	// name (tables depend only on the backends' names and weights).
+	// name (tables depend only on the backends' names and weights and on
+	// the table size).
 	SrcIP
 	// SrcIPPrefix hashes the source address's first Prefix4 (IPv4) or
 	// Prefix6 (IPv6) bits only: the clients of one carrier-grade NAT pool

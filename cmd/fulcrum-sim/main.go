@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -161,7 +162,7 @@ func parseBackends(spec string) ([]maglev.Backend, error) {
 		name, weight := item, uint32(1)
 		if j := strings.LastIndexByte(item, ':'); j >= 0 {
 			name = item[:j]
-			w := item[j+1:]
+			w := strings.TrimSpace(item[j+1:])
 			n, err := strconv.ParseUint(w, 10, 32)
 			switch {
 			case err == nil:
@@ -174,8 +175,15 @@ func parseBackends(spec string) ([]maglev.Backend, error) {
 				return nil, fmt.Errorf("backend #%d %q: weight %q is not a whole number", i+1, item, w)
 			}
 		}
+		// The daemon's key: a name has no blanks (config refuses them, so
+		// "a, b" lists a and b), and a name that is an address is the
+		// address in its standard form, as config keeps it.
+		name = strings.TrimSpace(name)
 		if name == "" {
 			return nil, fmt.Errorf("backend #%d %q: empty name", i+1, item)
+		}
+		if a, err := netip.ParseAddr(name); err == nil {
+			name = a.WithZone("").Unmap().String()
 		}
 		bs = append(bs, maglev.Backend{Key: name, Weight: weight})
 	}
