@@ -11,10 +11,10 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode"
 	"unicode/utf8"
 )
@@ -117,21 +117,18 @@ func checkToken(tok string) error {
 // not be readable by everyone: a secret any local user can read guards
 // nothing.
 func readTokenFile(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is said once
+		if errors.As(err, &pe) && !errors.Is(err, syscall.EISDIR) {
+			return "", fmt.Errorf("token file %s: %w", showPath(path), pe.Err) // the path is said once
 		}
-		return "", fmt.Errorf("token file %s: %w", showPath(path), err)
+		return "", fmt.Errorf("token file %s: not a regular file", showPath(path))
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return "", fmt.Errorf("token file %s: %w", showPath(path), err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("token file %s: not a regular file", showPath(path))
 	}
 	if perm := fi.Mode().Perm(); perm&0o004 != 0 {
 		return "", fmt.Errorf("token file %s: mode %04o lets every user read it: chmod o-r (0600 or 0640)", showPath(path), perm)
@@ -203,14 +200,25 @@ func (a *Admin) checkAdminTLS() error {
 func (a *Admin) Certificate() *tls.Certificate { return a.cert }
 
 // readTLSFile reads a PEM file of [admin], saying its path once.
+// Like the configuration, it must be a regular file (a FIFO is refused,
+// never waited on: a reload reads it on the daemon's main loop) of at
+// most MaxFileSize bytes.
 func readTLSFile(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	f, err := openRegular(path)
+	var b []byte
+	if err == nil {
+		defer f.Close()
+		b, err = io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	}
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
 		return nil, fmt.Errorf("%s: %w", showPath(path), err)
+	}
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d MiB", showPath(path), MaxFileSize>>20)
 	}
 	return b, nil
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -313,18 +314,11 @@ func Load(path string) (*Config, error) {
 	// device or a directory named by mistake (or by a reload's typo) must
 	// get an error, not hang the daemon's main loop, where a SIGTERM would
 	// wait behind it, or read /dev/zero for ever.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := openRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("config: %s is not a regular file (%v)", path, fi.Mode().Type())
-	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -333,6 +327,32 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("config: %s is larger than %d MiB", path, MaxFileSize>>20)
 	}
 	return Parse(data, path)
+}
+
+// openRegular opens path for reading without blocking and returns it if
+// it is a regular file. Every file a Load reads (the configuration, the
+// admin token and TLS files) is opened so: a FIFO, a device or a
+// directory named by mistake gets an error instead of hanging the
+// daemon's main loop, where a reload reads them and a SIGTERM would wait
+// behind it.
+func openRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case fi.IsDir():
+		err = &fs.PathError{Op: "read", Path: path, Err: syscall.EISDIR}
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%s is not a regular file (%v)", path, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // MaxFileSize bounds a configuration file: 65,536 backends take about

@@ -42,13 +42,14 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 	}
 	// The file first: an unwritable -w fails before a capture starts
 	// (the daemon runs one at a time). Not truncated until the daemon
-	// accepts the capture, and removed if it refuses and we made it.
+	// accepts the capture, and removed if it refuses and we made it. Made
+	// 0600, as dumpcap makes its files: frames carry client payloads.
 	var f *os.File
 	if sel.file != "-" {
 		_, statErr := os.Stat(sel.file)
 		made := os.IsNotExist(statErr)
 		var err error
-		if f, err = os.OpenFile(sel.file, os.O_WRONLY|os.O_CREATE, 0o644); err != nil {
+		if f, err = os.OpenFile(sel.file, os.O_WRONLY|os.O_CREATE, 0o600); err != nil {
 			return err
 		}
 		defer func() {
@@ -66,9 +67,9 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 	}
 	// The capture outlives --timeout: it is the wait for the first byte
 	// and the last, on top of the capture's duration.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), addSaturating(d, sel.timeout))
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), addSaturating(d, sel.timeout))
 	defer cancel()
-	cctx, stop := signal.NotifyContext(cctx, os.Interrupt)
+	cctx, stop := signal.NotifyContext(tctx, os.Interrupt)
 	defer stop()
 
 	req, err := http.NewRequestWithContext(cctx, "POST", c.base+api.CaptureQuery(sel.vip, sel.backend, sel.drops, reason, sel.count, sel.duration), nil)
@@ -101,8 +102,14 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 	}
 	var w io.Writer = out.w
 	if f != nil {
-		if err := f.Truncate(0); err != nil {
+		// Only a regular file is truncated: /dev/null, /dev/stdout or a
+		// FIFO a live Wireshark reads cannot be (EINVAL), nor need be.
+		if fi, err := f.Stat(); err != nil {
 			return err
+		} else if fi.Mode().IsRegular() {
+			if err := f.Truncate(0); err != nil {
+				return err
+			}
 		}
 		file := f
 		f = nil // kept from here on, whatever happens
@@ -110,7 +117,9 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 		w = file
 	}
 	_, err = io.Copy(w, resp.Body)
-	interrupted := cctx.Err() != nil && ctx.Err() == nil
+	// Ctrl-C, whenever it came: ctx's --timeout has long passed in a
+	// capture that runs longer than it.
+	interrupted := cctx.Err() != nil && tctx.Err() == nil
 	if err != nil && !interrupted {
 		return fmt.Errorf("capture: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,5 +82,122 @@ wait:
 	}
 	if code, _, errs := ctl("--addr", addr, "capture"); code != exitUsage || !strings.Contains(errs, "-w") {
 		t.Errorf("no -w: exit %d %q", code, errs)
+	}
+}
+
+// TestCaptureFileNotWorldReadable: the file capture makes holds client
+// payloads, which the admin API gives out only with the token; it is
+// made readable by its owner (and group) alone, as dumpcap makes its
+// files (0600), not by every user of the host (0644 under the usual
+// umask 022: `fulcrumctl capture -w /tmp/x.pcapng` run as root handed
+// the clients' traffic to every local user).
+func TestCaptureFileNotWorldReadable(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	p := admintest.New(t, admintest.Config)
+	addr := daemon(t, p, config.Admin{Listen: "127.0.0.1:0"})
+	file := filepath.Join(t.TempDir(), "web.pcapng")
+	code, out, errs := ctl("--addr", addr, "capture", "--vip", "web", "--duration", "1s", "-w", file)
+	if code != 0 {
+		t.Fatalf("capture: exit %d, %q %q", code, out, errs)
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o007 != 0 {
+		t.Errorf("capture file mode %04o: every user of the host may read the clients' payloads", perm)
+	}
+}
+
+// TestCaptureToDeviceOrFIFO: -w may name what is no regular file:
+// /dev/null (count the frames), /dev/stdout, or a FIFO a live Wireshark
+// reads (wireshark -k -i FIFO). Such a file cannot be truncated, and
+// need not be: the capture is written there, not refused after the
+// daemon started it.
+func TestCaptureToDeviceOrFIFO(t *testing.T) {
+	p := admintest.New(t, admintest.Config)
+	addr := daemon(t, p, config.Admin{Listen: "127.0.0.1:0"})
+	fifo := filepath.Join(t.TempDir(), "live")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int, 1)
+	go func() { // the live reader
+		f, err := os.Open(fifo)
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		got <- len(b)
+	}()
+	for _, w := range []string{os.DevNull, fifo} {
+		code, out, errs := ctl("--addr", addr, "capture", "--duration", "1s", "-w", w)
+		if code != 0 {
+			t.Errorf("capture -w %s: exit %d, %q %q", w, code, out, errs)
+		}
+	}
+	if n := <-got; n <= 0 {
+		t.Errorf("the FIFO's reader got %d bytes, want a pcapng header at least", n)
+	}
+}
+
+// TestCaptureCtrlCAfterTimeout: Ctrl-C ends a capture early, and the
+// file holds what came so far: exit 0 and the summary, however long the
+// capture ran. --timeout bounds the wait for the daemon, not the capture
+// (which runs for --duration on top of it), so a Ctrl-C after --timeout
+// (30 s by default, in a capture of up to 10 min) is the same Ctrl-C.
+// Before, it was reported as an error, "capture: context canceled",
+// exit 1, without the summary.
+func TestCaptureCtrlCAfterTimeout(t *testing.T) {
+	p := admintest.New(t, admintest.Config)
+	addr := daemon(t, p, config.Admin{Listen: "127.0.0.1:0"})
+	file := filepath.Join(t.TempDir(), "long.pcapng")
+	const marker = "not yet truncated"
+	if err := os.WriteFile(file, []byte(marker), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		code      int
+		out, errs string
+	}
+	done := make(chan result, 1)
+	go func() {
+		// --timeout 1ns: it has passed by the time the capture starts,
+		// as 30 s have in a capture interrupted after 30 s.
+		code, out, errs := ctl("--addr", addr, "--timeout", "1ns", "capture", "--duration", "5m", "-w", file)
+		done <- result{code, out, errs}
+	}()
+	// The file is truncated once the daemon has accepted the capture,
+	// after capture took over SIGINT.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		b, _ := os.ReadFile(file)
+		if string(b) != marker {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("capture ended before Ctrl-C: exit %d, %q %q", r.code, r.out, r.errs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the capture did not start in 15 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("capture still running 15 s after Ctrl-C")
+	}
+	if r.code != 0 || !strings.HasPrefix(r.out, file+": ") {
+		t.Errorf("Ctrl-C after --timeout: exit %d, stdout %q, stderr %q; want 0 and the summary", r.code, r.out, r.errs)
 	}
 }
