@@ -122,9 +122,25 @@ func (c *Checker) inherit(old *Checker) {
 	m := old.machineCopy()
 	m.configure(c.target.Config)
 	m.st.Addr = c.addr
+	if !sameQuestion(old.target, c.target) {
+		// The state is kept until the new check gives its own verdict,
+		// rise or fall of its checks later: the old check's passes and
+		// failures in a row say nothing of the new one.
+		m.st.ConsecutiveOK, m.st.ConsecutiveFail = 0, 0
+	}
 	c.mu.Lock()
 	c.m = &m
 	c.mu.Unlock()
+}
+
+// sameQuestion reports whether a and b check the same thing the same way
+// (where, how, and what passes): only the cadence and the counts differ.
+func sameQuestion(a, b Target) bool {
+	ac, bc := a.Config, b.Config
+	return a.ProbeAddr() == b.ProbeAddr() && a.Tunnel == b.Tunnel && ac.Kind == bc.Kind &&
+		ac.Tunnelled() == bc.Tunnelled() && ac.TLSVerify == bc.TLSVerify &&
+		(lookupKind(ac.Kind) == nil || !lookupKind(ac.Kind).request ||
+			ac.Path == bc.Path && ac.Host == bc.Host && ac.ExpectStatus == bc.ExpectStatus)
 }
 
 func (c *Checker) machineCopy() machine {

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // Defaults. Where a number comes from is said beside it.
@@ -299,11 +301,18 @@ func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 
 // serverName is the TLS server name for a Host header value: the host
 // without its port.
+//
+// A non-ASCII name is punycoded as net/http does for the Host header (SNI
+// carries A-labels only), so that both name the same host.
 func serverName(host string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {
-		return strings.Trim(h, "[]")
+		host = h
 	}
-	return strings.Trim(host, "[]")
+	host = strings.Trim(host, "[]")
+	if a, err := idna.ToASCII(host); err == nil {
+		return a
+	}
+	return host
 }
 
 // StatusRange is an inclusive range of HTTP status codes.

@@ -178,6 +178,13 @@ func (p *HTTPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Dur
 	}
 	req.Header.Set("User-Agent", UserAgent)
 	defer p.conns.closeAll() // the transport closes in the background; the next check may need the port
+	// The transport dials in a goroutine of its own under a context
+	// detached from req's (so that another request could use the
+	// connection): a connect to a backend that drops SYNs would outlive
+	// the check by the kernel's SYN retries (about two minutes), one per
+	// check, and through the tunnel hold the check's source port.
+	// CloseIdleConnections cancels the dials no request waits for.
+	defer p.client.CloseIdleConnections()
 	start := time.Now()
 	resp, err := p.client.Do(req)
 	if err != nil {
