@@ -387,11 +387,17 @@ func modelRun(t *testing.T, seed int64, gstart uint32, prof int) {
 		}
 		// Counts: each id's current holder.
 		for id := range nBackends {
-			want := int32(0)
+			want, wantActive := int32(0), int32(0)
 			for _, m := range model {
 				if m.backend == uint32(id) && m.gen == holder[id] {
 					want++
+					if m.state != StateClosing {
+						wantActive++
+					}
 				}
+			}
+			if got := tb.BackendActive(uint32(id), holder[id]); got != wantActive {
+				fail(step, opn, "backend %d gen %#x: BackendActive %d, entries not closing %d (per %+v)", id, holder[id], got, wantActive, tb.per[id])
 			}
 			got := tb.BackendFlows(uint32(id), holder[id])
 			if tb.per[id].n < 0 {

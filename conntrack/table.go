@@ -211,8 +211,7 @@ func (t *Table) used(slot int) bool { return t.sigs[slot>>3]>>(uint(slot&7)*8)&0
 func (t *Table) free(slot int) {
 	t.setSig(slot, 0)
 	t.live--
-	e := &t.entries[slot]
-	t.uncount(e.backend, e.gen)
+	t.uncount(&t.entries[slot])
 }
 
 // perBackend counts the entries of one backend id's newest incarnation
@@ -222,17 +221,18 @@ func (t *Table) free(slot int) {
 // id alone gave the newcomer the old flows (the load-based schedulers then
 // kept new flows off it); the generation tells the two apart.
 type perBackend struct {
-	n   int32
-	gen uint32
+	n       int32
+	closing int32 // of n, those in StateClosing: not in use for the schedulers (BackendActive)
+	gen     uint32
 }
 
-// count adds an entry of backend id incarnation gen. A newer incarnation
+// count adds an entry of backend id incarnation gen in state st. A newer incarnation
 // starts the id's count again (the older one's entries are no longer
 // counted anywhere); an older one is not counted. An id starts at
 // generation 0, so a first generation of 2^31 or more reads as older and
 // is not counted: the dataplane numbers generations from 1, one a reuse
 // of the id.
-func (t *Table) count(backend, gen uint32) {
+func (t *Table) count(backend, gen uint32, st State) {
 	if int(backend) >= len(t.per) {
 		return
 	}
@@ -241,15 +241,34 @@ func (t *Table) count(backend, gen uint32) {
 		if int32(gen-p.gen) < 0 { // older (generations only grow, and wrap after 2^31 of them)
 			return
 		}
-		p.n, p.gen = 0, gen
+		p.n, p.closing, p.gen = 0, 0, gen
 	}
 	p.n++
+	if st == StateClosing {
+		p.closing++
+	}
 }
 
-// uncount removes an entry of backend id incarnation gen.
-func (t *Table) uncount(backend, gen uint32) {
-	if int(backend) < len(t.per) && t.per[backend].gen == gen {
-		t.per[backend].n--
+// uncount removes the entry e from its backend's counts.
+func (t *Table) uncount(e *Entry) {
+	if int(e.backend) < len(t.per) && t.per[e.backend].gen == e.gen {
+		p := &t.per[e.backend]
+		p.n--
+		if e.state == StateClosing {
+			p.closing--
+		}
+	}
+}
+
+// closed moves e, counted, into StateClosing (in) or out of it, in its
+// backend's count of closing entries.
+func (t *Table) closed(e *Entry, in bool) {
+	if int(e.backend) < len(t.per) && t.per[e.backend].gen == e.gen {
+		if in {
+			t.per[e.backend].closing++
+		} else {
+			t.per[e.backend].closing--
+		}
 	}
 }
 
@@ -264,13 +283,24 @@ func (t *Table) BackendFlows(backend, gen uint32) int32 {
 	return 0
 }
 
+// BackendActive is BackendFlows without the entries in StateClosing (a
+// FIN or RST seen): the connections in progress, which the load-based
+// schedulers compare. Counting closed ones made least-conn balance the
+// connections opened over the closing timeout (120 s), not those open.
+func (t *Table) BackendActive(backend, gen uint32) int32 {
+	if int(backend) < len(t.per) && t.per[backend].gen == gen {
+		return t.per[backend].n - t.per[backend].closing
+	}
+	return 0
+}
+
 // Repin points e's flow at another backend id of incarnation gen (its old
 // one left, or a new connection reused the tuple), keeping the per-backend
 // counts right.
 func (t *Table) Repin(e *Entry, backend, gen uint32) {
-	t.uncount(e.backend, e.gen)
+	t.uncount(e)
 	e.repin(backend, gen)
-	t.count(backend, gen)
+	t.count(backend, gen, e.state)
 }
 
 // sameKey is a == b, as five 8-byte loads a side and no branch (the
@@ -543,11 +573,17 @@ func (t *Table) TouchSegment(e *Entry, now Time, tcpFlags uint8, data bool) (reo
 	next := e.state.Next(tcpFlags)
 	if next == StateClosing || e.flags&entryReset != 0 {
 		next = e.closeRule(next, tcpFlags, data) // entry.go: a forged FIN or RST, and what shows it
+		if next != StateNew && (next == StateClosing) != (e.state == StateClosing) {
+			t.closed(e, next == StateClosing) // closed, or established again
+		}
 	}
 	if next == StateNew && e.state != StateNew {
 		reopened = true
 		t.c.Reopened++
 		e.flags &^= entryRevived // a new connection (entry.go)
+		if e.state == StateClosing {
+			t.closed(e, false)
+		}
 	}
 	e.state = next
 	return reopened
@@ -581,7 +617,7 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 			return e
 		}
 		t.c.Expired++ // reused in place below
-		t.uncount(e.backend, e.gen)
+		t.uncount(e)
 	} else {
 		if s = freeIn(own, second, wOwn, wSecond); s < 0 {
 			s = t.evict(int(own), st, now)
@@ -605,7 +641,7 @@ func (t *Table) Insert(hash uint64, key *flow.Tuple, st State, vip uint16, backe
 	if st == StateOther {
 		e.flags = entryOnce // new's rank until a second packet (entryOnce)
 	}
-	t.count(backend, gen)
+	t.count(backend, gen, st)
 	return e
 }
 

@@ -92,7 +92,8 @@ type PacketBytes struct {
 	Gen                      uint32
 
 	// Backend signals (not used for VIPs). Active is the worker's
-	// conntrack entries pinned to the backend, copied at each snapshot.
+	// conntrack entries pinned to the backend and not closing (no FIN or
+	// RST seen: conntrack.Table.BackendActive), copied at each snapshot.
 	// SYNs counts new flows that began with a SYN; Established, handshakes
 	// that completed (the client's first ACK), with HandshakeMs their summed
 	// SYN-to-ACK times; SYNRetrans, SYNs the client sent again for a flow
@@ -250,7 +251,7 @@ func (w *Worker) serveSnapshot() {
 		// backend's entries outlive it, and its id may be another's now.
 		d.Backends[id].Active = 0
 		if svc != nil && id < len(svc.Backends) && svc.Backends[id] != nil {
-			d.Backends[id].Active = int64(w.ct.BackendFlows(uint32(id), svc.Backends[id].Gen))
+			d.Backends[id].Active = int64(w.ct.BackendActive(uint32(id), svc.Backends[id].Gen))
 		}
 	}
 	w.snap.done.Store(true)

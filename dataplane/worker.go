@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -749,9 +750,13 @@ func (w *Worker) choose(svc *Services, v *VIP, i int) *Backend {
 	return svc.Backends[id]
 }
 
-// schedulersFor makes the pickers of a new snapshot's VIPs. Round-robin
-// state starts afresh with each snapshot.
+// schedulersFor makes the pickers of a new snapshot's VIPs. A VIP whose
+// scheduler and members the snapshot leaves alone keeps its picker (and
+// its round-robin turn): the control plane publishes a snapshot every
+// second while any backend slow-starts, and at every health verdict, and
+// a fresh round robin starts at the first backend each time.
 func (w *Worker) schedulersFor(svc *Services) {
+	prev, old := w.svcSeen, w.pickers
 	w.svcSeen = svc
 	if svc == nil {
 		return
@@ -763,10 +768,17 @@ func (w *Worker) schedulersFor(svc *Services) {
 		if v == nil || !v.Sched.IsPicker() {
 			continue
 		}
+		most = max(most, len(v.Members))
+		if prev != nil && int(v.ID) < len(prev.VIPs) && int(v.ID) < len(old) && old[v.ID] != nil {
+			if o := prev.VIPs[v.ID]; o != nil && o.Key == v.Key && o.Gen == v.Gen && o.Sched == v.Sched &&
+				o.SchedOpt == v.SchedOpt && slices.Equal(o.Members, v.Members) {
+				w.pickers[v.ID] = old[v.ID]
+				continue
+			}
+		}
 		if p, err := sched.New(v.Sched, v.SchedOpt); err == nil { // validated with the config
 			w.pickers[v.ID] = p
 		}
-		most = max(most, len(v.Members))
 	}
 	if len(w.loadBuf) < most {
 		w.loadBuf = make([]sched.Load, most)
