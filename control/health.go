@@ -8,6 +8,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/health"
 )
 
@@ -66,17 +67,37 @@ func tunnelPath(cfg *config.Config, svc *dataplane.Services, v *config.VIP, name
 	return t
 }
 
+// TunnelRoute is a VIP address whose backends are checked through the
+// tunnel, and the largest IP packet to it that fits every one of those
+// tunnels: the wire's MTU less the largest encapsulation overhead of the
+// VIPs at the address. The kernel's route into the exception path carries
+// it, so the checks' TCP segments fit the tunnel (a TLS ClientHello fills
+// a whole 1500-byte segment; the dataplane could only drop it, as
+// health-not-sent, and the check never passed).
+type TunnelRoute struct {
+	Addr netip.Addr
+	MTU  int
+}
+
 // TunnelCheckedVIPs are the addresses of the VIPs whose backends cfg
-// checks through the tunnel: the kernel routes them into the exception
-// path (package exception), so that the checks' connections reach the
-// dataplane.
-func TunnelCheckedVIPs(cfg *config.Config) []netip.Addr {
-	var out []netip.Addr
-	seen := map[netip.Addr]bool{}
+// checks through the tunnel, with their MTU: the kernel routes them into
+// the exception path (package exception), so that the checks'
+// connections reach the dataplane.
+func TunnelCheckedVIPs(cfg *config.Config) []TunnelRoute {
+	var out []TunnelRoute
+	at := map[netip.Addr]int{}
 	for _, v := range cfg.VIPs {
-		if healthEnabled(cfg, &v) && v.Health.Tunnelled() && !seen[v.Address.Addr] {
-			seen[v.Address.Addr] = true
-			out = append(out, v.Address.Addr)
+		if !healthEnabled(cfg, &v) || !v.Health.Tunnelled() {
+			continue
+		}
+		i, seen := at[v.Address.Addr]
+		if !seen {
+			i = len(out)
+			at[v.Address.Addr] = i
+			out = append(out, TunnelRoute{Addr: v.Address.Addr, MTU: cfg.Dataplane.MTU})
+		}
+		for _, b := range v.Backends {
+			out[i].MTU = min(out[i].MTU, cfg.Dataplane.MTU-encap.Overhead(*v.Encap, b.Address.Addr.Is6()))
 		}
 	}
 	return out

@@ -60,11 +60,49 @@ func TestTunnelHealthTargets(t *testing.T) {
 	if d.Tunnel != (health.Tunnel{}) || d.ProbeAddr() != netip.MustParseAddrPort("10.0.2.1:80") {
 		t.Errorf("direct/d1: tunnel %+v probe %v, want none and 10.0.2.1:80", d.Tunnel, d.ProbeAddr())
 	}
-	if got := TunnelCheckedVIPs(cfg); len(got) != 1 || got[0] != vip {
+	if got := TunnelCheckedVIPs(cfg); len(got) != 1 || got[0].Addr != vip {
 		t.Errorf("TunnelCheckedVIPs = %v, want [%v]", got, vip)
 	}
 	// Without the snapshot there is no source port: refused, not guessed.
 	if _, err := healthTargets(cfg, nil); err == nil {
 		t.Error("healthTargets without a snapshot accepted checks through the tunnel")
+	}
+}
+
+// The kernel's route to a tunnel-checked VIP carries the largest packet
+// every tunnel of the VIPs at that address takes: dataplane.mtu less the
+// largest overhead. GRE over IPv4 is 20 + 4 bytes (RFC 2784), GUE over
+// IPv6 40 + 8 + 4 (RFC 8200, 768, the GUE draft's base header). A
+// ClientHello filled a 1500-byte segment, which no tunnel took at mtu
+// 1500: HTTPS checks through the tunnel never passed.
+func TestTunnelRouteMTU(t *testing.T) {
+	toml := configtest.New().
+		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`, `lb_ipv6 = "2001:db8::10"`, "mtu = 1500").
+		VIP("web", "203.0.113.7", 80).
+		Backend("be1", "10.0.1.1").
+		Sub("[vip.health]", `kind = "https"`, "port = 8443", `through = "tunnel"`).
+		VIP("api", "203.0.113.9", 80).
+		Backend("a1", "10.0.1.1").
+		Sub("[vip.health]", `kind = "https"`, "port = 8443", `through = "tunnel"`).
+		VIP("api-tls", "203.0.113.9", 443, `encap = "gue"`).
+		Backend("a2", "2001:db8:1::2").
+		Sub("[vip.health]", `kind = "https"`, "port = 8443", `through = "tunnel"`).
+		String()
+	cfg, err := config.Parse([]byte(toml), "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[netip.Addr]int{
+		netip.MustParseAddr("203.0.113.7"): 1500 - (20 + 4),
+		netip.MustParseAddr("203.0.113.9"): 1500 - (40 + 8 + 4),
+	}
+	got := TunnelCheckedVIPs(cfg)
+	if len(got) != len(want) {
+		t.Fatalf("TunnelCheckedVIPs = %+v, want %v", got, want)
+	}
+	for _, r := range got {
+		if r.MTU != want[r.Addr] {
+			t.Errorf("route to %v: mtu %d, want %d", r.Addr, r.MTU, want[r.Addr])
+		}
 	}
 }

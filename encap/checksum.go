@@ -80,7 +80,11 @@ func segChecksummed(seg []byte, proto uint8) bool {
 	case protoTCP:
 		return len(seg) >= header.TCPMinimumSize
 	case protoUDP:
-		return len(seg) >= header.UDPMinimumSize && header.UDP(seg).Checksum() != 0
+		// The UDP checksum covers the UDP length only, which is also the
+		// pseudo-header's length: a surplus area past it (RFC 9868 UDP
+		// options) is not covered, so the shortcut does not hold.
+		return len(seg) >= header.UDPMinimumSize && header.UDP(seg).Checksum() != 0 &&
+			int(header.UDP(seg).Length()) == len(seg)
 	case protoICMPv6:
 		return len(seg) >= header.ICMPv6MinimumSize
 	}

@@ -66,7 +66,14 @@ const (
 	// packets instead of fragmenting them at the routers.
 	DFSet
 	// DFClear never sets DF: routers on a path smaller than Config.MTU
-	// fragment the outer packet and the backend reassembles it.
+	// fragment the outer packet and the backend reassembles it. The outer
+	// IPv4 ID is derived from the flow hash and the inner packet's ID, so
+	// packets of one flow whose inner ID does not change (an inner IPv6
+	// packet, or an inner IPv4 one with DF and ID 0, RFC 6864) share an
+	// outer ID: after a lost fragment the backend may join the next
+	// packet's fragments to the stale ones (dropped as overlapping, or
+	// at worst misassembled, which the inner checksum catches). Use it
+	// only where a path really fragments, for flows that set inner IDs.
 	DFClear
 
 	numDF

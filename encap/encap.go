@@ -172,14 +172,17 @@ func (e *Encapsulator) EncapChance(buf []byte, off, n int, p *packet.Parsed, has
 	cl := chanceLen(kind, ch)
 	ovh := Overhead(kind, outerV6) + cl
 	if ovh+ipLen > e.mtu {
-		if cl == 0 || innerV6 || p.IPv4DF || ovh-cl+ipLen > e.mtu {
+		// Whether an ICMP error can make the sender send less: not for
+		// an IPv4 packet without DF, nor for an IPv6 one when the MTU
+		// it would report is below 1280 (the sender never goes below).
+		canShrink := p.IPv4DF || innerV6 && e.mtu-ovh >= minIPv6MTU
+		if cl == 0 || canShrink || ovh-cl+ipLen > e.mtu {
 			return e.tooBig(buf, off, ip, ipLen, innerV6, p, ovh, srcMAC)
 		}
-		// An IPv4 packet without DF that fits without the field: no
-		// ICMP can make its sender send less, so dropping it would drop
-		// every such packet of the flow. It goes without its second
-		// chance instead, which only the backend that does not know
-		// the flow needs.
+		// A packet no ICMP can shrink that fits without the field:
+		// dropping it or answering it would lose every such packet of
+		// the flow. It goes without its second chance instead, which
+		// only the backend that does not know the flow needs.
 		ch, cl, ovh = nil, 0, ovh-cl
 	}
 	hl := ethLen + ovh

@@ -36,7 +36,15 @@ type Iface struct {
 	// Routes are addresses (VIPs checked through the tunnel) the kernel
 	// must send into the tap, so that the health checks' connections
 	// reach the dataplane (routes.go).
-	Routes []netip.Addr
+	Routes []Route
+}
+
+// Route is a host route into the tap: Addr, with MTU as the route's (0:
+// the interface's), so that what the kernel sends fits the tunnel the
+// dataplane puts it in.
+type Route struct {
+	Addr netip.Addr
+	MTU  int
 }
 
 // handle opens a netlink handle in network namespace ns ("": the current

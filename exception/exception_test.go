@@ -249,7 +249,7 @@ func TestConfigureRoutes(t *testing.T) {
 	v4, v6, v4b := netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8:ffff::7"), netip.MustParseAddr("203.0.113.8")
 	base := Iface{Name: ifc, MAC: mac, MTU: 1500, Addrs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/24"), netip.MustParsePrefix("2001:db8:100::10/64")}}
 	cfg := base
-	cfg.Routes = []netip.Addr{v4, v6, v4b}
+	cfg.Routes = []Route{{Addr: v4, MTU: 1476}, {Addr: v6, MTU: 1456}, {Addr: v4b}}
 	if err := Configure(cfg, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -268,6 +268,18 @@ func TestConfigureRoutes(t *testing.T) {
 			rs, err := h.RouteGet(a.AsSlice())
 			if err != nil || len(rs) == 0 || rs[0].LinkIndex != link.Attrs().Index {
 				t.Errorf("%s: route to %v: %+v %v, want via %s", step, a, rs, err, ifc)
+			}
+			// The route's MTU, which the kernel's TCP sizes its
+			// segments by (a check's must fit the tunnel).
+			for _, r := range cfg.Routes {
+				if r.Addr != a {
+					continue
+				}
+				rs, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{LinkIndex: link.Attrs().Index, Dst: hostNet(a), Protocol: RouteProtocol},
+					netlink.RT_FILTER_OIF|netlink.RT_FILTER_DST|netlink.RT_FILTER_PROTOCOL)
+				if err != nil || len(rs) != 1 || rs[0].MTU != r.MTU {
+					t.Errorf("%s: route to %v: %+v %v, want mtu %d", step, a, rs, err, r.MTU)
+				}
 			}
 			// The tap's own MAC: never a next hop (Lookup refuses it),
 			// so the table is read as it is.
@@ -288,7 +300,7 @@ func TestConfigureRoutes(t *testing.T) {
 		}
 	}
 	check("first", []netip.Addr{v4, v6, v4b}, nil)
-	cfg.Routes = []netip.Addr{v4}
+	cfg.Routes = []Route{{Addr: v4, MTU: 1460}}
 	if err := Configure(cfg, ns); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,8 @@ import (
 const RouteProtocol = 0xf1
 
 // syncRoutes makes ifc.Routes exactly the host routes of protocol
-// RouteProtocol on link: each address (/32 or /128) on the link, with a
+// RouteProtocol on link: each address (/32 or /128) on the link, with its
+// MTU (the kernel's TCP then sends segments that fit the tunnel), and a
 // permanent neighbour entry naming the interface's own MAC. The kernel then
 // sends a health check's packets for a VIP into the tap at once, without
 // asking ARP or ND on it (nobody would answer: what the kernel sends into
@@ -29,8 +30,8 @@ const RouteProtocol = 0xf1
 func syncRoutes(h *netlink.Handle, link netlink.Link, ifc Iface) error {
 	idx := link.Attrs().Index
 	want := map[netip.Addr]bool{}
-	for _, a := range ifc.Routes {
-		a = a.Unmap()
+	for _, rt := range ifc.Routes {
+		a := rt.Addr.Unmap()
 		want[a] = true
 		fam := netlink.FAMILY_V4
 		if a.Is6() {
@@ -40,7 +41,7 @@ func syncRoutes(h *netlink.Handle, link netlink.Link, ifc Iface) error {
 		if err := h.NeighSet(n); err != nil {
 			return fmt.Errorf("neighbour %v: %w", a, err)
 		}
-		r := &netlink.Route{LinkIndex: idx, Dst: hostNet(a), Scope: netlink.SCOPE_LINK, Protocol: RouteProtocol}
+		r := &netlink.Route{LinkIndex: idx, Dst: hostNet(a), Scope: netlink.SCOPE_LINK, Protocol: RouteProtocol, MTU: rt.MTU}
 		if err := h.RouteReplace(r); err != nil {
 			return fmt.Errorf("route %v: %w", a, err)
 		}

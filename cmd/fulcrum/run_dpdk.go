@@ -437,7 +437,10 @@ func peerInfo(s *bgp.Speaker) []control.PeerInfo {
 // VIPs checked through the tunnel.
 func exceptionIface(cfg *config.Config, mac [6]byte) exception.Iface {
 	d := &cfg.Dataplane
-	ifc := exception.Iface{Name: d.ExceptionIf, MAC: mac, MTU: d.MTU, Routes: control.TunnelCheckedVIPs(cfg)}
+	ifc := exception.Iface{Name: d.ExceptionIf, MAC: mac, MTU: d.MTU}
+	for _, r := range control.TunnelCheckedVIPs(cfg) {
+		ifc.Routes = append(ifc.Routes, exception.Route{Addr: r.Addr, MTU: r.MTU})
+	}
 	if d.LBIPv4.IsValid() {
 		ifc.Addrs = append(ifc.Addrs, netip.PrefixFrom(d.LBIPv4.Addr, d.LBPrefix4))
 	}
