@@ -120,10 +120,9 @@ example: build
 # hardware scripts. DESTDIR stages it (make deb does).
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man8 \
-		$(DESTDIR)$(PREFIX)/share/fulcrum/hw $(DESTDIR)$(PREFIX)/lib/fulcrum \
+		$(DESTDIR)$(PREFIX)/share/fulcrum/hw \
 		$(DESTDIR)$(SYSCONFDIR)/fulcrum $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/share/doc/fulcrum
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_CMDS)) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0755 packaging/fulcrum-prereq $(DESTDIR)$(PREFIX)/lib/fulcrum/
 	cp -r scripts/hw/. $(DESTDIR)$(PREFIX)/share/fulcrum/hw/
 	install -m 0644 examples/fulcrum.toml examples/pcap.toml $(DESTDIR)$(PREFIX)/share/doc/fulcrum/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/fulcrum/fulcrum.toml ] || install -m 0640 examples/fulcrum.toml $(DESTDIR)$(SYSCONFDIR)/fulcrum/fulcrum.toml

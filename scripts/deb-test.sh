@@ -58,14 +58,14 @@ in_root apt-get update -qq >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; fail 
 in_root apt-get install -y -qq --no-install-recommends /tmp/fulcrum.deb >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; fail "installing the package"; }
 in_root dpkg-query -W -f='${Status}\n' fulcrum | grep -q "install ok installed" || fail "dpkg does not list fulcrum as installed"
 [ "$(in_root dpkg-query -W -f='${Conffiles}' fulcrum | awk '{print $1}')" = /etc/fulcrum/fulcrum.toml ] || fail "/etc/fulcrum/fulcrum.toml is not a conffile"
-for f in /usr/bin/fulcrum /usr/bin/fulcrumctl /lib/systemd/system/fulcrum.service /usr/share/man/man8/fulcrum.8.gz /usr/share/fulcrum/hw/hugepages.sh /usr/lib/fulcrum/fulcrum-prereq; do
+for f in /usr/bin/fulcrum /usr/bin/fulcrumctl /lib/systemd/system/fulcrum.service /usr/share/man/man8/fulcrum.8.gz /usr/share/fulcrum/hw/hugepages.sh; do
 	[ -e "$root$f" ] || fail "$f is not installed"
 done
 
 echo "deb-test: fulcrum check (the installed conffile, no -c)"
 in_root /usr/bin/fulcrum check >"$work/check.log" 2>&1 || { cat "$work/check.log"; fail "fulcrum check on /etc/fulcrum/fulcrum.toml"; }
 grep -q "/etc/fulcrum/fulcrum.toml: valid" "$work/check.log" || { cat "$work/check.log"; fail "fulcrum check did not check the conffile"; }
-in_root /usr/lib/fulcrum/fulcrum-prereq /etc/fulcrum/fulcrum.toml || fail "fulcrum-prereq on the conffile"
+in_root /usr/bin/fulcrum prereq || fail "fulcrum prereq on the conffile"
 
 echo "deb-test: the unit's ExecStart on a capture"
 cp examples/in.pcap "$root/tmp/in.pcap"

@@ -39,6 +39,7 @@ usage:
                 [--stats-interval DURATION] [--stats-json]
                 [--exit-when-idle DURATION] [--cpu-profile FILE]
   fulcrum check [-c FILE]
+  fulcrum prereq [-c FILE]
   fulcrum version
   fulcrum help
 
@@ -55,6 +56,10 @@ commands:
   check    validate the file as run would and print the effective
            configuration (defaults filled in) and each VIP's Maglev table
            shares; every error names the file and line.
+  prereq   check that this host has what the file needs: hugepages
+           reserved and mounted for hugepages = true, each [eal] pci
+           device present and bound to vfio-pci (or another driver DPDK
+           uses); each problem says how to fix it (exit 1).
   version  print the version, Go version and whether DPDK is built in.
 
 FILE defaults to ` + defaultConfig + `. "fulcrum COMMAND --help" lists
@@ -82,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(args[1:], stdout, stderr)
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "prereq":
+		return cmdPrereq(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -23,7 +23,7 @@ func TestManPageHasEveryFlag(t *testing.T) {
 		t.Fatal("the man page has no DESCRIPTION or OPTIONS section")
 	}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
-	for _, cmd := range []string{"run", "check"} {
+	for _, cmd := range []string{"run", "check", "prereq"} {
 		code, out, errs := runCmd(cmd, "--help")
 		if code != 0 {
 			t.Fatalf("%s --help: exit %d: %s", cmd, code, errs)
