@@ -181,13 +181,19 @@ func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config
 	return cfg, 0
 }
 
-func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("check", "check [flags]: validate the file and print the effective configuration and Maglev tables", stdout, stderr)
+// fileCommand parses the flags of a command whose only flag is -c FILE
+// and loads the file; a nil Config means return code now.
+func fileCommand(name, synopsis string, args []string, stdout, stderr io.Writer) (*config.Config, int) {
+	fs := newFlagSet(name, synopsis, stdout, stderr)
 	path := fs.String("c", defaultConfig, "configuration `file`")
 	if code, done := parseFlags(fs, args); done {
-		return code
+		return nil, code
 	}
-	cfg, code := loadConfig(fs, *path, stderr)
+	return loadConfig(fs, *path, stderr)
+}
+
+func cmdCheck(args []string, stdout, stderr io.Writer) int {
+	cfg, code := fileCommand("check", "check [flags]: validate the file and print the effective configuration and Maglev tables", args, stdout, stderr)
 	if cfg == nil {
 		return code
 	}

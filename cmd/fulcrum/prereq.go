@@ -42,12 +42,7 @@ func isDir(p string) bool { fi, err := os.Stat(p); return err == nil && fi.IsDir
 // so it sees what run will (a shell reading of the TOML missed a table
 // header written "[ eal ]", dotted keys and devargs holding a ']').
 func cmdPrereq(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("prereq", "prereq [flags]: check that the host has what the file needs (hugepages, PCI devices bound for DPDK)", stdout, stderr)
-	path := fs.String("c", defaultConfig, "configuration `file`")
-	if code, done := parseFlags(fs, args); done {
-		return code
-	}
-	cfg, code := loadConfig(fs, *path, stderr)
+	cfg, code := fileCommand("prereq", "prereq [flags]: check that the host has what the file needs (hugepages, PCI devices bound for DPDK)", args, stdout, stderr)
 	if cfg == nil {
 		return code
 	}
