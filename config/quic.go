@@ -33,6 +33,17 @@ func (ck *checker) finishQUIC(v *VIP, at string) {
 	if v.Protocol != "udp" {
 		ck.bad(at+".quic", "QUIC runs over UDP: the VIP's protocol is %q (set protocol = \"udp\")", v.Protocol)
 	}
+	// An explicit 0 is not "unset": WithDefaults would replace it.
+	for _, k := range []struct {
+		key string
+		n   int
+		max int
+	}{{"quic_cid_len", v.CIDLen, packet.MaxQUICCIDLen}, {"quic_server_id_len", v.ServerIDLen, packet.MaxQUICServerIDLen}} {
+		if k.n == 0 && ck.setAt(at+"."+k.key) {
+			ck.bad(at+"."+k.key, "0 is outside 1..%d", k.max)
+			return
+		}
+	}
 	v.QUICConfig = v.QUICConfig.WithDefaults()
 	if err := v.QUICConfig.Validate(); err != nil {
 		key := "quic_cid_len"

@@ -124,10 +124,13 @@ func (w *Worker) routeQUIC(svc *Services, v *VIP, p *Pkt, i int) *Backend {
 		return nil // an ICMP error about the flow: its quote's conntrack entry
 	}
 	c := &w.c
-	kind, id := packet.QUICServerID(packet.UDPPayload(p.Buf[p.Off:p.Off+p.Len], ps), &v.QUIC.cfg)
+	payload := packet.UDPPayload(p.Buf[p.Off:p.Off+p.Len], ps)
+	kind, id := packet.QUICServerID(payload, &v.QUIC.cfg)
+	w.initial[i] = false
 	switch kind {
 	case packet.QUICLong:
 		c.QUIC[QUICLongHeader]++
+		w.initial[i] = packet.QUICClientInitial(payload)
 		return nil
 	case packet.QUICNoID:
 		c.QUIC[QUICNoID]++

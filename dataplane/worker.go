@@ -95,7 +95,8 @@ type Worker struct {
 	chance   [MaxBurst]*Backend // selectBackend's second chance for packet i (secondchance.go)
 	Verdicts [MaxBurst]Verdict
 
-	routed [MaxBurst]*Backend // QUIC short headers routed by connection ID (quic.go); nil: the usual way
+	routed  [MaxBurst]*Backend // QUIC short headers routed by connection ID (quic.go); nil: the usual way
+	initial [MaxBurst]bool     // a QUIC client's Initial (quic.go): a new connection, as a SYN is
 
 	c      Counters
 	snap   snapshotReq
@@ -531,6 +532,20 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				}
 			}
 			w.ct.TouchSegment(e, now, ps.TCPFlags, hasData(ps))
+			if v.QUIC != nil && w.initial[i] {
+				// A QUIC client's Initial starts a connection, as a SYN
+				// does (a client's one UDP socket carries many): not on
+				// a pin to a backend its checks call down, which on_down
+				// "keep" leaves there, and which may be dead. Its
+				// retransmissions would refresh the pin for ever.
+				if old := w.pinned(svc, v, e); old != nil && old.Unhealthy && !old.Down {
+					if be := w.choose(svc, v, i); be != nil && be != old {
+						w.ct.Repin(e, be.ID, be.Gen)
+						w.countNew(c, v, be, true)
+						return be
+					}
+				}
+			}
 			if syn && v.Sched.IsPicker() && was == conntrack.StateNew {
 				// A retransmitted SYN under a load-based scheduler keeps
 				// its first choice (choosing again would pick afresh),

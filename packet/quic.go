@@ -147,6 +147,24 @@ func QUICServerID(payload []byte, c *QUICConfig) (QUICHeader, uint64) {
 	return QUICShort, id
 }
 
+// QUICClientInitial reports whether a UDP payload is a client's Initial
+// of QUIC version 1 (RFC 9000 17.2.2: long header, fixed bit, type 0) or
+// 2 (RFC 9369: type 1) in a datagram of at least 1200 octets, the least a
+// client sends one in (RFC 9000 14.1): a new connection.
+func QUICClientInitial(payload []byte) bool {
+	if len(payload) < 1200 || payload[0]&0xc0 != 0xc0 {
+		return false
+	}
+	typ := payload[0] >> 4 & 3
+	switch binary.BigEndian.Uint32(payload[1:5]) {
+	case 1:
+		return typ == 0
+	case 0x6b3343cf:
+		return typ == 1
+	}
+	return false
+}
+
 // UDPPayload is the payload of the UDP datagram p describes in frame (the
 // frame Parse decoded into p, with Proto UDP and not a fragment): up to the
 // UDP length, which Parse checked against the IP packet. It is empty for

@@ -126,3 +126,36 @@ func FuzzQUICServerID(f *testing.F) {
 		}
 	})
 }
+
+// A client's Initial: long header with the fixed bit, type 0 in version 1
+// (RFC 9000 17.2.2) or type 1 in version 2 (RFC 9369 3.2), in a datagram
+// of at least 1200 octets (RFC 9000 14.1).
+func TestQUICClientInitial(t *testing.T) {
+	pkt := func(first byte, version uint32, n int) []byte {
+		b := make([]byte, n)
+		b[0] = first
+		b[1], b[2], b[3], b[4] = byte(version>>24), byte(version>>16), byte(version>>8), byte(version)
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		p    []byte
+		want bool
+	}{
+		{"v1 Initial", pkt(0xc3, 1, 1200), true},
+		{"v1 Initial, 1199 octets", pkt(0xc3, 1, 1199), false},
+		{"v1 0-RTT", pkt(0xd3, 1, 1200), false},
+		{"v1 Handshake", pkt(0xe3, 1, 1200), false},
+		{"v2 Initial", pkt(0xd0, 0x6b3343cf, 1252), true},
+		{"v2 type 0 (its Retry is 3, 0-RTT 2, Handshake 3)", pkt(0xc0, 0x6b3343cf, 1252), false},
+		{"version negotiation", pkt(0xc0, 0, 1200), false},
+		{"fixed bit clear", pkt(0x80, 1, 1200), false},
+		{"short header", pkt(0x40, 1, 1200), false},
+		{"unknown version", pkt(0xc0, 0xff00001d, 1200), false},
+		{"empty", nil, false},
+	} {
+		if got := QUICClientInitial(tc.p); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
