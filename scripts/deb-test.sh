@@ -14,8 +14,12 @@ cd "$(dirname "$0")/.."
 start=$SECONDS
 
 base=${FRESH_BASE:-${XDG_CACHE_HOME:-$HOME/.cache}/fresh-debian12}
-if [ ! -x "$base/bin/bash" ]; then
+# debootstrap removes its working directory, $base/debootstrap, only once
+# the root is complete: one still there is a run that was interrupted
+# (Ctrl-C, a power cut) after unpacking bash, whose root is not usable.
+if [ ! -x "$base/bin/bash" ] || [ -d "$base/debootstrap" ]; then
 	echo "deb-test: making a minimal Debian 12 root in $base (once; cached)"
+	rm -rf "$base"
 	mirror=$(grep -rhoE '^(URIs:[[:space:]]*|deb[[:space:]]+)[a-z]+://[^[:space:]]+' /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null |
 		grep -oE "[a-z]+://[^[:space:]]+" | grep -v security | head -1 || true)
 	[ -n "$mirror" ] || { echo "deb-test: no Debian mirror in the host's apt sources" >&2; exit 1; }
@@ -45,8 +49,13 @@ mount -t tmpfs -o size=4g,mode=0755 tmpfs "$work"
 mkdir -p "$root" "$work/upper" "$work/w"
 mount -t overlay overlay -o "lowerdir=$base,upperdir=$work/upper,workdir=$work/w" "$root"
 mount -t proc proc "$root/proc"
+# Slaves of the host's mounts: on a host whose mounts are shared (systemd
+# makes them so), the cleanup's unmounts would otherwise propagate back and
+# unmount the host's /dev/pts, /dev/shm, /dev/hugepages, /sys/fs/cgroup...
 mount --rbind /sys "$root/sys"
+mount --make-rslave "$root/sys"
 mount --rbind /dev "$root/dev"
+mount --make-rslave "$root/dev"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive "$@"; }
 fail() { echo "deb-test: FAIL: $*" >&2; exit 1; }

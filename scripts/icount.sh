@@ -29,6 +29,10 @@
 # here), so read est1m's count as the work, not the wait; compare counts
 # of two builds, never a count with a timing.
 set -euo pipefail
+# count and per run in command substitutions: without this a failed
+# valgrind run's exit there is ignored and the figures come out of an
+# empty count.
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 
 if ! command -v valgrind >/dev/null; then
@@ -53,7 +57,9 @@ count() {
 		echo "$out" >&2
 		exit 1
 	}
-	awk '/I *refs:/ {gsub(",", "", $4); print $4}' <<<"$out"
+	out=$(awk '/I *refs:/ {gsub(",", "", $4); print $4}' <<<"$out")
+	[[ $out =~ ^[0-9]+$ ]] || { echo "icount: $1: no instruction count in valgrind's output" >&2; exit 1; }
+	echo "$out"
 }
 # per SCENARIO: instructions per packet, from runs of P and 5P packets.
 per() {

@@ -79,6 +79,10 @@ type checker struct {
 	start time.Time
 	rep   Report
 	last  map[int]time.Time // open connections: last successful exchange
+	// stall is how old a last exchange may be before its connection counts
+	// as stalled: stallAfter, or two intervals when -interval is longer
+	// (a connection that answers every exchange is not stalled between two).
+	stall time.Duration
 }
 
 // noteGap records that connection id went gap without a successful
@@ -106,7 +110,7 @@ func (c *checker) snapshot() Report {
 	now := time.Now()
 	for id, at := range c.last {
 		gap := now.Sub(at)
-		if gap > stallAfter {
+		if gap > c.stall {
 			r.Stalled++
 		}
 		r.noteGap(id, gap) // an open connection's current wait counts too
@@ -148,7 +152,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
-	c := &checker{start: time.Now(), rep: Report{Target: *target, PerBackend: map[string]int{}}, last: map[int]time.Time{}}
+	c := &checker{start: time.Now(), rep: Report{Target: *target, PerBackend: map[string]int{}}, last: map[int]time.Time{}, stall: max(stallAfter, 2**interval)}
 	var wg sync.WaitGroup
 	for i := 0; i < *n; i++ {
 		wg.Add(1)

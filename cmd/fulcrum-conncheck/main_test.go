@@ -103,3 +103,42 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// With -interval at or above one second, a connection that answers every
+// exchange is between two exchanges for longer than stallAfter: the
+// progress report must not call it stalled (a test polling for
+// "stalled": 0 after a disturbance would otherwise never see it).
+func TestHealthyConnectionsNotStalledAtLongInterval(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", "be4")
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "report.json")
+	done := make(chan Report)
+	go func() {
+		var out, errb bytes.Buffer
+		run([]string{"-target", strings.TrimPrefix(srv.URL, "http://"), "-n", "3", "-interval", "1500ms",
+			"-timeout", "5s", "-duration", "4500ms", "-report", file}, &out, &errb)
+		var r Report
+		json.Unmarshal(out.Bytes(), &r)
+		done <- r
+	}()
+	maxStalled := 0
+	for {
+		select {
+		case r := <-done:
+			if r.Connections != 3 || len(r.Broken) != 0 || r.Alive != 3 {
+				t.Fatalf("report %+v", r)
+			}
+			if maxStalled != 0 {
+				t.Errorf("every exchange answered at once, yet a progress report counted %d connections stalled", maxStalled)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+			var r Report
+			if b, err := os.ReadFile(file); err == nil && json.Unmarshal(b, &r) == nil {
+				maxStalled = max(maxStalled, r.Stalled)
+			}
+		}
+	}
+}

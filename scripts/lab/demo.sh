@@ -6,16 +6,26 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 LAB=${LAB_DIR:-/tmp/fulcrum-lab}
 VIP=203.0.113.7
-lab=scripts/lab/lab.sh
+# One lab at a time on this machine (the namespaces, the lab directory and
+# the DPDK prefixes have fixed names): the lab test (lab_test.go) holds
+# this lock for its whole run. Taken before the trap, so that a demo that
+# cannot have the lab leaves it alone; the lab's commands run without the
+# lock's descriptor, so no process the lab leaves running holds it.
+exec 9>>/tmp/fulcrum-lab.lock
+if ! flock -n 9; then
+	echo "demo: another lab run (make lab-test or make demo) holds /tmp/fulcrum-lab.lock; try again when it has finished" >&2
+	exit 1
+fi
+lab() { scripts/lab/lab.sh "$@" 9>&-; }
 
-trap '$lab down >/dev/null 2>&1 || true' EXIT INT TERM
+trap 'lab down >/dev/null 2>&1 || true' EXIT INT TERM
 
 say() { printf '\n== %s\n' "$*"; }
 ctl() { "$LAB/bin/fulcrumctl" --addr "unix:$LAB/lb$1.sock" "${@:2}"; }
 forwarded() { ctl "$1" --json status | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"]["forwarded"])'; }
 # conncheck N DURATION [ARGS]: starts the checker in the background (its
 # JSON report on stdout at the end); $cc is its pid (ip netns exec execs it).
-conncheck() { ip netns exec fl-client "$LAB/bin/fulcrum-conncheck" -target $VIP:80 -n "$1" -interval 100ms -timeout 10s -duration "$2" "${@:3}" & cc=$!; }
+conncheck() { ip netns exec fl-client "$LAB/bin/fulcrum-conncheck" -target $VIP:80 -n "$1" -interval 100ms -timeout 10s -duration "$2" "${@:3}" 9>&- & cc=$!; }
 # settled FILE SINCE: the checker's -report FILE was written after SINCE (in
 # seconds since the epoch) and shows no stalled connection: every one still
 # open has exchanged again since.
@@ -58,7 +68,7 @@ PY
 }
 
 say "Setting up the lab: client, bird2 router (ECMP), 2 Fulcrum instances, 4 backends (about a minute)"
-$lab up >"$LAB-up.log" 2>&1 || { cat "$LAB-up.log"; exit 1; }
+lab up >"$LAB-up.log" 2>&1 || { cat "$LAB-up.log"; exit 1; }
 ip netns exec fl-router ip route show $VIP | sed 's/^/   router: /'
 
 say "1. 1000 HTTP requests to the VIP, each on a new connection"
@@ -75,7 +85,7 @@ rm -f "$LAB/cc1-progress.json"
 conncheck 200 2m -report "$LAB/cc1-progress.json" -timeout 30s >"$LAB/cc1.json"
 wait_for "the 200 connections to open" 30 started "$LAB/cc1-progress.json" 200
 t0=$(date +%s.%N)
-$lab stop-lb 1 KILL
+lab stop-lb 1 KILL
 wait_for "the router to take lb1 out of the ECMP route" 60 hops 0
 t1=$(date +%s.%N)
 printf '   the router took lb1 out of the ECMP route %.1f s after the kill (BGP session lost);\n' "$(python3 -c "print($t1 - $t0)")"
@@ -97,7 +107,7 @@ if [ $ok = no ]; then
 	echo "   FAILED: some held connections had not exchanged again 40 s after the withdrawal"
 	exit 1
 fi
-$lab start-lb 1
+lab start-lb 1
 wait_for "the router to have both LBs again" 60 hops 2
 echo "   lb1 restarted and announced again"
 
@@ -105,7 +115,7 @@ say "5. 200 long-lived connections; backend be2 is killed once all are open"
 rm -f "$LAB/cc2-progress.json"
 conncheck 200 2m -report "$LAB/cc2-progress.json" >"$LAB/cc2.json"
 wait_for "the 200 connections to open" 30 started "$LAB/cc2-progress.json" 200
-$lab stop-backend 2 KILL
+lab stop-backend 2 KILL
 # The checker runs until both LBs' health checks have taken be2 out and
 # every connection still open has exchanged again after that.
 wait_for "be2 down on lb1" 15 be2_down 1
@@ -119,6 +129,6 @@ kill -INT $cc
 wait $cc
 summary "$LAB/cc2.json" be2
 echo "   only be2's connections broke"
-$lab start-backend 2
+lab start-backend 2
 
 say "Tearing the lab down"
