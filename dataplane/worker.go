@@ -321,6 +321,9 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 				c.SecondChance++
 			}
 			countForward(c, v, be, p.Len)
+			if ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6 {
+				c.ICMPErrors++ // the only ICMP a VIP forwards (classify): routed, not merely parsed
+			}
 		}
 		p.Off, p.Len = start, length
 		w.Verdicts[i] = Tx
@@ -450,7 +453,6 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		}
 		w.quoted[i] = k
 		w.keys[i] = &w.quoted[i]
-		c.ICMPErrors++
 		v = svc.lookup(&k.Dst, k.DstPort, k.Proto)
 	case ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6:
 		switch {

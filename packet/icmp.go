@@ -55,9 +55,11 @@ func ParseICMPError(frame []byte, p *Parsed, quoted *flow.Tuple) Reason {
 		}
 		quoted.SetV4(ip.SourceAddress(), ip.DestinationAddress())
 		quoted.Proto = ip.Protocol()
-		if ip.IsFragment() { // quoted packet was a fragment: 3-tuple
+		if ip.FragmentOffset() != 0 { // a later fragment: no ports, a 3-tuple
 			return OK
 		}
+		// A first fragment carries the transport header: the flow's
+		// ports, as an unfragmented packet.
 		l4 = q[ihl:]
 	} else {
 		ip := header.IPv6(q)
@@ -67,17 +69,15 @@ func ParseICMPError(frame []byte, p *Parsed, quoted *flow.Tuple) Reason {
 		copy(quoted.Src[:], ip.SourceSlice())
 		copy(quoted.Dst[:], ip.DestinationSlice())
 		quoted.V6 = true
-		// The walk stops at a fragment header: a quoted fragment is a
-		// 3-tuple, whatever follows.
-		w := header.WalkIPv6Ext(q, header.IPv6MinimumSize, ip.NextHeader(), header.IPv6ExtAll&^header.IPv6ExtFragment, MaxExtHeaders)
-		if w.Status != header.IPv6ExtOK {
+		// The walk goes on after a first (or atomic) fragment's header,
+		// whose transport header follows (the flow's ports), and stops
+		// after a later fragment's: that quote is a 3-tuple.
+		w := header.WalkIPv6Ext(q, header.IPv6MinimumSize, ip.NextHeader(), header.IPv6ExtAll, MaxExtHeaders)
+		if w.Status != header.IPv6ExtOK || w.Fragments > 1 {
 			return BadICMPQuote
 		}
-		if w.Proto == header.ProtoFragment {
-			if w.N == MaxExtHeaders || len(q)-w.Off < header.IPv6FragmentSize {
-				return BadICMPQuote
-			}
-			quoted.Proto = header.IPv6Fragment(q[w.Off:]).NextHeader()
+		if w.Fragment && w.FragOffset != 0 {
+			quoted.Proto = w.Proto
 			return OK
 		}
 		quoted.Proto = w.Proto

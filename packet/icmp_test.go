@@ -13,6 +13,7 @@ func TestParseICMPError(t *testing.T) {
 	orig4 := build(t, ip4("203.0.113.7", "198.51.100.10", layers.IPProtocolTCP), tcp(80, 40000, true, true), gopacket.Payload(make([]byte, 100)))
 	orig6 := build(t, ip6("2001:db8::7", "2001:db8::1", layers.IPProtocolUDP), udp(53, 5353), gopacket.Payload(make([]byte, 100)))
 	frag6 := build(t, ip6("2001:db8::7", "2001:db8::1", layers.IPProtocolIPv6Fragment), &rawFrag{next: layers.IPProtocolUDP, more: true, id: 5}, udp(53, 5353))
+	later6 := build(t, ip6("2001:db8::7", "2001:db8::1", layers.IPProtocolIPv6Fragment), &rawFrag{next: layers.IPProtocolUDP, offset: 4, id: 5}, udp(53, 5353))
 	cases := []struct {
 		name     string
 		frame    []byte
@@ -27,8 +28,13 @@ func TestParseICMPError(t *testing.T) {
 		{"v6 packet too big", build(t, eth(layers.EthernetTypeIPv6), ip6("2001:db8:1::1", "2001:db8::7", layers.IPProtocolICMPv6),
 			&layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(2, 0)}, gopacket.Payload(append([]byte{0, 0, 5, 0x78}, orig6[:48]...))),
 			OK, "2001:db8::7", "2001:db8::1", 53, 5353, 17},
-		{"v6 quoted fragment", build(t, eth(layers.EthernetTypeIPv6), ip6("2001:db8:1::1", "2001:db8::7", layers.IPProtocolICMPv6),
+		// A first fragment carries the ports: the flow's 5-tuple.
+		{"v6 quoted first fragment", build(t, eth(layers.EthernetTypeIPv6), ip6("2001:db8:1::1", "2001:db8::7", layers.IPProtocolICMPv6),
 			&layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(2, 0)}, gopacket.Payload(append([]byte{0, 0, 5, 0x78}, frag6...))),
+			OK, "2001:db8::7", "2001:db8::1", 53, 5353, 17},
+		// A later one does not: a 3-tuple.
+		{"v6 quoted later fragment", build(t, eth(layers.EthernetTypeIPv6), ip6("2001:db8:1::1", "2001:db8::7", layers.IPProtocolICMPv6),
+			&layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(2, 0)}, gopacket.Payload(append([]byte{0, 0, 5, 0x78}, later6...))),
 			OK, "2001:db8::7", "2001:db8::1", 0, 0, 17},
 		{"v4 echo is no error", build(t, eth(layers.EthernetTypeIPv4), ip4("192.0.2.1", "203.0.113.7", layers.IPProtocolICMPv4),
 			&layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(8, 0)}, gopacket.Payload(orig4[:28])),

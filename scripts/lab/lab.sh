@@ -256,7 +256,7 @@ up() {
 
 start_decap() {
 	local b=$1 n=fl-be$1 ip=10.77.2.$((20 + $1))
-	if [ -f "$LAB/be$b-decap.pid" ] && kill -0 "$(cat "$LAB/be$b-decap.pid")" 2>/dev/null; then
+	if pid=$(lab_pid "$LAB/be$b-decap.pid") && kill -0 "$pid" 2>/dev/null; then
 		return 0 # already running: never two on one backend
 	fi
 	# Started with ip netns exec directly, not through ns(): $! must be the
@@ -285,10 +285,21 @@ start_lb() {
 	echo $! >"$LAB/lb$i.pid"
 }
 
-stop_pid() { # pidfile [signal]
-	[ -f "$1" ] || return 0
+# lab_pid prints the pid that pidfile $1 names if that process runs in one
+# of the lab's namespaces (every lab process does): a pid file left by a
+# run long gone (a power cut, LAB_DIR outside /tmp) may name an unrelated
+# process by now, which must not be killed.
+lab_pid() {
+	[ -f "$1" ] || return 1
 	local pid
 	pid=$(cat "$1")
+	case $pid in '' | *[!0-9]*) return 1 ;; esac
+	case $(ip netns identify "$pid" 2>/dev/null) in fl-*) echo "$pid" ;; *) return 1 ;; esac
+}
+
+stop_pid() { # pidfile [signal]
+	local pid
+	pid=$(lab_pid "$1") || { rm -f "$1"; return 0; }
 	kill -"${2:-TERM}" "$pid" 2>/dev/null || true
 	for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	kill -KILL "$pid" 2>/dev/null || true
@@ -317,7 +328,7 @@ down() {
 	for f in "$LAB"/lb*.pid "$LAB"/be*.pid "$LAB"/be*-decap.pid; do
 		[ -e "$f" ] && stop_pid "$f" KILL
 	done
-	[ -f "$LAB/bird.pid" ] && kill "$(cat "$LAB/bird.pid")" 2>/dev/null || true
+	pid=$(lab_pid "$LAB/bird.pid") && kill "$pid" 2>/dev/null || true
 	for n in $(ip netns list | awk '{print $1}' | grep '^fl-' || true); do
 		ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
 		ip netns del "$n" 2>/dev/null || true
