@@ -304,7 +304,9 @@ func (s *Server) vipsNow(withBackends bool) []api.VIP {
 	out := make([]api.VIP, 0, len(st.VIPs))
 	for i := range st.VIPs {
 		v := vipJSON(&st.VIPs[i])
-		s.withRates(&v, now)
+		if len(st.Stale) == 0 {
+			s.withRates(&v, now)
+		}
 		if withBackends {
 			s.withChecks(&v)
 		} else {
@@ -326,7 +328,9 @@ func (s *Server) getVIP(r *http.Request) (any, error) {
 		return nil, vipNotFound(name)
 	}
 	out := vipJSON(v)
-	s.withRates(&out, time.Now())
+	if len(st.Stale) == 0 {
+		s.withRates(&out, time.Now())
+	}
 	s.withChecks(&out)
 	return out, nil
 }

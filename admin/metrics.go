@@ -155,7 +155,7 @@ func newCollector(s *Server) *collector {
 		wCTExpired:         d("worker_conntrack_expired_total", "Conntrack entries reclaimed after their idle timeout.", "worker"),
 		wCTFlushed:         d("worker_conntrack_flushed_total", "Conntrack entries removed by an operation (a removed VIP or backend, a flush).", "worker"),
 		wQUIC:              d("worker_quic_packets_total", "Packets to QUIC VIPs by the way they took: long-header (flow hash), routed (by the server id of the connection ID), or a fallback to conntrack and the table: no-id, unknown-id, down-id (docs/quic.md).", "worker", "path"),
-		staleWorkers:       d("workers_stale", "Workers that did not answer this scrape's counter snapshot (stopped or stuck): their counters read 0."),
+		staleWorkers:       d("workers_stale", "Workers that did not answer this scrape's counter snapshot (stopped or stuck): their counters keep the last scrape's values, so no counter goes back."),
 
 		portPackets: d("port_packets_total", "Packets through the wire port, from the driver's counters.", "direction"),
 		portBytes:   d("port_bytes_total", "Bytes through the wire port, from the driver's counters (some virtual drivers leave them 0).", "direction"),

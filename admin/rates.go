@@ -62,7 +62,10 @@ func (r *rates) rate(key string, packets, bytes uint64, now time.Time) (pps, bps
 	return s.pps, s.bps, s.secs
 }
 
-// withRates fills in the rates of v and its backends.
+// withRates fills in the rates of v and its backends. Callers skip it
+// when a worker did not answer the status's counter snapshot: its counts
+// read 0 there, and the rates would take the fall for a reset and report
+// the worker's whole history as the next window's traffic.
 func (s *Server) withRates(v *api.VIP, now time.Time) {
 	v.PacketRate, v.ByteRate, v.RateSeconds = s.rates.rate(v.Name, v.Packets, v.Bytes, now)
 	for i := range v.Backends {

@@ -322,6 +322,11 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 		return err
 	}
 	p.appliedSeq = seq
+	if cfg.Dataplane.NextHopMAC.Set {
+		// The resolver's answers are not taken while a static MAC is in
+		// force: what it said before is no answer for after one is removed.
+		p.hop = resolvedHop{}
+	}
 	// A static next_hop_mac removed leaves the gateways to the resolver:
 	// at once, not at its next tick (packets were dropped as no-next-hop
 	// for up to a second).

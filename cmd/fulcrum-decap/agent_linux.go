@@ -59,7 +59,7 @@ type agent struct {
 	// delivered, and the second chance never forwards to them.
 	local        atomic.Pointer[localSet]
 	extra        []netip.Addr  // -addr: local too
-	lastReread   atomic.Int64  // when a miss last reread them (UnixNano)
+	lastReread   atomic.Int64  // when a miss last reread them (monoNow)
 	quit         chan struct{} // closed by stop: the refresher ends
 	refresher    sync.WaitGroup
 	localWarned  atomic.Bool

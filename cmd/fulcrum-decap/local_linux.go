@@ -159,6 +159,16 @@ func readLocal(extra []netip.Addr) (*localSet, error) {
 	return l, nil
 }
 
+// monoStart and monoNow measure the gap between rereads on the monotonic
+// clock: on the wall clock, a step back (NTP, date, a restored VM) made
+// every miss look less than localKickGap after the last reread until the
+// clock caught up, and a VIP added meanwhile lost its first packets until
+// the periodic refresh. monoNow starts at localKickGap, so the first miss
+// rereads.
+var monoStart = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoStart)) + int64(localKickGap) }
+
 // isLocal reports whether addr is one of this host's addresses. On a miss
 // it rereads them at once, unless a miss did so less than localKickGap ago
 // (a flood of packets to foreign addresses costs one reread a second), so
@@ -167,7 +177,7 @@ func (a *agent) isLocal(addr netip.Addr) bool {
 	if a.local.Load().has(addr) {
 		return true
 	}
-	now := time.Now().UnixNano()
+	now := monoNow()
 	last := a.lastReread.Load()
 	if now-last < int64(localKickGap) || !a.lastReread.CompareAndSwap(last, now) {
 		return false
