@@ -24,3 +24,13 @@ type EngineConfig struct {
 	HashKey      flow.Key
 	Conntrack    conntrack.Config // each worker's flow table
 }
+
+// idleSweep is how many conntrack buckets an idle poll that sleeps sleep
+// sweeps: 8, and 8 more for every 256 µs of sleep, so that a pass over
+// the largest table (2^24 buckets) takes about 9 minutes idle whatever
+// idle_max_sleep is. At 8 a poll and 1 s sleeps it took 24 days, about
+// the 2^31 ms within which conntrack must see an entry again to read its
+// idle time right (conntrack.Time wraps after 49.7 days).
+func idleSweep(sleep time.Duration) int {
+	return 8 * max(1, int(sleep/(256*time.Microsecond)))
+}

@@ -382,14 +382,12 @@ func (e *Engine) loop(i int) error {
 		if n == 0 {
 			c.IdlePolls++
 			w.Idle(now)
-			w.ct.Sweep(now, 8)
+			w.ct.Sweep(now, idleSweep(sleep))
 			if backoff {
 				idle++
 				if idle > 64 {
 					time.Sleep(sleep)
-					if sleep < maxSleep {
-						sleep *= 2
-					}
+					sleep = min(2*sleep, maxSleep) // never longer than idle_max_sleep
 				} else if idle > 16 {
 					runtime.Gosched()
 				}
