@@ -79,7 +79,15 @@ func main() {
 	if *healthAddr != "" {
 		servers = append(servers, &http.Server{Addr: *healthAddr, Handler: hc, ReadHeaderTimeout: 10 * time.Second})
 	}
-	errs := make(chan error, len(servers))
+	// A Serve's end, with its listener: a service listener closed on
+	// purpose (SIGUSR2) ends its Serve, which may report after the
+	// listener has been reopened by a second SIGUSR2.
+	type stop struct {
+		ln  net.Listener
+		err error
+	}
+	errs := make(chan stop, len(servers)+1)
+	closed := map[net.Listener]bool{}
 	for i, s := range servers {
 		ln, err := net.Listen("tcp", s.Addr)
 		if err != nil {
@@ -89,7 +97,7 @@ func main() {
 		if i == 0 {
 			svcLn = ln
 		}
-		go func() { errs <- s.Serve(ln) }()
+		go func() { errs <- stop{ln, s.Serve(ln)} }()
 	}
 	if *quicAddr != "" {
 		if err := serveQUIC(*quicAddr, *quicID, *name); err != nil {
@@ -102,16 +110,18 @@ func main() {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
 	for {
 		select {
-		case err := <-errs:
-			if refusing {
-				continue // the service listener was closed on purpose
+		case e := <-errs:
+			if closed[e.ln] {
+				delete(closed, e.ln)
+				continue // a service listener closed on purpose
 			}
-			log.Error("server stopped", "err", err)
+			log.Error("server stopped", "err", e.err)
 			os.Exit(1)
 		case s := <-sigs:
 			if s == syscall.SIGUSR2 {
 				if !refusing {
 					refusing = true
+					closed[svcLn] = true
 					svcLn.Close()
 					log.Info("service listener closed: new connections are refused, health still answers")
 				} else {
@@ -121,7 +131,7 @@ func main() {
 						continue
 					}
 					svcLn, refusing = ln, false
-					go func() { errs <- servers[0].Serve(ln) }()
+					go func() { errs <- stop{ln, servers[0].Serve(ln)} }()
 					log.Info("service listener reopened")
 				}
 				continue
