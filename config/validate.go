@@ -3,10 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -288,6 +290,14 @@ func ealOwned(a string) (opt, key string, ok bool) {
 		name, _, _ := strings.Cut(a, "=")
 		if k, ok := long[name]; ok {
 			return name, k, true
+		}
+		// DPDK parses with getopt_long, which takes any unambiguous
+		// prefix of a long option: --file-pre=.. is --file-prefix=..
+		// (sorted, so that the error names the same one every time).
+		for _, full := range slices.Sorted(maps.Keys(long)) {
+			if len(name) > 2 && strings.HasPrefix(full, name) {
+				return full, long[full], true
+			}
 		}
 		return "", "", false
 	}
