@@ -207,6 +207,11 @@ func Measure(ctx context.Context, j *Job, tm Timing, pids *PIDFile) (Result, err
 			res.HWMkB = procStatusKB(pid, "VmHWM:")
 			stop()
 			sa, sb := samples[a], samples[b]
+			if sb.Tx <= sa.Tx {
+				// A program that stopped forwarding (a leaked pool, a
+				// stuck queue) has no rate to report: 0 is not a figure.
+				return Result{}, fmt.Errorf("%s: forwarded nothing during the window (tx %d, rx %d -> %d; log %s)%s", j.Label, sb.Tx, sa.Rx, sb.Rx, j.LogPath, lastLines(tail))
+			}
 			res.Span = sb.T.Sub(sa.T)
 			res.Mpps = rate(sa, sb, txOf) / 1e6
 			res.MinPct = 100

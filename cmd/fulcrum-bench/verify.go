@@ -26,6 +26,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/decap"
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/header"
 )
 
 // Verification sample size and time limit. 2000 frames take well under a
@@ -178,7 +179,24 @@ func checkFrames(text string, frames [][]byte) (Verified, error) {
 	}
 	h := flow.NewHasher(key)
 	res := Verified{Frames: len(frames)}
+	// Every frame of a sample is unique (a drawn sequence number, an IPv4
+	// ID per frame): an inner packet seen twice is one forwarded twice,
+	// and with as many lost the count would still match.
+	seen := make(map[string]bool, len(frames))
 	for _, fr := range frames {
+		if len(fr) > 14 {
+			if inner, _, err := decap.Strip(fr[14:]); err == nil {
+				if seen[string(inner)] {
+					res.Wrong++
+					continue
+				}
+				seen[string(inner)] = true
+				if !innerSumsOK(inner) {
+					res.Wrong++
+					continue
+				}
+			}
+		}
 		if got, want, ok := frameBackend(svc, &h, fr); !ok || got != want {
 			res.Wrong++
 		}
@@ -251,4 +269,41 @@ func frameBackend(svc *dataplane.Services, h *flow.Hasher, fr []byte) (got, want
 		return got, be.Addr, true
 	}
 	return got, want, false
+}
+
+// innerSumsOK reports whether a tunnelled IP packet still carries valid
+// checksums (the IPv4 header's, and TCP's or UDP's over the pseudo-header),
+// as fulcrum-gen wrote them: a packet damaged on the way would be dropped
+// by its backend.
+func innerSumsOK(p []byte) bool {
+	var seg []byte
+	var ps uint64
+	var proto uint8
+	switch {
+	case len(p) >= 20 && p[0]>>4 == 4:
+		ip := header.IPv4(p)
+		hl, tl := int(p[0]&0xf)*4, int(p[2])<<8|int(p[3])
+		if hl < 20 || tl < hl || tl > len(p) || header.Checksum(p[:hl], 0) != 0 {
+			return false
+		}
+		proto, seg = p[9], p[hl:tl]
+		ps = header.PseudoHeaderSum(ip.AddressSum(), proto, len(seg))
+	case len(p) >= 40 && p[0]>>4 == 6:
+		ip := header.IPv6(p)
+		pl := int(p[4])<<8 | int(p[5])
+		if 40+pl > len(p) {
+			return false
+		}
+		proto, seg = p[6], p[40:40+pl]
+		ps = header.PseudoHeaderSum(ip.AddressSum(), proto, len(seg))
+	default:
+		return false
+	}
+	switch {
+	case proto == 17 && len(seg) >= 8 && seg[6] == 0 && seg[7] == 0 && p[0]>>4 == 4:
+		return true // IPv4 UDP without a checksum
+	case proto == 6 || proto == 17:
+		return header.Checksum(seg, ps) == 0
+	}
+	return true
 }
