@@ -196,7 +196,8 @@ func (ck *checker) finish(c *Config) {
 // checkPuntHealth sizes [dataplane.punt] health by the checks: the
 // packets a second their answers bring to the LB (health.AnswersPerCheck
 // for every checked backend, at its interval), twice over, since all may
-// reach one lcore. Left out (or 0), the rate is raised to that when the
+// reach one lcore, and enough for a whole round of checks that start
+// together (within jitter × interval). Left out (or 0), the rate is raised to that when the
 // default is less; written lower, it is refused: the checks' own answers
 // would be dropped over the budget and healthy backends called down.
 func (ck *checker) checkPuntHealth(c *Config) {
@@ -204,19 +205,27 @@ func (ck *checker) checkPuntHealth(c *Config) {
 	if p.Health < 0 || p.Health > punt.MaxRate {
 		return // refused at its key already
 	}
-	need := 0.0
+	need, round, window := 0.0, 0.0, math.Inf(1)
 	for _, v := range c.VIPs {
 		if h := v.Health; h.Kind != HealthNone && h.Interval > 0 {
-			need += float64(len(v.Backends)*health.AnswersPerCheck(h.Kind)) / h.Interval.Seconds()
+			answers := float64(len(v.Backends) * health.AnswersPerCheck(h.Kind))
+			need += answers / h.Interval.Seconds()
+			// A configuration's first checks all start within
+			// jitter×interval (every round, with jitter 0): the
+			// budget's burst (a tenth of a second's worth) and its
+			// refill over that window must hold a whole round (a
+			// quarter more: random starts bunch).
+			round += answers
+			window = min(window, h.Jitter*h.Interval.Seconds())
 		}
 	}
-	n := min(int(math.Ceil(2*need)), punt.MaxRate)
+	n := min(int(math.Ceil(max(2*need, 1.25*round/(0.1+window)))), punt.MaxRate)
 	switch {
 	case n <= p.Health:
 	case !ck.puntHealthSet:
 		p.Health = n
 	default:
-		ck.bad("dataplane.punt.health", "%d is below the %d packets a second the configured health checks' answers need (twice their packets at every checked backend's interval, as all may reach one lcore): they would be dropped and healthy backends called down; raise it, or leave it out to have it sized", p.Health, n)
+		ck.bad("dataplane.punt.health", "%d is below the %d packets a second the configured health checks' answers need (twice their packets at every checked backend's interval, as all may reach one lcore, and a whole round of checks starting within jitter × interval): they would be dropped and healthy backends called down; raise it, or leave it out to have it sized", p.Health, n)
 	}
 }
 
