@@ -120,13 +120,13 @@ func (r *quicRoutes) owner(id uint64) (uint32, bool) {
 // allocation.
 func (w *Worker) routeQUIC(svc *Services, v *VIP, p *Pkt, i int) *Backend {
 	ps := &w.parsed[i]
+	w.initial[i] = false
 	if ps.Proto != packet.ProtoUDP {
 		return nil // an ICMP error about the flow: its quote's conntrack entry
 	}
 	c := &w.c
 	payload := packet.UDPPayload(p.Buf[p.Off:p.Off+p.Len], ps)
 	kind, id := packet.QUICServerID(payload, &v.QUIC.cfg)
-	w.initial[i] = false
 	switch kind {
 	case packet.QUICLong:
 		c.QUIC[QUICLongHeader]++

@@ -543,7 +543,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				if old := w.pinned(svc, v, e); old != nil && old.Unhealthy && !old.Down {
 					if be := w.choose(svc, v, i); be != nil && be != old {
 						w.ct.Repin(e, be.ID, be.Gen)
-						w.countNew(c, v, be, true)
+						w.countNew(c, v, be, false) // a new flow, not a SYN: passive checks judge TCP handshakes only
 						return be
 					}
 				}

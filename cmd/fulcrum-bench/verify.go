@@ -181,12 +181,13 @@ func checkFrames(text string, frames [][]byte) (Verified, error) {
 	res := Verified{Frames: len(frames)}
 	// Every frame of a sample is unique (a drawn sequence number, an IPv4
 	// ID per frame): an inner packet seen twice is one forwarded twice,
-	// and with as many lost the count would still match.
+	// and with as many lost the count would still match. An IPv6 UDP
+	// datagram carries neither, so two of one flow may be alike.
 	seen := make(map[string]bool, len(frames))
 	for _, fr := range frames {
 		if len(fr) > 14 {
 			if inner, _, err := decap.Strip(fr[14:]); err == nil {
-				if seen[string(inner)] {
+				if seen[string(inner)] && !(len(inner) >= 40 && inner[0]>>4 == 6 && inner[6] == 17) {
 					res.Wrong++
 					continue
 				}

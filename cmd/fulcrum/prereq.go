@@ -74,6 +74,18 @@ func prereqProblems(cfg *config.Config, h host) []string {
 				}
 			}
 		}
+		// HugePages_Total counts the default size only: pages of another
+		// size (PAGESIZE=1G hugepages.sh) are in sysfs.
+		if total <= 0 {
+			sizes, _ := filepath.Glob(filepath.Join(h.sys, "kernel", "mm", "hugepages", "hugepages-*", "nr_hugepages"))
+			for _, f := range sizes {
+				if b, err := os.ReadFile(f); err == nil {
+					if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+						total = max(total, 0) + n
+					}
+				}
+			}
+		}
 		mounted := false
 		if b, err := os.ReadFile(h.mounts); err == nil {
 			for _, l := range strings.Split(string(b), "\n") {
@@ -98,6 +110,12 @@ func prereqProblems(cfg *config.Config, h host) []string {
 		}
 		if strings.Count(dev, ":") == 1 {
 			dev = "0000:" + dev // the domain, as sysfs names it
+		}
+		// DPDK reads each field as a hex number ("3:0.0"); sysfs pads them.
+		var dom, bus, slot, fn uint64
+		if n, err := fmt.Sscanf(strings.NewReplacer(":", " ", ".", " ").Replace(dev), "%x %x %x %x", &dom, &bus, &slot, &fn); err == nil && n == 4 &&
+			dom <= 0xffffffff && bus <= 0xff && slot <= 0x1f && fn <= 7 {
+			dev = fmt.Sprintf("%04x:%02x:%02x.%x", dom, bus, slot, fn)
 		}
 		dir := filepath.Join(h.sys, "bus", "pci", "devices", dev)
 		if _, err := os.Stat(dir); err != nil {
