@@ -249,10 +249,19 @@ func (t *Table) count(backend, gen uint32, st State) {
 	}
 }
 
+// counted is the count of backend id incarnation gen, or nil when the
+// table counts another incarnation of the id (or none: an id beyond
+// Config.Backends).
+func (t *Table) counted(backend, gen uint32) *perBackend {
+	if int(backend) < len(t.per) && t.per[backend].gen == gen {
+		return &t.per[backend]
+	}
+	return nil
+}
+
 // uncount removes the entry e from its backend's counts.
 func (t *Table) uncount(e *Entry) {
-	if int(e.backend) < len(t.per) && t.per[e.backend].gen == e.gen {
-		p := &t.per[e.backend]
+	if p := t.counted(e.backend, e.gen); p != nil {
 		p.n--
 		if e.state == StateClosing {
 			p.closing--
@@ -263,11 +272,11 @@ func (t *Table) uncount(e *Entry) {
 // closed moves e, counted, into StateClosing (in) or out of it, in its
 // backend's count of closing entries.
 func (t *Table) closed(e *Entry, in bool) {
-	if int(e.backend) < len(t.per) && t.per[e.backend].gen == e.gen {
+	if p := t.counted(e.backend, e.gen); p != nil {
 		if in {
-			t.per[e.backend].closing++
+			p.closing++
 		} else {
-			t.per[e.backend].closing--
+			p.closing--
 		}
 	}
 }
@@ -277,8 +286,8 @@ func (t *Table) closed(e *Entry, in bool) {
 // Config.Backends. Entries of the id's earlier incarnations are not
 // counted once it has an entry of gen, nor of gen before it has one.
 func (t *Table) BackendFlows(backend, gen uint32) int32 {
-	if int(backend) < len(t.per) && t.per[backend].gen == gen {
-		return t.per[backend].n
+	if p := t.counted(backend, gen); p != nil {
+		return p.n
 	}
 	return 0
 }
@@ -288,8 +297,8 @@ func (t *Table) BackendFlows(backend, gen uint32) int32 {
 // schedulers compare. Counting closed ones made least-conn balance the
 // connections opened over the closing timeout (120 s), not those open.
 func (t *Table) BackendActive(backend, gen uint32) int32 {
-	if int(backend) < len(t.per) && t.per[backend].gen == gen {
-		return t.per[backend].n - t.per[backend].closing
+	if p := t.counted(backend, gen); p != nil {
+		return p.n - p.closing
 	}
 	return 0
 }
