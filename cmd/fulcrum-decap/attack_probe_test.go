@@ -39,41 +39,41 @@ func TestProbeMappedPrefixFlags(t *testing.T) {
 	}
 }
 
-// TestProbeInnerMartians: an inner packet whose destination is a loopback
-// address (local by the kernel's local table: 127.0.0.0/8) or whose source
-// is loopback, unspecified, multicast or limited broadcast is never
-// written to the TUN: it cannot come from a client, and it is counted.
-func TestProbeInnerMartians(t *testing.T) {
+// udpTo is a UDP datagram of one octet from src to dst, of either family.
+func udpTo(t *testing.T, src, dst string) []byte {
+	t.Helper()
+	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+	udp := &layers.UDP{SrcPort: 1234, DstPort: 53}
+	if s.Is6() {
+		ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP, SrcIP: s.AsSlice(), DstIP: d.AsSlice()}
+		udp.SetNetworkLayerForChecksum(ip)
+		return serialize(t, ip, udp, gopacket.Payload("x"))
+	}
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: s.AsSlice(), DstIP: d.AsSlice()}
+	udp.SetNetworkLayerForChecksum(ip)
+	return serialize(t, ip, udp, gopacket.Payload("x"))
+}
+
+// throughAgent has an agent whose host addresses are local receive each
+// inner packet in GRE over IPv4 from lbAddr4, and returns the agent and
+// what it wrote to its TUN (a pipe).
+func throughAgent(t *testing.T, local *localSet, inners ...[]byte) (*agent, []byte) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	a := &agent{failed: make(chan error, 1), tun: &tunDevice{File: w, name: "pipe"}}
-	// What readLocal finds on any host: 127.0.0.0/8 and ::1 are local.
-	a.local.Store(&localSet{addrs: map[netip.Addr]bool{vipAddr4: true, beAddr4: true, netip.MustParseAddr("::1"): true},
-		prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	a.local.Store(local)
 	a.lastReread.Store(math.MaxInt64)
-	pkt := func(src, dst string) []byte {
-		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP,
-			SrcIP: netip.MustParseAddr(src).AsSlice(), DstIP: netip.MustParseAddr(dst).AsSlice()}
-		udp := &layers.UDP{SrcPort: 1234, DstPort: 53}
-		udp.SetNetworkLayerForChecksum(ip)
-		return serialize(t, ip, udp, gopacket.Payload("x"))
-	}
-	good := pkt("198.51.100.9", vipAddr4.String())
 	c := &fakeConn{}
-	for _, p := range [][]byte{
-		good,
-		pkt("198.51.100.9", "127.0.0.1"),
-		pkt("198.51.100.9", "127.1.2.3"),
-		pkt("127.0.0.1", vipAddr4.String()),
-		pkt("0.0.0.0", vipAddr4.String()),
-		pkt("224.0.0.1", vipAddr4.String()),
-		pkt("255.255.255.255", vipAddr4.String()),
-		pkt("169.254.169.254", vipAddr4.String()), // link-local: the backend's reply would stay on its link
-	} {
-		c.pkts, c.srcs = append(c.pkts, greTo(t, netip.Addr{}, p)), append(c.srcs, lbAddr4)
+	for _, p := range inners {
+		g := &layers.GRE{Protocol: layers.EthernetTypeIPv4}
+		if p[0]>>4 == 6 {
+			g.Protocol = layers.EthernetTypeIPv6
+		}
+		c.pkts, c.srcs = append(c.pkts, serialize(t, outer(false, layers.IPProtocolGRE), g, gopacket.Payload(p))), append(c.srcs, lbAddr4)
 	}
 	s := &source{name: "gre4", conn: c, from: c.from, strip: decap.StripChance}
 	a.rx.Add(1)
@@ -83,6 +83,28 @@ func TestProbeInnerMartians(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a, out
+}
+
+// TestProbeInnerMartians: an inner packet whose destination is a loopback
+// address (local by the kernel's local table: 127.0.0.0/8) or whose source
+// is loopback, unspecified, multicast or limited broadcast is never
+// written to the TUN: it cannot come from a client, and it is counted.
+func TestProbeInnerMartians(t *testing.T) {
+	// What readLocal finds on any host: 127.0.0.0/8 and ::1 are local.
+	local := &localSet{addrs: map[netip.Addr]bool{vipAddr4: true, beAddr4: true, netip.MustParseAddr("::1"): true},
+		prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	good := udpTo(t, "198.51.100.9", vipAddr4.String())
+	a, out := throughAgent(t, local,
+		good,
+		udpTo(t, "198.51.100.9", "127.0.0.1"),
+		udpTo(t, "198.51.100.9", "127.1.2.3"),
+		udpTo(t, "127.0.0.1", vipAddr4.String()),
+		udpTo(t, "0.0.0.0", vipAddr4.String()),
+		udpTo(t, "224.0.0.1", vipAddr4.String()),
+		udpTo(t, "255.255.255.255", vipAddr4.String()),
+		udpTo(t, "169.254.169.254", vipAddr4.String()), // link-local: the backend's reply would stay on its link
+	)
 	if !bytes.Equal(out, good) {
 		t.Errorf("TUN got %d bytes, want only the one good packet (%d bytes)", len(out), len(good))
 	}
@@ -99,56 +121,19 @@ func TestProbeInnerMartians(t *testing.T) {
 // service answers itself. IPv6's kernel delivers such a packet (IPv4's
 // drops it unless accept_local is set), so the agent drops both.
 func TestInnerSourceOfThisHostDropped(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	a := &agent{failed: make(chan error, 1), tun: &tunDevice{File: w, name: "pipe"}}
 	vip6, be6 := netip.MustParseAddr("2001:db8::80"), netip.MustParseAddr("2001:db8::10")
-	a.local.Store(&localSet{addrs: map[netip.Addr]bool{vipAddr4: true, beAddr4: true, vip6: true, be6: true},
-		prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("203.0.113.0/24")}})
-	a.lastReread.Store(math.MaxInt64)
-	pkt := func(src, dst string) []byte {
-		s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
-		udp := &layers.UDP{SrcPort: 1234, DstPort: 53}
-		if s.Is6() {
-			ip := &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP, SrcIP: s.AsSlice(), DstIP: d.AsSlice()}
-			udp.SetNetworkLayerForChecksum(ip)
-			return serialize(t, ip, udp, gopacket.Payload("x"))
-		}
-		ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: s.AsSlice(), DstIP: d.AsSlice()}
-		udp.SetNetworkLayerForChecksum(ip)
-		return serialize(t, ip, udp, gopacket.Payload("x"))
-	}
-	gre := func(inner []byte) []byte {
-		g := &layers.GRE{Protocol: layers.EthernetTypeIPv4}
-		if inner[0]>>4 == 6 {
-			g.Protocol = layers.EthernetTypeIPv6
-		}
-		return serialize(t, outer(false, layers.IPProtocolGRE), g, gopacket.Payload(inner))
-	}
-	good4, good6 := pkt("198.51.100.9", vipAddr4.String()), pkt("2001:db8:1::9", vip6.String())
-	c := &fakeConn{}
-	for _, p := range [][]byte{
+	local := &localSet{addrs: map[netip.Addr]bool{vipAddr4: true, beAddr4: true, vip6: true, be6: true},
+		prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("203.0.113.0/24")}}
+	good4, good6 := udpTo(t, "198.51.100.9", vipAddr4.String()), udpTo(t, "2001:db8:1::9", vip6.String())
+	a, out := throughAgent(t, local,
 		good4,
-		pkt(beAddr4.String(), vipAddr4.String()),
-		pkt(vipAddr4.String(), vipAddr4.String()),
-		pkt("203.0.113.7", vipAddr4.String()),
+		udpTo(t, beAddr4.String(), vipAddr4.String()),
+		udpTo(t, vipAddr4.String(), vipAddr4.String()),
+		udpTo(t, "203.0.113.7", vipAddr4.String()),
 		good6,
-		pkt(be6.String(), vip6.String()),
-		pkt(vip6.String(), vip6.String()),
-	} {
-		c.pkts, c.srcs = append(c.pkts, gre(p)), append(c.srcs, lbAddr4)
-	}
-	s := &source{name: "gre4", conn: c, from: c.from, strip: decap.StripChance}
-	a.rx.Add(1)
-	a.receive(s)
-	w.Close()
-	out, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+		udpTo(t, be6.String(), vip6.String()),
+		udpTo(t, vip6.String(), vip6.String()),
+	)
 	if want := append(append([]byte{}, good4...), good6...); !bytes.Equal(out, want) {
 		t.Errorf("TUN got %d bytes, want only the two good packets (%d bytes)", len(out), len(want))
 	}
