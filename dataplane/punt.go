@@ -53,27 +53,32 @@ func puntClass(svc *Services, ps *packet.Parsed) punt.Class {
 	return punt.Other
 }
 
-// isND reports whether ps is neighbour discovery as the kernel takes it
-// (RFC 4861; Linux's ndisc_rcv): ICMPv6 over IPv6 (not IPv4's protocol
-// 58), not fragmented (RFC 6980), code 0 and a hop limit of 255, which
-// only a sender on the link can deliver. Anything else would let an
-// attacker on the internet spend the neighbour budget with packets the
-// kernel then drops.
+// isND reports whether ps is neighbour discovery a host's kernel acts on
+// (RFC 4861; Linux's ndisc_rcv): a router advertisement, neighbour
+// solicitation or advertisement, or redirect (134-137) over IPv6 (not
+// IPv4's protocol 58), not fragmented (RFC 6980), code 0 and a hop limit
+// of 255, which only a sender on the link can deliver. Anything else
+// would let an attacker spend the neighbour budget with packets the
+// kernel then drops: one from the internet, or a router solicitation,
+// which only a router answers (Linux drops it unless forwarding).
 func isND(ps *packet.Parsed) bool {
 	return ps.Tuple.V6 && ps.Proto == packet.ProtoICMPv6 && !ps.Fragment && ps.TTL == 255 && ps.ICMPCode == 0 &&
-		ps.ICMPType >= header.ICMPv6RouterSolicit && ps.ICMPType <= header.ICMPv6Redirect
+		ps.ICMPType > header.ICMPv6RouterSolicit && ps.ICMPType <= header.ICMPv6Redirect
 }
 
-// isMLD reports whether ps is multicast listener discovery as the kernel
-// takes it (RFC 2710, RFC 3810): ICMPv6 query, report or done (130, 131,
-// 132, 143), not fragmented, from a link-local source with a hop limit of
-// 1, which no router forwards. Where switches snoop MLD, a query the LB
-// does not answer ends its membership of its solicited-node group, and
-// neighbour solicitations for its address stop reaching it.
+// isMLD reports whether ps is a multicast listener query as the kernel
+// takes it (RFC 2710, RFC 3810): ICMPv6 type 130, not fragmented, from a
+// link-local source with a hop limit of 1, which no router forwards. Where
+// switches snoop MLD, a query the LB does not answer ends its membership
+// of its solicited-node group, and neighbour solicitations for its
+// address stop reaching it. Other hosts' reports and dones are other: a
+// host needs none of them (an MLDv1 host that misses one only sends its
+// own report), and on a busy link they would spend the budget ARP and
+// neighbour discovery need.
 func isMLD(ps *packet.Parsed) bool {
 	t := &ps.Tuple
 	return t.V6 && ps.Proto == packet.ProtoICMPv6 && !ps.Fragment && ps.TTL == 1 && t.Src[0] == 0xfe && t.Src[1]&0xc0 == 0x80 &&
-		(ps.ICMPType >= header.ICMPv6MLDQuery && ps.ICMPType <= header.ICMPv6MLDDone || ps.ICMPType == header.ICMPv6MLDv2Report)
+		ps.ICMPType == header.ICMPv6MLDQuery
 }
 
 // puntL2 is the class of a punted frame that is not IP.

@@ -36,7 +36,8 @@ func icmpFrame(t *testing.T, src, dst string, proto layers.IPProtocol, typ, code
 // forwards (RFC 4861 7.1.1 and its siblings; Linux's ndisc_rcv drops
 // anything else). A flood of lookalikes from the internet spends the
 // other class's budget, and the LAN's real neighbour solicitations still
-// reach the kernel.
+// reach the kernel. So does a flood from the link of what a host's kernel
+// drops or needs not: router solicitations, other hosts' listener reports.
 func TestPuntNeighbourLookalikesFromTheInternet(t *testing.T) {
 	const lb6 = "2001:db8:100::10"
 	r := newRig(t, testConfig)
@@ -53,6 +54,15 @@ func TestPuntNeighbourLookalikesFromTheInternet(t *testing.T) {
 		},
 		"ipv6 ns code 1": func(i int) []byte {
 			return icmpFrame(t, fmt.Sprintf("fe80::%x", i+1), lb6, layers.IPProtocolICMPv6, 135, 1, 255)
+		},
+		// From the link, but nothing a host acts on: Linux drops a
+		// router solicitation unless it forwards, and needs no other
+		// host's listener report.
+		"router solicitation from the link": func(i int) []byte {
+			return icmpFrame(t, fmt.Sprintf("fe80::%x", i+1), "ff02::2", layers.IPProtocolICMPv6, 133, 0, 255)
+		},
+		"listener reports from the link": func(i int) []byte {
+			return icmpFrame(t, fmt.Sprintf("fe80::%x", i+1), "ff02::16", layers.IPProtocolICMPv6, 143, 0, 1)
 		},
 	}
 	for name, f := range floods {
@@ -189,7 +199,9 @@ func TestPuntMLDFromTheLinkIsNeighbour(t *testing.T) {
 	global := icmpFrame(t, "2001:db8:c::9", lb6, layers.IPProtocolICMPv6, 130, 0, 1)
 	hop2 := icmpFrame(t, "fe80::1", "ff02::1", layers.IPProtocolICMPv6, 130, 0, 2)
 	v := r.runAt(query, report, global, hop2)
-	want := []Verdict{Punt, Punt, Drop, Drop}
+	// Another host's report is other: a host needs none, and a link busy
+	// with them must not spend the budget ARP needs.
+	want := []Verdict{Punt, Drop, Drop, Drop}
 	for i := range want {
 		if v[i] != want[i] {
 			t.Errorf("packet %d after a flood of other: verdict %v, want %v", i, v[i], want[i])

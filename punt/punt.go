@@ -12,14 +12,16 @@
 // packet over the budget is dropped and counted. The classes keep the
 // traffic the LB itself needs alive while an attacker spends another
 // class's budget, in the way a router polices its control plane:
-//   - neighbour: ARP and IPv6 neighbour discovery (router and neighbour
-//     solicitations and advertisements, redirects), without which the
-//     next hop and the LB's own address stop resolving. Neighbour
-//     discovery counts here only as the kernel takes it (hop limit 255,
-//     code 0, not fragmented), so that it comes from the link: a
-//     lookalike from the internet is other. So is multicast listener
-//     discovery from the link (link-local source, hop limit 1), which
-//     keeps snooping switches sending the LB its neighbour solicitations;
+//   - neighbour: ARP and IPv6 neighbour discovery (neighbour
+//     solicitations and advertisements, router advertisements,
+//     redirects), without which the next hop and the LB's own address
+//     stop resolving. Neighbour discovery counts here only as the kernel
+//     takes it (hop limit 255, code 0, not fragmented), so that it comes
+//     from the link: a lookalike from the internet is other, and so is a
+//     router solicitation, which a host drops. So are multicast listener
+//     queries from the link (link-local source, hop limit 1), which keep
+//     snooping switches sending the LB its neighbour solicitations; other
+//     hosts' listener reports, which a host needs not, are other;
 //   - bgp: anything from a configured BGP neighbour's address (the
 //     session, and ICMP about it);
 //   - health: the health checks' answers: anything from a backend's
