@@ -53,19 +53,21 @@ func (p *Plane) GatewaysChanged() <-chan struct{} { return p.gwChanged }
 // SetNextHop records the MACs the kernel resolved for gateways ipv4 and
 // ipv6 and publishes a copy of the current snapshot with them. An answer
 // for gateways that are no longer configured (a reload came in between)
-// is ignored.
-func (p *Plane) SetNextHop(ipv4, ipv6 netip.Addr, nh dataplane.NextHop) {
+// is ignored, and SetNextHop returns false: the resolver must answer
+// again, even if the gateways are back to these by then.
+func (p *Plane) SetNextHop(ipv4, ipv6 netip.Addr, nh dataplane.NextHop) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d := &p.cfg.Dataplane
 	if d.NextHopMAC.Set || ipv4 != d.GatewayIPv4.Addr || ipv6 != d.GatewayIPv6.Addr {
-		return
+		return false
 	}
 	p.hop = resolvedHop{gw4: ipv4, gw6: ipv6, nh: nh}
 	if svc := p.shared.Services.Load(); svc != nil {
 		p.shared.Services.Store(svc.WithNextHop(p.nextHopLocked(p.cfg)))
 	}
 	p.announceLocked() // a fresh instance waits for its next hop (announce.go)
+	return true
 }
 
 // SetOnApply sets what applies an accepted reload to the kernel's side of

@@ -117,7 +117,12 @@ func TestV6OnlyProbeIPv6BackendsFollowIPv6NextHop(t *testing.T) {
 		t.Errorf("Gateways() = %v %v", got, want)
 	}
 	mac6b := [6]byte{2, 0, 0, 0, 6, 2}
-	f.plane.SetNextHop(gw4, netip.MustParseAddr("2001:db8:1::1"), dataplane.NextHop{MAC4: mac4, Has4: true, MAC6: mac6b, Has6: true})
+	if f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC4: mac4, Has4: true, MAC6: mac6b, Has6: true}) {
+		t.Errorf("an answer for the gateway before the reload was taken")
+	}
+	if !f.plane.SetNextHop(gw4, netip.MustParseAddr("2001:db8:1::1"), dataplane.NextHop{MAC4: mac4, Has4: true, MAC6: mac6b, Has6: true}) {
+		t.Errorf("the answer for the configured gateways was refused")
+	}
 	r = f.lc.Send(syn(t, 1003, "S"))
 	if m, _, ok := outer6(r.Frame); r.Verdict != dataplane.Tx || !ok || m != mac6b {
 		t.Errorf("after the new gateway resolved: verdict %d mac %x", r.Verdict, m)

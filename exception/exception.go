@@ -337,7 +337,10 @@ type Resolver struct {
 // Run resolves the gateways that gateways() returns, every Interval and at
 // once whenever changed fires (a reload changed them), until ctx ends. It
 // calls publish with the gateways it resolved and their MACs whenever
-// either changes; a gateway not resolved yet is poked (the kernel sends
+// either changes, and again at the next round if publish refused them
+// (false: the gateways moved on meanwhile, as two quick reloads A to B
+// and back to A do; the answer must not be taken as delivered, or A's
+// new MAC would wait for the next change). A gateway not resolved yet is poked (the kernel sends
 // ARP/ND) and published as unresolved, so its family's packets are dropped
 // and counted (no-next-hop), never flooded.
 //
@@ -351,7 +354,7 @@ type Resolver struct {
 // last MAC stays, and if the probes fail the entry fails and the gateway
 // is resolved again. A station that merely claims the gateway's address
 // does not get the backends' traffic.
-func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-chan struct{}, publish func(Gateways, dataplane.NextHop)) {
+func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-chan struct{}, publish func(Gateways, dataplane.NextHop) bool) {
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	var curG Gateways
@@ -398,8 +401,9 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 				r.Log.Info("next hop changed", "ipv4_gateway", g.IPv4, "ipv4_mac", macStr(nh.MAC4, nh.Has4),
 					"ipv6_gateway", g.IPv6, "ipv6_mac", macStr(nh.MAC6, nh.Has6))
 			}
-			publish(g, nh)
-			curG, cur, first = g, nh, false
+			if publish(g, nh) {
+				curG, cur, first = g, nh, false
+			}
 		}
 		select {
 		case <-ctx.Done():

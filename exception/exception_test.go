@@ -214,7 +214,7 @@ func TestResolverFollowsGateways(t *testing.T) {
 	r := &Resolver{Iface: ifc, Netns: ns, Interval: time.Hour}
 	go func() {
 		defer close(done)
-		r.Run(ctx, gateways, changed, func(g Gateways, nh dataplane.NextHop) { pubs <- pub{g, nh} })
+		r.Run(ctx, gateways, changed, func(g Gateways, nh dataplane.NextHop) bool { pubs <- pub{g, nh}; return true })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
@@ -235,6 +235,54 @@ func TestResolverFollowsGateways(t *testing.T) {
 	changed <- struct{}{}
 	if p := next(); p.g.IPv4 != b || !p.nh.Has4 || p.nh.MAC4 != mb {
 		t.Errorf("after the gateway changed: %+v, want %v at %v", p, b, net.HardwareAddr(mb[:]))
+	}
+}
+
+// TestResolverAnswersAgainWhenRefused: an answer the plane refused (two
+// quick reloads moved the gateway from A to B and back to A while the
+// resolver looked A up, so the answer arrived while B was configured) is
+// given again at the next round, though the gateways are A again and the
+// MAC the same: the plane must not be left without A's MAC, dropping
+// every packet as no-next-hop, until the MAC changes.
+func TestResolverAnswersAgainWhenRefused(t *testing.T) {
+	const ifc = "fltest9"
+	ns, h := testNetns(t, ifc)
+	if err := Configure(Iface{Name: ifc, MAC: [6]byte{2, 0xf1, 0, 0, 0, 9}, MTU: 1500, Addrs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/24")}}, ns); err != nil {
+		t.Fatal(err)
+	}
+	a, ma := netip.MustParseAddr("192.0.2.1"), [6]byte{2, 0, 0, 0, 0, 0xa}
+	addNeigh(t, h, ifc, a, ma, netlink.NUD_REACHABLE)
+
+	pubs := make(chan dataplane.NextHop, 16)
+	refuse := true // the first answer comes while B is configured
+	changed := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	r := &Resolver{Iface: ifc, Netns: ns, Interval: time.Hour}
+	go func() {
+		defer close(done)
+		r.Run(ctx, func() Gateways { return Gateways{IPv4: a} }, changed, func(_ Gateways, nh dataplane.NextHop) bool {
+			taken := !refuse
+			refuse = false
+			pubs <- nh
+			return taken
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	next := func() (dataplane.NextHop, bool) {
+		select {
+		case nh := <-pubs:
+			return nh, true
+		case <-time.After(10 * time.Second):
+			return dataplane.NextHop{}, false
+		}
+	}
+	if nh, ok := next(); !ok || !nh.Has4 || nh.MAC4 != ma {
+		t.Fatalf("first answer: %+v (published %v), want %v", nh, ok, net.HardwareAddr(ma[:]))
+	}
+	changed <- struct{}{} // the reload back to A
+	if nh, ok := next(); !ok || !nh.Has4 || nh.MAC4 != ma {
+		t.Errorf("after the refused answer and the reload back to A: %+v (published %v), want %v again", nh, ok, net.HardwareAddr(ma[:]))
 	}
 }
 

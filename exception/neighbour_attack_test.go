@@ -286,11 +286,12 @@ func TestLookupRefusesGroupAndZeroMACs(t *testing.T) {
 	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: time.Hour}
 	go func() {
 		defer close(done)
-		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr} }, nil, func(_ Gateways, nh dataplane.NextHop) {
+		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr} }, nil, func(_ Gateways, nh dataplane.NextHop) bool {
 			select {
 			case pubs <- nh:
 			default:
 			}
+			return true
 		})
 	}()
 	defer func() { cancel(); <-done }()
@@ -347,8 +348,9 @@ func TestResolverHoldsUnconfirmedGatewayChange(t *testing.T) {
 	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: 20 * time.Millisecond}
 	go func() {
 		defer close(done)
-		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr} }, nil, func(_ Gateways, nh dataplane.NextHop) {
+		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr} }, nil, func(_ Gateways, nh dataplane.NextHop) bool {
 			pubs <- pub{nh.MAC4, nh.Has4}
+			return true
 		})
 	}()
 	defer func() { cancel(); <-done }()

@@ -232,7 +232,7 @@ func TestResolverResolvesBothFamiliesOnTheLAN(t *testing.T) {
 	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: 20 * time.Millisecond}
 	go func() {
 		defer close(done)
-		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr, IPv6: l.gwAddr6} }, nil, func(_ Gateways, nh dataplane.NextHop) { pubs <- nh })
+		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr, IPv6: l.gwAddr6} }, nil, func(_ Gateways, nh dataplane.NextHop) bool { pubs <- nh; return true })
 	}()
 	defer func() { cancel(); <-done }()
 	deadline := time.After(10 * time.Second)

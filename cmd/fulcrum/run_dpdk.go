@@ -248,7 +248,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	go res.Run(ctx, func() exception.Gateways {
 		v4, v6 := plane.Gateways()
 		return exception.Gateways{IPv4: v4, IPv6: v6}
-	}, plane.GatewaysChanged(), func(g exception.Gateways, nh dataplane.NextHop) { plane.SetNextHop(g.IPv4, g.IPv6, nh) })
+	}, plane.GatewaysChanged(), func(g exception.Gateways, nh dataplane.NextHop) bool { return plane.SetNextHop(g.IPv4, g.IPv6, nh) })
 	if startSig() != nil {
 		return 0
 	}
