@@ -208,7 +208,20 @@ func (p *Plane) syncHealthLocked(renamed map[string]string) error {
 			from[key] = checkKey(dataplane.BackendRef{VIP: was, Backend: r.Backend})
 		}
 	}
-	return p.checks.SetRenamed(targets, from)
+	if err := p.checks.SetRenamed(targets, from); err != nil {
+		return err
+	}
+	// A renamed checker's run goes on under its new key, but a change it
+	// reported under the old key before the reload (pending, or held by
+	// the event loop) is dropped: healthEvent finds no backend, or another
+	// incarnation, under that key. Its state now is its latest verdict.
+	for key := range from {
+		s, ok := p.checks.Status(key)
+		if st := p.backends[checkRef(key)]; ok && st != nil && s.State != health.Unknown && st.check == targets[key].Addr {
+			p.setHealthLocked(st, s.State == health.Up, s.Reason)
+		}
+	}
+	return nil
 }
 
 // HealthStatus is the checker's view of a backend (checks, failures, last

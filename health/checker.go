@@ -121,12 +121,13 @@ func NewChecker(key string, target Target, prober Prober, notify func(Event)) (*
 func (c *Checker) inherit(old *Checker) {
 	m := old.machineCopy()
 	m.configure(c.target.Config)
-	m.st.Addr = c.addr
+	m.st.Key, m.st.Addr = c.key, c.addr // a renamed checker reports under its new key
 	if !sameQuestion(old.target, c.target) {
 		// The state is kept until the new check gives its own verdict,
 		// rise or fall of its checks later: the old check's passes and
 		// failures in a row say nothing of the new one.
 		m.st.ConsecutiveOK, m.st.ConsecutiveFail = 0, 0
+		m.askedAt, m.failedAt = m.st.Checks, m.st.Failures
 	}
 	c.mu.Lock()
 	c.m = &m

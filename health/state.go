@@ -131,6 +131,10 @@ type machine struct {
 	// a reload added it, has failed once, as every other instance of
 	// the fleet sees it, and is not held out longer there.
 	recovered bool
+	// askedAt and failedAt are Status.Checks and Status.Failures when the
+	// current question began (a reload changed what the check asks,
+	// Checker.inherit): undecided counts only the checks since.
+	askedAt, failedAt uint64
 	// lastFail is the last failing check's error (nil if none failed):
 	// the cause named when checks that never settle decide Down
 	// (undecided).
@@ -232,7 +236,7 @@ func (m *machine) observe(now time.Time, rtt time.Duration, err error) (Event, b
 		if err != nil && old == Unknown && s.ConsecutiveFail >= m.fall {
 			return m.down(now, old, err), true
 		}
-		if old == Unknown && s.Checks >= uint64(m.rise+m.fall) {
+		if old == Unknown && s.Checks-m.askedAt >= uint64(m.rise+m.fall) {
 			return m.undecided(now), true
 		}
 		return Event{}, false
@@ -256,7 +260,7 @@ func (m *machine) undecided(now time.Time) Event {
 	m.provisional, m.recovered = false, false
 	s.Backoff = 0
 	s.Reason = fmt.Sprintf("no verdict: %d of %d checks failed, never %d passes in a row (last failure: %v)",
-		s.Failures, s.Checks, m.rise, cause)
+		s.Failures-m.failedAt, s.Checks-m.askedAt, m.rise, cause)
 	return m.event(now, Unknown, cause, false)
 }
 
