@@ -210,7 +210,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 				healthy++
 			}
 		}
-		panic := total > 0 && float64(healthy) < c.PanicThreshold*float64(total)
+		panic := belowThreshold(healthy, total, c.PanicThreshold)
 		panicked[v.Name] = panic
 		for _, b := range v.Backends {
 			k := dataplane.BackendRef{VIP: v.Name, Backend: b.Name}
@@ -257,6 +257,15 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 		}
 	}
 	return over, panicked, ramping
+}
+
+// belowThreshold reports whether healthy of total is fewer than the share
+// t. It divides rather than multiplies: healthy/total and a threshold
+// written in decimal round to the same float64 when they are equal, where
+// t × total may round above the integer (0.28 × 25 is 7.000000000000001)
+// and put a VIP with exactly the threshold healthy in panic mode.
+func belowThreshold(healthy, total int, t float64) bool {
+	return total > 0 && float64(healthy)/float64(total) < t
 }
 
 // panicCounts reports whether st counts in its VIP's panic threshold

@@ -138,7 +138,7 @@ func (p *Plane) candidates(svc *dataplane.Services, v *dataplane.VIP) []LookupCa
 		if !b.Down { // as Worker.choose weighs it
 			c.Weight = b.Weight
 		}
-		if loads != nil && int(id) < len(loads.Active) {
+		if loads != nil && loads.For(id, b) {
 			c.Active = loads.Active[id]
 			c.LatencyUs, _ = loads.Latency[id].Micros()
 		}

@@ -333,7 +333,7 @@ func (p *Plane) lastHealthyLocked(v *dataplane.VIP, st *backendState) bool {
 		return false // not counted as healthy: ejecting it changes nothing
 	}
 	after := healthy - 1
-	return after < 1 || float64(after) < p.cfg.Control.PanicThreshold*float64(total)
+	return after < 1 || belowThreshold(after, total, p.cfg.Control.PanicThreshold)
 }
 
 // forgetIfStable forgets the past ejections of a backend that has been

@@ -18,7 +18,12 @@ import (
 func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 	svc := p.shared.Services.Load()
 	changed := false
-	loads := &dataplane.Loads{Active: make([]int64, len(svc.Backends)), Latency: make([]sched.EWMA, len(svc.Backends))}
+	loads := &dataplane.Loads{Active: make([]int64, len(svc.Backends)), Latency: make([]sched.EWMA, len(svc.Backends)), Gen: make([]uint32, len(svc.Backends))}
+	for id, b := range svc.Backends {
+		if b != nil {
+			loads.Gen[id] = b.Gen
+		}
+	}
 	defer p.shared.Loads.Store(loads) // the schedulers' view, about once a second
 	checks := make(map[string]*config.Health, len(p.cfg.VIPs))
 	for i := range p.cfg.VIPs {

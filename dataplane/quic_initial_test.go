@@ -2,7 +2,6 @@ package dataplane
 
 import "testing"
 
-
 // quicPortTo is a client port whose 5-tuples to both VIPs ("quic" and
 // "plain") their tables give to name.
 func quicPortTo(t *testing.T, r *rig, client, name string) uint16 {

@@ -484,4 +484,14 @@ func (s *Services) LookupVIP(addr netip.Addr, port uint16, proto uint8) *VIP {
 type Loads struct {
 	Active  []int64
 	Latency []sched.EWMA
+	// Gen is the incarnation (Backend.Gen) each id's figures belong to: a
+	// snapshot published since may have given the id to a new backend,
+	// which must not inherit them. Nil: the figures belong to the
+	// snapshot's backends (tests).
+	Gen []uint32
+}
+
+// For reports whether the figures of id belong to be's incarnation.
+func (l *Loads) For(id uint32, be *Backend) bool {
+	return int(id) < len(l.Active) && (l.Gen == nil || (int(id) < len(l.Gen) && be != nil && l.Gen[id] == be.Gen))
 }

@@ -752,7 +752,7 @@ func (w *Worker) choose(svc *Services, v *VIP, i int) *Backend {
 		if be != nil && !be.Down {
 			l.Weight = uint32(be.Weight)
 		}
-		if loads != nil && int(id) < len(loads.Active) {
+		if loads != nil && loads.For(id, be) {
 			l.Active += loads.Active[id]
 			l.EWMA = loads.Latency[id]
 		}
@@ -779,6 +779,13 @@ func (w *Worker) schedulersFor(svc *Services) {
 		return
 	}
 	w.c.ensure(len(svc.VIPs), svc.NumBackendIDs())
+	for id, b := range svc.Backends {
+		// An id handed to a new incarnation: the picks counted for the
+		// old one are not its load.
+		if b != nil && (prev == nil || id >= len(prev.Backends) || prev.Backends[id] == nil || prev.Backends[id].Gen != b.Gen) {
+			w.localNew[id] = 0
+		}
+	}
 	w.pickers = make([]sched.Picker, len(svc.VIPs))
 	most := 0
 	for _, v := range svc.VIPs {
