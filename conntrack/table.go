@@ -848,6 +848,17 @@ func (t *Table) Drop(sel Selector, from, budget int) (next int, done bool) {
 	})
 }
 
+// DropIf is Drop for the entries drop reports true for (drop must not
+// insert or remove entries).
+func (t *Table) DropIf(drop func(e *Entry) bool, from, budget int) (next int, done bool) {
+	return t.scan(from, budget, func(s int, e *Entry) {
+		if drop(e) {
+			t.free(s)
+			t.c.Dropped++
+		}
+	})
+}
+
 // Scan calls fn for every occupied entry (expired ones included: see
 // Expired) of up to budget buckets starting at bucket from, and returns the
 // bucket to continue from; done is true when the last bucket was visited.

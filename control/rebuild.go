@@ -7,7 +7,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
@@ -51,14 +50,14 @@ func (p *Plane) rebuildLocked() error {
 // clearRemovedVIPs asks every worker to drop the conntrack entries of VIPs
 // that are gone from the new snapshot.
 //
-// An id that the new snapshot already gives to another VIP (the snapshot
-// reuses a removed VIP's id only when every other id is taken:
-// dataplane.NewServices) is left alone: dropping by VIP id would also drop
-// the flows the new VIP took since the swap, and a load-based scheduler
-// would place them again elsewhere mid-connection. The removed VIP's
-// entries there name backends of the removed VIP, whose ids are gone or
-// belong to another incarnation, so they never forward a packet; they
-// expire as idle.
+// The drops run in the background, worker after worker, and a later
+// snapshot may meanwhile give a removed VIP's id to another VIP (the next
+// reload may: dataplane.NewServices keeps out of reach only the ids of the
+// snapshot just before it), the removed VIP itself put back included. So
+// a drop spares the entries pinned to a live backend of the VIP that
+// holds the id when it runs (dataplane.DropRemovedVIPOp): those are that
+// VIP's flows; the removed VIP's own entries name backends whose ids are
+// gone or belong to another incarnation, and go.
 func (p *Plane) clearRemovedVIPs(prev, cur *dataplane.Services) {
 	var gone []uint16
 	for id, v := range prev.VIPs {
@@ -76,7 +75,7 @@ func (p *Plane) clearRemovedVIPs(prev, cur *dataplane.Services) {
 	go func() {
 		for _, id := range gone {
 			for i, w := range p.workers {
-				err := w.RunUntil(dataplane.DropOp(conntrack.ByVIP(id)), 10*time.Second, stop)
+				err := w.RunUntil(dataplane.DropRemovedVIPOp(id), 10*time.Second, stop)
 				if errors.Is(err, dataplane.ErrStopped) {
 					return
 				}

@@ -22,19 +22,21 @@ const opBudget = 256
 type opKind uint8
 
 const (
-	opDrop       opKind = iota // remove every entry a selector matches
-	opCountFlows               // count live entries in use (conntrack.Entry.InUse) by backend id
-	opLookup                   // find one flow's entry
-	opList                     // copy live entries from a cursor, up to a limit
-	opFlush                    // opDrop, counting the removed entries as moved
+	opDrop           opKind = iota // remove every entry a selector matches
+	opCountFlows                   // count live entries in use (conntrack.Entry.InUse) by backend id
+	opLookup                       // find one flow's entry
+	opList                         // copy live entries from a cursor, up to a limit
+	opFlush                        // opDrop, counting the removed entries as moved
+	opDropRemovedVIP               // opDrop of a VIP id's entries, sparing those of the VIP that holds the id now
 )
 
 // Op is a request to a worker. Fields after the request part are results,
 // valid once Wait returned true.
 type Op struct {
-	kind  opKind
-	sel   conntrack.Selector
-	tuple flow.Tuple
+	kind    opKind
+	sel     conntrack.Selector
+	dropVIP uint16 // opDropRemovedVIP
+	tuple   flow.Tuple
 
 	cursor int
 	done   atomic.Bool
@@ -79,6 +81,15 @@ var ErrBusy = errors.New("worker busy with another operation")
 // ErrTimeout is returned when a worker did not finish an Op in time (it
 // is not polling: stopped or stuck).
 var ErrTimeout = errors.New("worker did not answer in time")
+
+// DropRemovedVIPOp removes the conntrack entries of a removed VIP, whose
+// id was vip. The op may run after a later snapshot gave the id to another
+// VIP (the removed one put back, or a new one): entries pinned to a
+// backend of the VIP that holds the id when the op runs (its id and
+// incarnation: Services.Holder) are that VIP's flows, and stay. The
+// removed VIP's backends are gone or other incarnations now, so its own
+// entries all go.
+func DropRemovedVIPOp(vip uint16) *Op { return &Op{kind: opDropRemovedVIP, dropVIP: vip} }
 
 // DropOp removes a VIP's or a backend's conntrack entries.
 func DropOp(sel conntrack.Selector) *Op { return &Op{kind: opDrop, sel: sel} }
@@ -196,6 +207,19 @@ func (w *Worker) serveOp(now conntrack.Time) {
 	switch op.kind {
 	case opDrop:
 		op.cursor, finished = w.ct.Drop(op.sel, op.cursor, opBudget)
+	case opDropRemovedVIP:
+		svc := w.shared.Services.Load()
+		op.cursor, finished = w.ct.DropIf(func(e *conntrack.Entry) bool {
+			if e.VIP() != op.dropVIP {
+				return false
+			}
+			if svc != nil {
+				if be := svc.Holder(e.Backend(), e.Gen()); be != nil && be.VIP == e.VIP() {
+					return false // a flow of the VIP that holds the id now
+				}
+			}
+			return true
+		}, op.cursor, opBudget)
 	case opCountFlows:
 		// Only the entries of the id's current incarnation: a removed
 		// backend's entries stay until they expire or their next packet,
