@@ -133,8 +133,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *target == "" || *n < 1 || *n > 100000 || *interval <= 0 || *duration <= 0 {
-		fmt.Fprintln(stderr, "fulcrum-conncheck: -target is required; -n 1..100000; -interval and -duration positive")
+	if *target == "" || *n < 1 || *n > 100000 || *interval <= 0 || *duration <= 0 || *timeout <= 0 {
+		fmt.Fprintln(stderr, "fulcrum-conncheck: -target is required; -n 1..100000; -interval, -duration and -timeout positive")
 		return 2
 	}
 	if _, _, err := net.SplitHostPort(*target); err != nil {
@@ -154,7 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}()
 	c := &checker{start: time.Now(), rep: Report{Target: *target, PerBackend: map[string]int{}}, last: map[int]time.Time{}, stall: max(stallAfter, 2**interval)}
 	var wg sync.WaitGroup
-	for i := 0; i < *n; i++ {
+	for i := 0; i < *n && ctx.Err() == nil; i++ { // none tried once stopping
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -194,11 +194,22 @@ func writeReport(path string, r Report) {
 	}
 }
 
+// stopping reports whether ctx has ended or reached its deadline: a dial
+// cut by the run's end fails with the dialer's own "i/o timeout" an
+// instant before the context's timer marks it done.
+func stopping(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(dl)
+}
+
 // hold opens one connection and exchanges requests on it until ctx ends or
 // it breaks.
 func (c *checker) hold(ctx context.Context, id int, target string, interval, timeout time.Duration) {
 	conn, err := (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", target)
 	if err != nil {
+		if stopping(ctx) {
+			return // stopping before it opened: not a dial error
+		}
 		c.mu.Lock()
 		c.rep.DialErrors++
 		c.mu.Unlock()

@@ -239,9 +239,15 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// writeFile writes the pcap file, removing it again if it is incomplete.
+// writeFile writes the pcap file, removing it again if it is incomplete
+// and fulcrum-gen made it. Opened write-only: read-write (os.Create), a
+// FIFO has this process as a reader too and never reports that its
+// reader left. A path that existed (/dev/stdout, a FIFO, a device) is
+// never removed.
 func writeFile(name string, g *gen.Generator, n int) error {
-	f, err := os.Create(name)
+	_, statErr := os.Lstat(name)
+	made := os.IsNotExist(statErr)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
 	if err != nil {
 		return err
 	}
@@ -250,7 +256,9 @@ func writeFile(name string, g *gen.Generator, n int) error {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(name)
+		if made {
+			os.Remove(name)
+		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil

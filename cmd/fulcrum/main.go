@@ -98,17 +98,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // newFlagSet is a command's flag set; its -h/--help prints the command's
-// usage and every flag to stdout (parse then returns flag.ErrHelp).
+// usage and every flag to stdout (parse then returns flag.ErrHelp). A bad
+// flag's message and the usage after it go to stderr: flag writes the
+// message before it calls Usage, and asks for help without one.
 func newFlagSet(name, synopsis string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	errw := &countingWriter{w: stderr}
+	fs.SetOutput(errw)
 	fs.Usage = func() {
-		fs.SetOutput(stdout)
-		fmt.Fprintf(stdout, "usage: fulcrum %s\n\nflags:\n", synopsis)
+		w := stdout
+		if errw.n > 0 {
+			w = stderr // after flag's error message
+		}
+		fs.SetOutput(w)
+		fmt.Fprintf(w, "usage: fulcrum %s\n\nflags:\n", synopsis)
 		fs.PrintDefaults()
-		fs.SetOutput(stderr)
+		fs.SetOutput(errw)
 	}
 	return fs
+}
+
+// countingWriter counts what is written through it.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += len(p)
+	return c.w.Write(p)
 }
 
 // parseFlags parses args into fs; done reports that the command should

@@ -130,6 +130,11 @@ func newClientFrom(src, addr, token string, timeout time.Duration, to tlsOptions
 		if !validPort(port) {
 			return nil, fmt.Errorf("%s %q: port %q: not a number in 1..65535", src, addr, port)
 		}
+		// A zone (link-local "[fe80::1%eth0]:9180", as net.Dial and the
+		// daemon's listen take it) is "%25" in a URL.
+		if host, port, _ := net.SplitHostPort(addr); strings.Contains(host, "%") && !strings.Contains(host, "%25") {
+			addr = net.JoinHostPort(strings.Replace(host, "%", "%25", 1), port)
+		}
 		c.base = "http://" + addr
 		if to.set() {
 			c.base = "https://" + addr

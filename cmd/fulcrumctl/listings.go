@@ -138,7 +138,7 @@ func cmdConns(ctx context.Context, c *client, out *output, _ []string) error {
 	if err := resolveSelection(ctx, c, &sel); err != nil {
 		return err
 	}
-	var all api.Conns
+	all := api.Conns{Conns: []api.Conn{}} // [] in --json when none, as the API says it
 	cursor := ""
 	seen := map[string]bool{}
 	// page fetches up to n entries from cursor.

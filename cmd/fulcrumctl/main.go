@@ -103,8 +103,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "")
 	timeout := fs.Duration("timeout", 30*time.Second, "")
 	var sel selection
-	fs.StringVar(&sel.vip, "vip", "", "")
-	fs.StringVar(&sel.backend, "backend", "", "")
+	fs.Var((*onceString)(&sel.vip), "vip", "")
+	fs.Var((*onceString)(&sel.backend), "backend", "")
 	fs.IntVar(&sel.limit, "limit", defaultConnsLimit, "")
 	fs.BoolVar(&sel.drops, "drops", false, "")
 	fs.IntVar(&sel.count, "count", 0, "")
@@ -188,6 +188,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitAPI
 	}
 	return exitOK
+}
+
+// onceString is a selector flag (--vip, --backend): given twice it is
+// refused, not the last one taken ("flush --backend be1 --backend be2"
+// would flush be2 alone).
+type onceString string
+
+func (o *onceString) String() string {
+	if o == nil {
+		return ""
+	}
+	return string(*o)
+}
+
+func (o *onceString) Set(v string) error {
+	if *o != "" {
+		return fmt.Errorf("given twice (%q, then %q): name one", string(*o), v)
+	}
+	*o = onceString(v)
+	return nil
 }
 
 func envOr(key, def string) string {
