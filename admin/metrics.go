@@ -57,7 +57,7 @@ type collector struct {
 	drops, workerRx, workerTx                   *prometheus.Desc
 	ctFlows, ctEvictions, ctInsertFailed        *prometheus.Desc
 	rebuilds, rebuildSeconds, generation        *prometheus.Desc
-	bgpEstablished, bgpAnnounced                *prometheus.Desc
+	bgpEstablished, bgpAnnounced, bgpReceived   *prometheus.Desc
 	converging, convergingNewFlows              *prometheus.Desc
 	adminConns, adminRefused                    *prometheus.Desc
 
@@ -122,6 +122,7 @@ func newCollector(s *Server) *collector {
 
 		bgpEstablished: d("bgp_session_established", "1 while the BGP session to a router is established.", "peer"),
 		bgpAnnounced:   d("bgp_announced_vips", "VIP prefixes announced over BGP."),
+		bgpReceived:    d("bgp_prefixes_received", "Routes a router sends to the LB: never used, but kept in memory (a router should send none).", "peer"),
 
 		converging:         d("converging", "1 from start until every health check has given its first verdict (nothing is announced meanwhile)."),
 		convergingNewFlows: d("converging_new_flows_total", "New flows forwarded while converging (before the first announcement)."),
@@ -176,7 +177,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.vipPackets, c.vipBytes, c.vipNewFlows, c.vipPanic,
 		c.bePackets, c.beBytes, c.beNewFlows, c.beActive, c.beHealthy, c.beWeight, c.beEffective, c.beDrained, c.beOutlier, c.beEjections,
 		c.drops, c.workerRx, c.workerTx, c.ctFlows, c.ctEvictions, c.ctInsertFailed,
-		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced,
+		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced, c.bgpReceived,
 		c.converging, c.convergingNewFlows,
 		c.adminConns, c.adminRefused,
 		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wSYNKept, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
@@ -330,6 +331,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 
 	for _, p := range st.BGP {
 		gauge(c.bgpEstablished, bool01(p.State == "established"), p.Address)
+		gauge(c.bgpReceived, float64(p.PrefixesReceived), p.Address)
 	}
 	gauge(c.bgpAnnounced, float64(len(st.Announced)))
 	gauge(c.converging, bool01(st.Converging))

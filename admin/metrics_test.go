@@ -380,3 +380,22 @@ func TestPuntLimitedMetrics(t *testing.T) {
 		t.Errorf("fulcrum_drops_total{reason=punt-rate-limited} = %v, want %d", got, limited)
 	}
 }
+
+// The routes a router sends to the LB (which it never uses but whose
+// speaker keeps each one) show per peer in the status and the metrics,
+// so an operator sees a router that exports its table to the LB.
+func TestBGPPrefixesReceivedShown(t *testing.T) {
+	p := admintest.New(t, admintest.Config)
+	p.SetAnnouncer(func([]netip.Prefix) {}, func() []control.PeerInfo {
+		return []control.PeerInfo{{Address: "10.0.0.1", State: "established", PrefixesSent: 1, PrefixesReceived: 912345}}
+	})
+	e := serve(t, p, loopback(), p.File)
+	var st api.Status
+	e.ok("GET", api.StatusPath, "", &st)
+	if len(st.BGPPeers) != 1 || st.BGPPeers[0].PrefixesReceived != 912345 || st.BGPPeers[0].PrefixesSent != 1 {
+		t.Errorf("status bgp_peers %+v, want 10.0.0.1 with 912345 received, 1 sent", st.BGPPeers)
+	}
+	if v, ok := value(e.scrape(), "fulcrum_bgp_prefixes_received", "peer", "10.0.0.1"); !ok || v != 912345 {
+		t.Errorf("fulcrum_bgp_prefixes_received{peer=10.0.0.1} = %v (found %v), want 912345", v, ok)
+	}
+}

@@ -25,7 +25,10 @@
 // per family; a session carries its own address family, and the other one
 // only when that family's next hop is configured (RFC 4760 multiprotocol
 // over one session). Routes the routers send are never imported: the LB is
-// an originator, never a transit path.
+// an originator, never a transit path. GoBGP still keeps each one in the
+// neighbour's Adj-RIB-In (about 350 bytes a prefix, whatever the import
+// policy), so routers should export nothing to the LB;
+// PeerStatus.PrefixesReceived shows what they send.
 //
 // # Timers
 //

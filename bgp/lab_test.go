@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -53,6 +54,14 @@ var labSeq atomic.Int32
 // the lab adds the log line). It skips when not root or when ip, bird or
 // birdc is missing.
 func inLab(t *testing.T, birdConf string, body func(t *testing.T, l *lab)) {
+	t.Helper()
+	inLabExtra(t, birdConf, nil, body)
+}
+
+// inLabExtra is inLab with extra `ip` commands run after the lab's
+// addresses are set; "SP" and "RT" in them name the speaker's and the
+// router's namespaces.
+func inLabExtra(t *testing.T, birdConf string, extra [][]string, body func(t *testing.T, l *lab)) {
 	t.Helper()
 	if env := os.Getenv(labEnv); env != "" {
 		var l lab
@@ -95,6 +104,13 @@ func inLab(t *testing.T, birdConf string, body func(t *testing.T, l *lab)) {
 		{"-n", spNS, "link", "set", "lb0", "up"},
 		{"-n", rtNS, "link", "set", "rt0", "up"},
 	} {
+		run(t, "ip", c...)
+	}
+	for _, c := range extra {
+		c = slices.Clone(c)
+		for i, a := range c {
+			c[i] = strings.NewReplacer("SP", spNS, "RT", rtNS).Replace(a)
+		}
 		run(t, "ip", c...)
 	}
 

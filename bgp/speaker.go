@@ -269,6 +269,13 @@ func peerFromConfig(n neighbor) *api.Peer {
 	}
 	if n.local.IsValid() {
 		p.Transport.LocalAddress = n.local.String()
+	} else if n.addr.Zone() != "" {
+		// Without a local address GoBGP looks the zone's link-local
+		// address up when the peer is added, and AddPeer (Start) fails
+		// if the interface is missing or has none yet: the kernel
+		// chooses the source when it connects instead, and a missing
+		// interface is the session's error, as for any unreachable peer.
+		p.Transport.LocalAddress = netip.IPv6Unspecified().String()
 	}
 	if n.Multihop > 0 {
 		p.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(n.Multihop)}

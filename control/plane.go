@@ -153,7 +153,11 @@ type PeerInfo struct {
 	State        string
 	UptimeSec    float64
 	PrefixesSent uint64
-	LastError    string
+	// PrefixesReceived are the routes the router sends: the LB imports
+	// none, but the speaker keeps each (Adj-RIB-In), so a router should
+	// send none.
+	PrefixesReceived uint64
+	LastError        string
 }
 
 // New makes a control plane for cfg whose snapshots go to shared and whose

@@ -162,7 +162,10 @@ type BGPPeer struct {
 	State        string  `json:"state"` // idle, connect, active, opensent, openconfirm, established
 	UptimeSec    float64 `json:"uptime_seconds"`
 	PrefixesSent uint64  `json:"prefixes_sent"`
-	LastError    string  `json:"last_error,omitempty"`
+	// PrefixesReceived are the routes the router sends to the LB, which
+	// it never uses but keeps in memory: a router should send none.
+	PrefixesReceived uint64 `json:"prefixes_received"`
+	LastError        string `json:"last_error,omitempty"`
 }
 
 // Worker is one dataplane worker's (lcore's) counters.

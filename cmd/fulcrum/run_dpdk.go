@@ -427,7 +427,7 @@ func peerInfo(s *bgp.Speaker) []control.PeerInfo {
 	var out []control.PeerInfo
 	for _, p := range s.Peers() {
 		out = append(out, control.PeerInfo{Address: p.Address.String(), ASN: p.ASN, State: string(p.State),
-			UptimeSec: p.Uptime.Seconds(), PrefixesSent: p.PrefixesSent, LastError: p.LastError})
+			UptimeSec: p.Uptime.Seconds(), PrefixesSent: p.PrefixesSent, PrefixesReceived: p.PrefixesReceived, LastError: p.LastError})
 	}
 	return out
 }

@@ -133,9 +133,9 @@ func printStatus(w io.Writer, s *api.Status) {
 	}
 	if len(s.BGPPeers) > 0 {
 		fmt.Fprintln(w)
-		tw := table(w, "BGP PEER", "ASN", "STATE", "UPTIME", "PREFIXES-SENT", "LAST-ERROR")
+		tw := table(w, "BGP PEER", "ASN", "STATE", "UPTIME", "PREFIXES-SENT", "RECEIVED", "LAST-ERROR")
 		for _, p := range s.BGPPeers {
-			row(tw, p.Address, p.ASN, p.State, (time.Duration(p.UptimeSec) * time.Second).String(), p.PrefixesSent, p.LastError)
+			row(tw, p.Address, p.ASN, p.State, (time.Duration(p.UptimeSec) * time.Second).String(), p.PrefixesSent, p.PrefixesReceived, p.LastError)
 		}
 		tw.Flush()
 		fmt.Fprintf(w, "announced: %s\n", printable(strings.Join(s.Announced, " ")))
