@@ -190,9 +190,71 @@ func (d *Decapsulator) strip4(pkt []byte, ch *netip.Addr) ([]byte, Kind, error) 
 	proto, payload := ip.Protocol(), pkt[ihl:total]
 	if proto == protoUDP {
 		// RFC 768 pseudo-header: source, destination, protocol, length.
-		return d.udp(payload, ip.AddressSum(), false, ch)
+		inner, kind, err := d.udp(payload, ip.AddressSum(), false, ch)
+		return withECN(ip.TOS(), inner, kind, err)
 	}
-	return d.stripPayload(proto, payload, ch)
+	inner, kind, err := d.stripPayload(proto, payload, ch)
+	return withECN(ip.TOS(), inner, kind, err)
+}
+
+// withECN applies RFC 6040 §4.2 to a stripped inner packet, as Linux's
+// tunnels do (INET_ECN_decapsulate): the outer header's ECN field, which
+// routers between LB and backend may have marked, is moved to the inner
+// header; an outer CE over a Not-ECT inner packet is dropped.
+func withECN(outerTOS uint8, inner []byte, kind Kind, err error) ([]byte, Kind, error) {
+	if err == nil && !ecnDecap(outerTOS, inner) {
+		return nil, kind, ErrECN
+	}
+	return inner, kind, err
+}
+
+// ECN is what Strip does with the outer header's ECN field, for a caller
+// of StripPayload or StripGUE, which see no outer header: the caller got
+// outerTOS (the outer IPv4 TOS or IPv6 traffic class) from the socket
+// (IP_RECVTOS, IPV6_RECVTCLASS). It rewrites inner, an inner packet they
+// returned, as RFC 6040 §4.2 says, or returns ErrECN: an outer CE over a
+// Not-ECT inner packet, which must be dropped.
+func ECN(outerTOS uint8, inner []byte) error {
+	if !ecnDecap(outerTOS, inner) {
+		return ErrECN
+	}
+	return nil
+}
+
+// ecnDecap rewrites the ECN field of inner (an IP packet innerIP checked)
+// from the outer header's TOS / traffic class, and reports false when
+// the packet must be dropped.
+func ecnDecap(outerTOS uint8, inner []byte) bool {
+	o := outerTOS & 3
+	if o == 0 {
+		return true
+	}
+	v6 := inner[0]>>4 == 6
+	in := inner[1] & 3
+	if v6 {
+		in = inner[1] >> 4 & 3
+	}
+	var set uint8
+	switch {
+	case in == 0:
+		return o != 3 // ECT outside, Not-ECT inside: left alone
+	case o == 3 && in != 3:
+		set = 3
+	case o == 1 && in == 2:
+		set = 1
+	default:
+		return true
+	}
+	if v6 {
+		inner[1] = inner[1]&^0x30 | set<<4
+		return true
+	}
+	// RFC 1624 incremental update of the header checksum.
+	old := binary.BigEndian.Uint16(inner[0:2])
+	inner[1] = inner[1]&^3 | set
+	s := uint64(^binary.BigEndian.Uint16(inner[10:12])) + uint64(^old) + uint64(binary.BigEndian.Uint16(inner[0:2]))
+	binary.BigEndian.PutUint16(inner[10:12], ^inetsum.Fold(s))
+	return true
 }
 
 func (d *Decapsulator) strip6(pkt []byte, ch *netip.Addr) ([]byte, Kind, error) {
@@ -224,9 +286,11 @@ func (d *Decapsulator) strip6(pkt []byte, ch *netip.Addr) ([]byte, Kind, error) 
 	if nh == protoUDP {
 		// RFC 8200 §8.1 pseudo-header: source, destination, length,
 		// next header.
-		return d.udp(payload, ip.AddressSum(), true, ch)
+		inner, kind, err := d.udp(payload, ip.AddressSum(), true, ch)
+		return withECN(ip.TrafficClass(), inner, kind, err)
 	}
-	return d.stripPayload(nh, payload, ch)
+	inner, kind, err := d.stripPayload(nh, payload, ch)
+	return withECN(ip.TrafficClass(), inner, kind, err)
 }
 
 // StripPayload is Strip for a caller that has consumed the outer IP header

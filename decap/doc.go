@@ -57,6 +57,12 @@
 //     the kernel would hand it back to the decapsulator to strip again.
 //     The inner checksums are left to the kernel that receives the
 //     packet.
+//   - ECN (RFC 6040 §4.2, as Linux's tunnels): Strip, which sees the outer
+//     header, moves an outer CE (or ECT(1) over ECT(0)) to the inner
+//     header, fixing its IPv4 checksum, and refuses an outer CE over a
+//     Not-ECT inner packet (ErrECN). StripPayload and StripGUE cannot see
+//     the outer header: their caller passes the outer TOS or traffic
+//     class the socket reported to ECN, which does the same.
 //
 // # Errors
 //

@@ -82,6 +82,9 @@ const (
 	// would come back to the decapsulator to be stripped again, once per
 	// layer.
 	ErrInnerTunnel
+	// ErrECN: the outer header is marked Congestion Experienced and the
+	// inner packet is not ECN-capable (RFC 6040 §4.2: drop).
+	ErrECN
 
 	// NumErrors is the number of Error values including the zero one, for
 	// counter arrays indexed by Error.
@@ -114,6 +117,7 @@ var errorNames = [NumErrors]string{
 	ErrInnerHeader:     "inner-header",
 	ErrSecondChance:    "second-chance",
 	ErrInnerTunnel:     "inner-tunnel",
+	ErrECN:             "ecn-ce-not-ect",
 }
 
 // String is the error's counter name, e.g. "gre-flags".

@@ -35,7 +35,12 @@ type source struct {
 	from  func([]byte) (int, netip.Addr, error) // Read that also returns the outer source (for -lbs)
 	close func() error
 	strip func([]byte) ([]byte, decap.Kind, netip.Addr, error) // the inner packet and the second chance named
-	in    atomic.Uint64
+	// tos is the last datagram's outer TOS or traffic class, which from
+	// reads from the socket's control data where strip cannot see the
+	// outer header (raw IPv6 and UDP sockets); nil where it can (raw
+	// IPv4: decap.Strip applies the outer ECN field itself).
+	tos *uint8
+	in  atomic.Uint64
 }
 
 // agent is the running decapsulator: its sockets, its TUN device and its
@@ -226,6 +231,7 @@ func (a *agent) openFamily(fam string, addr netip.Addr, o options, d *decap.Deca
 			}
 			return n, netip.AddrFrom4([4]byte(b[12:16])), nil
 		}
+		var tos *uint8
 		if fam == "6" {
 			strip = func(b []byte) ([]byte, decap.Kind, netip.Addr, error) { return d.StripPayloadChance(proto, b) }
 			r, err := newRecvFrom6(c)
@@ -233,9 +239,9 @@ func (a *agent) openFamily(fam string, addr netip.Addr, o options, d *decap.Deca
 				c.Close()
 				return err
 			}
-			from = r.read
+			from, tos = r.read, &r.tos
 		}
-		a.sources = append(a.sources, &source{name: name, conn: c, from: from, close: c.Close, strip: strip})
+		a.sources = append(a.sources, &source{name: name, conn: c, from: from, close: c.Close, strip: strip, tos: tos})
 		return nil
 	}
 	for _, k := range o.kinds {
@@ -264,11 +270,18 @@ func (a *agent) openFamily(fam string, addr netip.Addr, o options, d *decap.Deca
 					break
 				}
 			}
+			if err = recvTOS(c, fam == "6"); err != nil {
+				c.Close()
+				break
+			}
+			tos := new(uint8)
+			oob := make([]byte, 64)
 			from := func(b []byte) (int, netip.Addr, error) {
-				n, ap, err := c.ReadFromUDPAddrPort(b)
+				n, oobn, _, ap, err := c.ReadMsgUDPAddrPort(b, oob)
+				*tos = tosFrom(oob[:oobn])
 				return n, ap.Addr().Unmap(), err
 			}
-			a.sources = append(a.sources, &source{name: "gue" + fam, conn: c, from: from, close: c.Close, strip: d.StripGUEChance})
+			a.sources = append(a.sources, &source{name: "gue" + fam, conn: c, from: from, close: c.Close, strip: d.StripGUEChance, tos: tos})
 		}
 		if err != nil {
 			return err
@@ -293,7 +306,7 @@ func (a *agent) receive(s *source) {
 		var n int
 		var src netip.Addr
 		var err error
-		if len(a.lbs) != 0 {
+		if len(a.lbs) != 0 || s.tos != nil {
 			n, src, err = s.from(buf)
 		} else {
 			n, err = s.conn.Read(buf)
@@ -314,6 +327,9 @@ func (a *agent) receive(s *source) {
 			continue
 		}
 		inner, kind, chance, err := s.strip(buf[:n])
+		if err == nil && s.tos != nil {
+			err = decap.ECN(*s.tos, inner) // RFC 6040 §4.2, as decap.Strip does where it sees the outer header
+		}
 		if err != nil {
 			// A type assertion, not errors.As: that would move e to the
 			// heap, an allocation per refused packet.

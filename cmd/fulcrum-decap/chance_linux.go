@@ -8,6 +8,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/decap"
 	"github.com/fulcrumlb/fulcrum/header"
+	"github.com/fulcrumlb/fulcrum/packet"
 )
 
 // The second chance (docs/second-chance.md). The LB names, in the tunnel
@@ -44,8 +45,8 @@ type scState struct {
 
 // flowOf reads the TCP flow of the inner IP packet: the client (source)
 // and the service (destination) endpoints, and the segment's flags. ok is
-// false for anything but an unfragmented TCP segment (IPv6 extension
-// headers included: the LB names no second chance for them).
+// false for anything but an unfragmented TCP segment (after any IPv6
+// extension headers, which the LB steps over too).
 func flowOf(inner []byte) (client, service netip.AddrPort, flags uint8, ok bool) {
 	var tcp []byte
 	var src, dst netip.Addr
@@ -62,11 +63,21 @@ func flowOf(inner []byte) (client, service netip.AddrPort, flags uint8, ok bool)
 		src, dst = netip.AddrFrom4([4]byte(inner[12:16])), netip.AddrFrom4([4]byte(inner[16:20]))
 		tcp = inner[hl:]
 	case len(inner) >= header.IPv6MinimumSize && inner[0]>>4 == 6:
-		if inner[6] != header.ProtoTCP {
+		nh, off := inner[6], header.IPv6MinimumSize
+		if header.IPv6ExtAll.Has(nh) {
+			// The LB walks extension headers to TCP (package packet)
+			// and names a second chance for such a segment too.
+			w := header.WalkIPv6Ext(inner, off, nh, header.IPv6ExtAll, packet.MaxExtHeaders)
+			if w.Status != header.IPv6ExtOK || w.Fragment {
+				return
+			}
+			nh, off = w.Proto, w.Off
+		}
+		if nh != header.ProtoTCP {
 			return
 		}
 		src, dst = netip.AddrFrom16([16]byte(inner[8:24])), netip.AddrFrom16([16]byte(inner[24:40]))
-		tcp = inner[header.IPv6MinimumSize:]
+		tcp = inner[off:]
 	default:
 		return
 	}
