@@ -282,6 +282,15 @@ func (p *Plane) baseWeight(st *backendState) int {
 	return st.weight
 }
 
+// panicUsing reports whether panic mode is using st, down or ejected, at
+// full weight now: its VIP is in panic mode in the published tables. A
+// backend panic mode used (panicUsed) keeps its flows when panic mode
+// ends, but from then on it is out of the table like any down backend,
+// and comes back with a slow start.
+func (p *Plane) panicUsing(st *backendState) bool {
+	return st.panicUsed && p.panicked[st.vip]
+}
+
 // ErrNotFound is returned for a VIP or backend name that does not exist.
 var ErrNotFound = errors.New("not found")
 
@@ -388,7 +397,7 @@ func (p *Plane) setHealthLocked(st *backendState, up bool, reason string) {
 		// Nor for one panic mode was using at full weight while down:
 		// ramped from slow_start_min, it got less than the backends
 		// still failing.
-		if was == HealthDown && !st.panicUsed {
+		if was == HealthDown && !p.panicUsing(st) {
 			st.upSince = p.now()
 		}
 		st.everUp = true

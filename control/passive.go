@@ -168,7 +168,7 @@ func (p *Plane) endEjection(st *backendState, now time.Time) bool {
 	}
 	ps.until, ps.reason, ps.why = time.Time{}, "", ""
 	ps.stableSince = now
-	if !st.panicUsed {
+	if !p.panicUsing(st) {
 		st.upSince = now // slow-start back in (not a backend panic mode used at full weight)
 	}
 	p.log.Info("passive ejection over", "vip", st.vip, "backend", st.name)
