@@ -59,7 +59,12 @@ func (p *Plane) SetNextHop(ipv4, ipv6 netip.Addr, nh dataplane.NextHop) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d := &p.cfg.Dataplane
-	if d.NextHopMAC.Set || ipv4 != d.GatewayIPv4.Addr || ipv6 != d.GatewayIPv6.Addr {
+	if d.NextHopMAC.Set {
+		// Nothing to resolve (Gateways is empty): the answer for no
+		// gateway is taken, or the resolver gives it again every round.
+		return !ipv4.IsValid() && !ipv6.IsValid()
+	}
+	if ipv4 != d.GatewayIPv4.Addr || ipv6 != d.GatewayIPv6.Addr {
 		return false
 	}
 	p.hop = resolvedHop{gw4: ipv4, gw6: ipv6, nh: nh}

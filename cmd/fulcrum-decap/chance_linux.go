@@ -68,7 +68,9 @@ func flowOf(inner []byte) (client, service netip.AddrPort, flags uint8, ok bool)
 			// The LB walks extension headers to TCP (package packet)
 			// and names a second chance for such a segment too.
 			w := header.WalkIPv6Ext(inner, off, nh, header.IPv6ExtAll, packet.MaxExtHeaders)
-			if w.Status != header.IPv6ExtOK || w.Fragment {
+			// An atomic fragment (offset 0, M clear) is the whole
+			// segment, as the LB takes it (RFC 6946).
+			if w.Status != header.IPv6ExtOK || w.Fragments > 1 || w.Fragment && (w.FragOffset != 0 || w.MoreFragments) {
 				return
 			}
 			nh, off = w.Proto, w.Off
