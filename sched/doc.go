@@ -3,7 +3,11 @@
 // power of two choices (HAProxy's random(<draws>)) and peak EWMA. The
 // dataplane calls these pickers once per new flow (conntrack then pins the
 // choice) and fulcrum-sim drives the very same code in its simulations, so
-// the tables the simulator prints describe what the dataplane does.
+// the simulator's tables show what these rules do with what they are
+// given. What the dataplane gives them is less than the simulator's
+// servers tell: connections in progress as each lcore sees them, and for
+// peak EWMA handshake and health-check round trips, not response times
+// (README, the simulator).
 //
 // # Only Maglev is the same everywhere
 //

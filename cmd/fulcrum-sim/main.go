@@ -29,6 +29,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/fulcrumlb/fulcrum/cmd/fulcrum-sim/internal/sim"
+	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/maglev"
 )
 
@@ -124,7 +125,7 @@ func runTable(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fulcrum-sim table", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	spec := fs.String("backends", "", "backends as `NAME[:WEIGHT],...`; the text after a name's last ':' is its weight\n"+
-		"(default 1, 0 drains), so a name containing ':' needs an explicit weight: 10.0.0.1:80:1")
+		"(default 1, 0 takes it out of the table; at most 65535, as in the configuration), so a name containing ':' needs an explicit weight: 10.0.0.1:80:1")
 	size := fs.Uint64("size", maglev.DefaultSize, "table size `M`, a prime larger than the number of backends")
 	summary := fs.Bool("summary", false, "print each backend's slot count and share instead of the slots")
 	if err := parseFlags(fs, args); err != nil {
@@ -165,12 +166,13 @@ func parseBackends(spec string) ([]maglev.Backend, error) {
 			w := strings.TrimSpace(item[j+1:])
 			n, err := strconv.ParseUint(w, 10, 32)
 			switch {
-			case err == nil:
+			case err == nil && n <= config.MaxWeight:
 				weight = uint32(n)
 			case strings.HasPrefix(w, "-"):
 				return nil, fmt.Errorf("backend #%d %q: weight %q is negative", i+1, item, w)
-			case errors.Is(err, strconv.ErrRange):
-				return nil, fmt.Errorf("backend #%d %q: weight %s is too large (at most %d)", i+1, item, w, uint32(1<<32-1))
+			case err == nil || errors.Is(err, strconv.ErrRange):
+				// The daemon's limit (config, the admin API, fulcrumctl).
+				return nil, fmt.Errorf("backend #%d %q: weight %s is too large (at most %d)", i+1, item, w, config.MaxWeight)
 			default:
 				return nil, fmt.Errorf("backend #%d %q: weight %q is not a whole number", i+1, item, w)
 			}
