@@ -261,6 +261,7 @@ func (w *Worker) serveSnapshot() {
 // packets arrive; now is the current time.
 func (w *Worker) Idle(now conntrack.Time) {
 	w.now = now
+	w.untrackedRecently(now) // clears the mark once its window has passed
 	w.serveSnapshot()
 	w.serveOp(now)
 }

@@ -252,7 +252,7 @@ func (e *Engine) HasTap() bool { return e.hasTap }
 
 // Run launches the forwarding loops and returns at once.
 func (e *Engine) Run() error {
-	e.stop.Store(false)
+	e.begin()
 	idx := map[uint]int{}
 	for i, lc := range dpdk.WorkerLcores() {
 		idx[lc] = i
@@ -273,6 +273,15 @@ func (e *Engine) Run() error {
 		}
 	}()
 	return nil
+}
+
+// begin readies the loops to run: not stopped, and each worker told
+// whether packets for the host have somewhere to go.
+func (e *Engine) begin() {
+	e.stop.Store(false)
+	for _, w := range e.workers {
+		w.SetExceptionPath(e.hasTap)
+	}
 }
 
 // Failed delivers an error if a forwarding loop dies (a panic on an lcore
@@ -348,7 +357,7 @@ func (e *Engine) loop(i int) error {
 	mbIdx := make([]int, burst)
 	lines := make([]uintptr, 2*burst)
 	c := w.Local()
-	base := txBase{c.TxPackets, c.TxFull}
+	base := txBase{c.TxPackets, c.TxFull, c.TxBytes}
 	backoff := d.IdleBackoff
 	maxSleep := d.IdleMaxSleep
 	idle := 0
@@ -438,7 +447,6 @@ func (e *Engine) loop(i int) error {
 					drops.Add(mb)
 					continue
 				}
-				c.TxBytes += uint64(pkts[j].Len)
 				txWire.Add(mb)
 			case Punt:
 				if txTap != nil {
@@ -470,13 +478,16 @@ func (e *Engine) loop(i int) error {
 
 // txBase is what a worker's counters held when its loop began: a loop run
 // again (Run after Stop) has new tx buffers, whose counts start at 0.
-type txBase struct{ sent, full uint64 }
+type txBase struct{ sent, full, bytes uint64 }
 
-// countTx publishes what the wire port took (TxPackets) and what it and
-// the tap (nil: none) refused (TxFull) into the worker's counters, on top
-// of base.
+// countTx publishes what the wire port took (TxPackets, TxBytes: the
+// forwarded packets and the kernel's frames alike) and what it and the
+// tap (nil: none) refused (TxFull) into the worker's counters, on top of
+// base. A packet waiting in wire counts in TxBytes until the port
+// refuses it, in TxPackets once the port takes it.
 func countTx(c *Counters, base txBase, wire, tap *dpdk.TxBuffer) {
 	c.TxPackets = base.sent + wire.Sent
+	c.TxBytes = base.bytes + wire.SentBytes
 	c.TxFull = base.full + wire.Dropped
 	if tap != nil {
 		c.TxFull += tap.Dropped

@@ -175,6 +175,18 @@ func (w *Worker) fastBurst(pkts []Pkt, svc *Services, now conntrack.Time) {
 		}
 		e, k := w.ctOut[j], j
 		j++
+		if nslow > 0 && w.parsed[i].TCPFlags&(packet.TCPFin|packet.TCPRst) != 0 {
+			// A close makes an established entry the first to evict:
+			// committed ahead of an earlier packet's insert on the
+			// general path, it would let that insert evict the
+			// connection, whose next packet then goes where the table
+			// says. After a general packet it goes general too, in
+			// arrival order, and so do its flow's later packets.
+			seen.mark(&w.parsed[i].Tuple)
+			f.slow[nslow] = uint8(i)
+			nslow++
+			continue
+		}
 		if fresh > 0 {
 			// fuseNew's inserts earlier in the burst change what the
 			// probe saw: an entry evicted for one of them now holds

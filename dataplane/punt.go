@@ -96,6 +96,13 @@ var defaultPunt = punt.Default.Rates()
 // it (punt-rate-limited). svc may be nil (no snapshot yet): the default
 // budgets apply.
 func (w *Worker) punt(i int, svc *Services, class punt.Class, now conntrack.Time) {
+	if w.noException {
+		// Nowhere to punt to: the drop is no-exception-path, decided
+		// here (not by the I/O loop after a snapshot may have counted a
+		// punt), and no budget is spent.
+		w.drop(i, DropNoException)
+		return
+	}
 	rate := defaultPunt[class]
 	if svc != nil {
 		rate = svc.punt[class]
@@ -108,3 +115,8 @@ func (w *Worker) punt(i int, svc *Services, class punt.Class, now conntrack.Time
 	w.c.Punted++
 	w.Verdicts[i] = Punt
 }
+
+// SetExceptionPath tells the worker whether its I/O loop has an exception
+// path: without one, packets for the host are dropped as no-exception-path
+// rather than punted. Call it while the worker is not running.
+func (w *Worker) SetExceptionPath(has bool) { w.noException = !has }

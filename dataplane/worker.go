@@ -138,6 +138,7 @@ type Worker struct {
 
 	fast        fastScratch // the fused path's per-burst state (fast.go)
 	generalOnly bool        // tests: every packet through the general stages
+	noException bool        // no exception path: a packet for the host is a no-exception-path drop (SetExceptionPath)
 	fastIdle    int         // bursts to run without trying the fused path
 	fastBackoff int         // the next such pause (doubles up to maxFastBackoff)
 }
@@ -704,8 +705,18 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 
 // untrackedRecently reports whether a datagram flow of a load-based VIP
 // found no conntrack slot within a UDP timeout (conntrack's other) of now.
+// The clock never goes back, so an age that looks negative is 2^31 ms
+// or more: the window has passed, and the mark is cleared (left set, it
+// would come back for 24.8 days in every 49.7 once the clock wrapped).
 func (w *Worker) untrackedRecently(now conntrack.Time) bool {
-	return w.untracked && int32(now-w.untrackedAt) <= int32(w.ct.Timeout(conntrack.StateOther))
+	if !w.untracked {
+		return false
+	}
+	if age := int32(now - w.untrackedAt); age >= 0 && age <= int32(w.ct.Timeout(conntrack.StateOther)) {
+		return true
+	}
+	w.untracked = false
+	return false
 }
 
 // pinned is e's backend if it is still the same backend of this VIP.

@@ -135,7 +135,7 @@ func TxBurstFree(port, queue uint16, b *Burst) int {
 	if n == 0 {
 		return 0
 	}
-	return int(C.fl_tx_burst_free(C.uint16_t(port), C.uint16_t(queue), b.pkts, C.uint16_t(n)))
+	return int(C.fl_tx_burst_free(C.uint16_t(port), C.uint16_t(queue), b.pkts, C.uint16_t(n)) & 0xffff)
 }
 
 // TxBuffer collects packets for one port's tx queue and transmits them
@@ -146,8 +146,9 @@ type TxBuffer struct {
 	Port, Queue uint16
 	b           *Burst
 	// Sent and Dropped count packets the port took and packets it
-	// refused (freed) since the buffer was made.
-	Sent, Dropped uint64
+	// refused (freed) since the buffer was made; SentBytes the bytes
+	// (pkt_len) of those it took.
+	Sent, Dropped, SentBytes uint64
 }
 
 // NewTxBuffer makes a tx buffer of size packets (1..MaxBurst) for
@@ -161,11 +162,14 @@ func NewTxBuffer(port, queue uint16, size int) (*TxBuffer, error) {
 }
 
 // Add queues m for transmission, flushing first if the buffer is full.
+// Its bytes count in SentBytes now, and come off again if the port
+// refuses it.
 func (t *TxBuffer) Add(m *Mbuf) {
 	if !t.b.Add(m) {
 		t.Flush()
 		t.b.Add(m)
 	}
+	t.SentBytes += uint64(m.PktLen())
 }
 
 // Len is the number of packets waiting.
@@ -178,9 +182,12 @@ func (t *TxBuffer) Flush() int {
 	if n == 0 {
 		return 0
 	}
-	sent := TxBurstFree(t.Port, t.Queue, t.b)
+	t.b.n = 0
+	r := uint64(C.fl_tx_burst_free(C.uint16_t(t.Port), C.uint16_t(t.Queue), t.b.pkts, C.uint16_t(n)))
+	sent := int(r & 0xffff)
 	t.Sent += uint64(sent)
 	t.Dropped += uint64(n - sent)
+	t.SentBytes -= r >> 16
 	return sent
 }
 
@@ -192,11 +199,12 @@ func (t *TxBuffer) FlushRx(port, queue uint16, rx *Burst) int {
 	t.b.n = 0
 	// The arrays are C memory (NewBurst), passed as integers so that
 	// cgo adds no pointer check to the loop's one call (fulcrum_dpdk.h).
-	r := uint32(C.fl_tx_free_rx(C.uint16_t(t.Port), C.uint16_t(t.Queue), C.uintptr_t(uintptr(unsafe.Pointer(t.b.pkts))), C.uint16_t(n),
+	r := uint64(C.fl_tx_free_rx(C.uint16_t(t.Port), C.uint16_t(t.Queue), C.uintptr_t(uintptr(unsafe.Pointer(t.b.pkts))), C.uint16_t(n),
 		C.uint16_t(port), C.uint16_t(queue), C.uintptr_t(uintptr(unsafe.Pointer(rx.pkts))), C.uint16_t(rx.cap)))
-	sent := int(r >> 16)
+	sent := int(r >> 16 & 0xffff)
 	t.Sent += uint64(sent)
 	t.Dropped += uint64(n - sent)
+	t.SentBytes -= r >> 32
 	rx.n = int(r & 0xffff)
 	return rx.n
 }

@@ -22,10 +22,37 @@ type statsReader struct {
 	workers []snapshotter
 	bufs    []dataplane.Counters
 	line    []byte // the last --stats-json line
+	flows   []newFlowCount
+}
+
+// newFlowCount keeps one worker's new_flows cumulative. The worker counts
+// new flows by VIP id, and a VIP's counts leave the snapshot with it (a
+// reload removed it) or restart when its id goes to another VIP (a new
+// Gen): retired holds what such VIPs had counted.
+type newFlowCount struct {
+	retired uint64
+	total   uint64                  // the new flows since start, at the last reading
+	seen    []dataplane.PacketBytes // the VIPs' counts at the last reading
+}
+
+// update takes the worker's VIP counts vips and returns its new flows
+// since start.
+func (f *newFlowCount) update(vips []dataplane.PacketBytes) uint64 {
+	for id := range f.seen {
+		if id >= len(vips) || vips[id].Gen != f.seen[id].Gen {
+			f.retired += f.seen[id].NewFlows
+		}
+	}
+	f.seen = append(f.seen[:0], vips...)
+	f.total = f.retired
+	for i := range vips {
+		f.total += vips[i].NewFlows
+	}
+	return f.total
 }
 
 func newStatsReader(workers []snapshotter) *statsReader {
-	return &statsReader{workers: workers, bufs: make([]dataplane.Counters, len(workers))}
+	return &statsReader{workers: workers, bufs: make([]dataplane.Counters, len(workers)), flows: make([]newFlowCount, len(workers))}
 }
 
 // read snapshots every worker; a worker that does not answer within a
@@ -50,7 +77,8 @@ func (r *statsReader) totalRx() uint64 {
 // one line (--stats-json): the cumulative counters summed over the
 // workers, then each worker's. t is the reading's time.
 func (r *statsReader) writeJSON(w io.Writer, t time.Time) error {
-	r.line = appendStatsJSON(r.line[:0], t, r.read())
+	cs := r.read()
+	r.line = appendStatsJSON(r.line[:0], t, cs, r.flows)
 	_, err := w.Write(r.line)
 	return err
 }
@@ -58,8 +86,13 @@ func (r *statsReader) writeJSON(w io.Writer, t time.Time) error {
 // appendStatsJSON appends the --stats-json line of cs (built by hand, with
 // strconv, so that it allocates nothing): {"time_unix_ms":..,"workers":N,
 // "rx":..,...,"per_worker":[{...},...]}\n. Every counter is cumulative
-// since start; docs/benchmarks.md names the fields.
-func appendStatsJSON(b []byte, t time.Time, cs []dataplane.Counters) []byte {
+// since start (new_flows through flows, one per worker, which keeps what
+// removed VIPs counted); docs/benchmarks.md names the fields.
+func appendStatsJSON(b []byte, t time.Time, cs []dataplane.Counters, flows []newFlowCount) []byte {
+	var total uint64
+	for i := range cs {
+		total += flows[i].update(cs[i].VIPs)
+	}
 	var sum dataplane.Counters
 	for i := range cs {
 		sum.Add(&cs[i])
@@ -69,28 +102,17 @@ func appendStatsJSON(b []byte, t time.Time, cs []dataplane.Counters) []byte {
 	b = append(b, `,"workers":`...)
 	b = strconv.AppendInt(b, int64(len(cs)), 10)
 	b = append(b, ',')
-	b = appendCounterFields(b, &sum, newFlows(cs))
+	b = appendCounterFields(b, &sum, total)
 	b = append(b, `,"per_worker":[`...)
 	for i := range cs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, '{')
-		b = appendCounterFields(b, &cs[i], newFlows(cs[i:i+1]))
+		b = appendCounterFields(b, &cs[i], flows[i].total)
 		b = append(b, '}')
 	}
 	return append(b, "]}\n"...)
-}
-
-// newFlows is the new flows the workers gave the VIPs.
-func newFlows(cs []dataplane.Counters) uint64 {
-	var n uint64
-	for i := range cs {
-		for _, v := range cs[i].VIPs {
-			n += v.NewFlows
-		}
-	}
-	return n
 }
 
 func appendCounterFields(b []byte, c *dataplane.Counters, newFlows uint64) []byte {
