@@ -9,8 +9,16 @@
 # exit. usage: deb-test.sh PACKAGE.deb
 set -euo pipefail
 deb=$(readlink -f "${1:?usage: deb-test.sh PACKAGE.deb}")
-cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "deb-test: needs root (debootstrap, chroot, DPDK)" >&2; exit 1; }
+# The mounts below live in a mount namespace of this run's own, so that
+# they go with it however it ends: the EXIT trap does not run on SIGKILL
+# (a CI job's hard kill, the OOM killer), and a run killed so left its
+# tmpfs (the installed packages, in memory) and binds of the host's /dev
+# and /sys under /tmp for good.
+if [ "${FULCRUM_DEBTEST_NS:-}" != 1 ]; then
+	exec env FULCRUM_DEBTEST_NS=1 unshare -m --propagation private "$(readlink -f "$0")" "$deb"
+fi
+cd "$(dirname "$0")/.."
 start=$SECONDS
 
 base=${FRESH_BASE:-${XDG_CACHE_HOME:-$HOME/.cache}/fresh-debian12}

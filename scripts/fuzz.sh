@@ -18,6 +18,11 @@ targets() {
 			done | sort -u | sed "s|^|$pkg |"
 		done
 }
+# The log of the target running: this run's own file, not a fixed path
+# that another make test on the machine (another clone, CI beside a
+# developer) overwrites, so that a failure prints its own output.
+log=$(mktemp /tmp/fulcrum-fuzz.XXXXXX)
+trap 'rm -f "$log"' EXIT
 list=$(targets)
 if [ -z "$list" ]; then
 	echo "fuzz: no fuzz targets found" >&2
@@ -31,15 +36,15 @@ while read -r pkg target; do
 	# written. Such a run is tried again, twice at most; any other
 	# failure, or a failing input written, fails at once.
 	for try in 1 2 3; do
-		if go test ${tags:+-tags "$tags"} -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" </dev/null >/tmp/fulcrum-fuzz.log 2>&1; then
+		if go test ${tags:+-tags "$tags"} -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg" </dev/null >"$log" 2>&1; then
 			break
 		fi
-		if [ "$try" -lt 3 ] && grep -q '^    context deadline exceeded$' /tmp/fulcrum-fuzz.log &&
-			! grep -q 'Failing input written' /tmp/fulcrum-fuzz.log; then
+		if [ "$try" -lt 3 ] && grep -q '^    context deadline exceeded$' "$log" &&
+			! grep -q 'Failing input written' "$log"; then
 			echo "fuzz: $pkg $target: Go's fuzz deadline race (golang/go#75804), no failing input; again"
 			continue
 		fi
-		cat /tmp/fulcrum-fuzz.log
+		cat "$log"
 		echo "fuzz: $pkg $target FAILED" >&2
 		exit 1
 	done

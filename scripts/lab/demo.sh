@@ -16,9 +16,13 @@ if ! flock -n 9; then
 	echo "demo: another lab run (make lab-test or make demo) holds /tmp/fulcrum-lab.lock; try again when it has finished" >&2
 	exit 1
 fi
-lab() { scripts/lab/lab.sh "$@" 9>&-; }
+lab() { FULCRUM_LAB_LOCKED=1 scripts/lab/lab.sh "$@" 9>&-; }
 
-trap 'lab down >/dev/null 2>&1 || true' EXIT INT TERM
+# Ctrl-C or SIGTERM ends the demo (through the EXIT trap's teardown): a
+# trap that only tore down let the demo resume on a lab that was gone.
+trap 'lab down >/dev/null 2>&1 || true' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 say() { printf '\n== %s\n' "$*"; }
 ctl() { "$LAB/bin/fulcrumctl" --addr "unix:$LAB/lb$1.sock" "${@:2}"; }

@@ -29,6 +29,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+# One lab at a time on this machine (the namespaces, LAB_DIR's files and
+# the DPDK prefixes have fixed names): every command that starts, stops or
+# removes something takes /tmp/fulcrum-lab.lock for its run, unless its
+# caller holds the lock for a run of its own and says so
+# (FULCRUM_LAB_LOCKED=1: the lab test, the demo). Without it a `lab.sh up`
+# or `down` by hand tore down the lab a running lab test or demo used. The
+# processes the lab leaves running do not inherit the lock's descriptor.
+case ${1:-} in
+status | lb-conf | "") ;;
+*)
+	if [ "${FULCRUM_LAB_LOCKED:-}" != 1 ]; then
+		exec 9>>/tmp/fulcrum-lab.lock
+		if ! flock -n 9; then
+			echo "lab: another lab run (make lab-test or make demo) holds /tmp/fulcrum-lab.lock; try again when it has finished" >&2
+			exit 1
+		fi
+	fi
+	;;
+esac
+
 LAB=${LAB_DIR:-/tmp/fulcrum-lab}
 NLB=${NLB:-2}
 NBE=${NBE:-4}
@@ -241,7 +261,7 @@ up() {
 	done
 	# Router: bird2.
 	bird_conf >"$LAB/bird.conf"
-	ns fl-router bird -c "$LAB/bird.conf" -s "$LAB/bird.ctl" -P "$LAB/bird.pid"
+	ns fl-router bird -c "$LAB/bird.conf" -s "$LAB/bird.ctl" -P "$LAB/bird.pid" 9>&-
 	# LBs: the wire veth has no address (DPDK owns it through AF_PACKET);
 	# the kernel's side of the LB is the exception tap fulcrum0.
 	for i in $(seq 1 "$NLB"); do
@@ -264,7 +284,7 @@ start_decap() {
 	# -peers: the backends' addresses (.16-.31), the only second-chance
 	# destinations the agent forwards to (docs/second-chance.md); -lbs:
 	# the LBs' lb_ipv4, the only other outer sources it takes tunnels from.
-	ip netns exec $n "$BIN/fulcrum-decap" -tun fdecap0 -gre -addr $ip -peers 10.77.2.16/28 -lbs 10.77.2.11,10.77.2.12 >>"$LAB/be$b-decap.log" 2>&1 &
+	ip netns exec $n "$BIN/fulcrum-decap" -tun fdecap0 -gre -addr $ip -peers 10.77.2.16/28 -lbs 10.77.2.11,10.77.2.12 >>"$LAB/be$b-decap.log" 2>&1 9>&- &
 	echo $! >"$LAB/be$b-decap.pid"
 }
 
@@ -274,14 +294,14 @@ start_decap() {
 # have two, and stop-decap would stop only the second.)
 start_backend() {
 	local b=$1 n=fl-be$1 ip=10.77.2.$((20 + $1))
-	ip netns exec $n "$BIN/fulcrum-labsrv" -name be$b -listen $VIP:80 -health $ip:8080 -quic $VIP:443 -quic-id $b >"$LAB/be$b.log" 2>&1 &
+	ip netns exec $n "$BIN/fulcrum-labsrv" -name be$b -listen $VIP:80 -health $ip:8080 -quic $VIP:443 -quic-id $b >"$LAB/be$b.log" 2>&1 9>&- &
 	echo $! >"$LAB/be$b.pid"
 }
 
 start_lb() {
 	local i=$1 n=fl-lb$1
 	lb_conf $i >"$LAB/lb$i.toml"
-	ip netns exec $n "$BIN/fulcrum" run -c "$LAB/lb$i.toml" --stats-interval 0 >"$LAB/lb$i.log" 2>&1 &
+	ip netns exec $n "$BIN/fulcrum" run -c "$LAB/lb$i.toml" --stats-interval 0 >"$LAB/lb$i.log" 2>&1 9>&- &
 	echo $! >"$LAB/lb$i.pid"
 }
 

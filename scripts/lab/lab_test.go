@@ -20,11 +20,14 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,16 +82,40 @@ func run(m *testing.M) int {
 		fmt.Println("lab: lock:", err)
 		return 1
 	}
+	// Every lab.sh this run starts acts under the lock held here.
+	os.Setenv("FULCRUM_LAB_LOCKED", "1")
 	wd, _ := os.Getwd()
 	script = filepath.Join(wd, "lab.sh")
-	up := exec.Command(script, "up")
-	up.Stdout, up.Stderr = os.Stdout, os.Stderr
-	defer func() {
+	labDown := func() {
 		down := exec.Command(script, "down")
 		down.Stdout, down.Stderr = os.Stdout, os.Stderr
 		down.Run()
+	}
+	// Stopped by SIGINT or SIGTERM (Ctrl-C, a cancelled CI job), the run
+	// tears the lab down before it exits (deferred calls do not run then),
+	// and a `lab.sh up` still running is stopped first: in a process
+	// group of its own, which also ends with this process however it ends
+	// (Pdeathsig: SIGKILL, go test's "ran too long"), so that no up goes
+	// on building a lab without the lock.
+	up := exec.Command(script, "up")
+	up.Stdout, up.Stderr = os.Stdout, os.Stderr
+	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Printf("lab: %v: tearing the lab down\n", s)
+		if up.Process != nil {
+			syscall.Kill(-up.Process.Pid, syscall.SIGKILL)
+		}
+		labDown()
+		os.Exit(1)
 	}()
-	if err := up.Run(); err != nil {
+	defer labDown()
+	runtime.LockOSThread() // Pdeathsig follows the thread that started up
+	err = up.Run()
+	runtime.UnlockOSThread()
+	if err != nil {
 		fmt.Println("lab: up failed:", err)
 		return 1
 	}
