@@ -125,7 +125,8 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 
 // candidates lists what a load-aware scheduler picks a VIP's new flow
 // from: every member with the weight and load the workers read (the
-// published Loads; each worker adds its own picks since then).
+// published Loads; each worker adds the change in its own active flows
+// since then, Worker.localLoad).
 func (p *Plane) candidates(svc *dataplane.Services, v *dataplane.VIP) []LookupCandidate {
 	loads := p.shared.Loads.Load()
 	out := make([]LookupCandidate, 0, len(v.Members))

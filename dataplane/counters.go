@@ -37,6 +37,7 @@ const (
 	DropPuntRateLimited                   // for the kernel, but over its class's punt budget (package punt)
 	DropVIPLinkGroup                      // VIP traffic in a frame to a broadcast or multicast MAC address: every LB of the segment would forward it
 	DropReplyToGroup                      // an echo request or a too-big packet from a broadcast or multicast source MAC: the reply would reach every host of the segment
+	DropTunnelICMP                        // an ICMP error to the LB's address about one of its own tunnel packets to a backend (tunnelError)
 	NumDropReasons
 )
 
@@ -60,6 +61,7 @@ var dropNames = [NumDropReasons]string{
 	DropPuntRateLimited: "punt-rate-limited",
 	DropVIPLinkGroup:    "vip-link-broadcast",
 	DropReplyToGroup:    "reply-to-group-source",
+	DropTunnelICMP:      "tunnel-icmp-error",
 }
 
 // encapDropNames are the encapsulation drops as drop reasons: encap names

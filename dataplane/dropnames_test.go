@@ -26,7 +26,7 @@ func TestDropNames(t *testing.T) {
 			t.Errorf("reason %q missing", want)
 		}
 	}
-	if len(seen) != 48 {
-		t.Errorf("%d reasons, want 48 (parse 22, encap 7, dataplane 19)", len(seen))
+	if len(seen) != 49 {
+		t.Errorf("%d reasons, want 49 (parse 22, encap 7, dataplane 20)", len(seen))
 	}
 }

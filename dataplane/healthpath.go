@@ -170,6 +170,33 @@ func (s *Services) healthBackend(port uint16) *Backend {
 	return s.Backends[s.health.backend[sl]-1]
 }
 
+// checkAnswerOwner is the backend whose check through the tunnel k is the
+// client's side of (the reverse of an ICMP error's quote: from the LB's
+// address and a check port to the VIP), or nil: a router's error about
+// the backend's answer (sent by DSR from the VIP to the LB) concerns that
+// backend's connection only.
+func (s *Services) checkAnswerOwner(k *flow.Tuple) *Backend {
+	h := &s.health
+	if h.n == 0 || k.Proto != packet.ProtoTCP || !isHealthPort(k.SrcPort) {
+		return nil
+	}
+	if k.V6 {
+		if !h.has6 || k.Src != h.src6 {
+			return nil
+		}
+	} else if !h.has4 || k.Src != h.src4 {
+		return nil
+	}
+	be := s.healthBackend(k.SrcPort)
+	if be == nil {
+		return nil
+	}
+	if v := s.VIPs[be.VIP]; v == nil || !v.HealthTunnel || v.Addr.As16() != k.Dst {
+		return nil
+	}
+	return be
+}
+
 // SteersFromKernel reports whether the snapshot in force has checks
 // through the tunnel, so that the engine hands the tap's bursts to
 // ProcessFromKernel; without them the tap's packets go to the wire as

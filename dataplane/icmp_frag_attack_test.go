@@ -181,10 +181,12 @@ func TestAttackFragmentsOneBackendUnderPicker(t *testing.T) {
 		if r.w.ct.Len() != 0 || nf != 0 || r.w.c.Fragments != 6*n {
 			t.Errorf("conntrack %d entries, new flows %d, fragments %d (want 0, 0, %d)", r.w.ct.Len(), nf, r.w.c.Fragments, 6*n)
 		}
-		for _, l := range r.w.localNew {
-			if l != 0 {
-				t.Errorf("fragments counted in the scheduler's load: %v", r.w.localNew[:8])
-				break
+		svc := r.shared.Services.Load()
+		for id, be := range svc.Backends {
+			if be != nil {
+				if l := r.w.localLoad(uint32(id), be); l != 0 {
+					t.Errorf("fragments counted in the scheduler's load: backend %s %d", be.Name, l)
+				}
 			}
 		}
 	})

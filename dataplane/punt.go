@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/packet"
 	"github.com/fulcrumlb/fulcrum/punt"
@@ -120,3 +121,30 @@ func (w *Worker) punt(i int, svc *Services, class punt.Class, now conntrack.Time
 // path: without one, packets for the host are dropped as no-exception-path
 // rather than punted. Call it while the worker is not running.
 func (w *Worker) SetExceptionPath(has bool) { w.noException = !has }
+
+// tunnelError reports whether ps, an ICMP error for the host, is about one
+// of the LB's own tunnel packets: its quote is from the address the error
+// came to, to a backend, by GRE, IPIP or UDP to the GUE port. A router
+// between the LB and the backend sends such an error when the tunnel's
+// path is smaller than dataplane.mtu (a packet too big) or the backend is
+// unreachable. The kernel has no tunnel or socket for it and would
+// discard it after the tap's write; the dataplane counts it instead
+// (tunnel-icmp-error), the one sign that full-size packets to a backend
+// are being lost on the way (README: the path to every backend must carry
+// mtu). It is not relayed to the client.
+func (s *Services) tunnelError(p *Pkt, ps *packet.Parsed) bool {
+	var q flow.Tuple
+	if packet.ParseICMPError(p.Buf[p.Off:p.Off+p.Len], ps, &q) != packet.OK || q.Src != ps.Tuple.Dst || q.V6 != ps.Tuple.V6 {
+		return false
+	}
+	if _, ok := s.backendAddrs[q.Dst]; !ok {
+		return false
+	}
+	switch q.Proto {
+	case header.ProtoGRE, header.ProtoIPIP, header.ProtoIPv6:
+		return true
+	case packet.ProtoUDP:
+		return s.Enc != nil && int(q.DstPort) == s.Enc.Config().GUEPort
+	}
+	return false
+}

@@ -106,14 +106,20 @@ type Worker struct {
 
 	// Schedulers other than Maglev: a picker per VIP id, rebuilt when the
 	// snapshot changes (between bursts), the lcore's own random source,
-	// and the new flows this lcore gave each backend since the last
-	// published Loads (so a burst of new flows sees its own choices).
-	svcSeen   *Services
-	pickers   []sched.Picker
-	loadBuf   []sched.Load
-	loadsSeen *Loads
-	localNew  []int64
-	rng       sched.Rand
+	// and, by backend id, this lcore's active flows when it first looked
+	// after the last published Loads (activeBase, taken in epoch
+	// baseEpoch): the published counts and the change since then are the
+	// backend's load, so a burst of new flows sees its own choices and a
+	// connection that closed stops counting at once, as least connections
+	// means it.
+	svcSeen    *Services
+	pickers    []sched.Picker
+	loadBuf    []sched.Load
+	loadsSeen  *Loads
+	epoch      uint32
+	activeBase []int32
+	baseEpoch  []uint32
+	rng        sched.Rand
 
 	// ICMP replies: token buckets per lcore (RFC 1812 4.3.2.8, RFC 4443
 	// 2.4(f): rate-limit ICMP errors), so spoofed packets cannot turn the
@@ -151,7 +157,8 @@ func NewWorker(id int, shared *Shared, ctCfg conntrack.Config, key flow.Key, por
 		return nil, err
 	}
 	w := &Worker{ID: id, shared: shared, ct: ct, hasher: flow.NewHasher(key), local: flow.NewLocalHasher(key), portMAC: portMAC,
-		tooBig: fullBucket(ICMPBurst), echo: fullBucket(EchoBurst), localNew: make([]int64, MaxBackends), rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
+		tooBig: fullBucket(ICMPBurst), echo: fullBucket(EchoBurst), activeBase: make([]int32, MaxBackends), baseEpoch: make([]uint32, MaxBackends),
+		rng: sched.NewRand(uint64(time.Now().UnixNano()) ^ uint64(id+1)*0x9e3779b97f4a7c15)}
 	for c, r := range defaultPunt {
 		w.puntBudget[c] = fullBucket(punt.Burst(r))
 	}
@@ -214,8 +221,8 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 		if v := w.classify(&pkts[i], i, svc, now); v != nil {
 			w.vips[i] = v
 			w.hashes[i] = w.fleetHash(v, w.keys[i])
-			if w.parsed[i].Fragment {
-				continue // stateless: fragments carry no flow state (fragment policy)
+			if w.parsed[i].Fragment || w.routed[i] != nil {
+				continue // stateless: fragments carry no flow state (fragment policy); an error about a check's answer names its backend
 			}
 			if v.QUIC != nil {
 				if w.routed[i] = w.routeQUIC(svc, v, &pkts[i], i); w.routed[i] != nil {
@@ -409,6 +416,8 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 			w.drop(i, DropNotForHost)
 		case svc.health.n > 0 && forgedCheckSYN(ps):
 			w.drop(i, DropHealthForgedSYN)
+		case ps.IsICMPError() && svc.tunnelError(p, ps):
+			w.drop(i, DropTunnelICMP)
 		default:
 			w.punt(i, svc, puntClass(svc, ps), now)
 		}
@@ -454,6 +463,13 @@ func (w *Worker) classify(p *Pkt, i int, svc *Services, now conntrack.Time) *VIP
 		}
 		w.quoted[i] = k
 		w.keys[i] = &w.quoted[i]
+		if be := svc.checkAnswerOwner(&k); be != nil {
+			// The quote is a check's answer (VIP -> the LB's address
+			// and a check port): only the backend the port names has
+			// that connection (healthpath.go).
+			w.routed[i] = be
+			return svc.VIPs[be.VIP]
+		}
 		v = svc.lookup(&k.Dst, k.DstPort, k.Proto)
 	case ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6:
 		switch {
@@ -685,9 +701,6 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 			w.untrackedAt, w.untracked = now, true
 		}
 		if tb := w.fromTable(svc, v, w.hashes[i]); tb != nil && tb != be {
-			if w.localNew[be.ID] > 0 {
-				w.localNew[be.ID]-- // the scheduler's choice was not used
-			}
 			be = tb
 		}
 	}
@@ -753,29 +766,45 @@ func (w *Worker) choose(svc *Services, v *VIP, i int) *Backend {
 	}
 	loads := w.shared.Loads.Load()
 	if loads != w.loadsSeen {
-		clear(w.localNew) // the published counts now include our choices
+		w.epoch++ // the published counts now include our flows: count anew from here
 		w.loadsSeen = loads
 	}
 	lb := w.loadBuf[:len(v.Members)]
 	for k, id := range v.Members {
 		be := svc.Backends[id]
-		l := sched.Load{Active: w.localNew[id]}
-		if be != nil && !be.Down {
-			l.Weight = uint32(be.Weight)
+		var l sched.Load
+		if be != nil {
+			if !be.Down {
+				l.Weight = uint32(be.Weight)
+			}
+			l.Active = w.localLoad(id, be)
 		}
 		if loads != nil && loads.For(id, be) {
 			l.Active += loads.Active[id]
 			l.EWMA = loads.Latency[id]
 		}
+		l.Active = max(l.Active, 0)
 		lb[k] = l
 	}
 	k := w.pickers[v.ID].Pick(lb, &w.rng)
 	if k < 0 {
 		return nil
 	}
-	id := v.Members[k]
-	w.localNew[id]++
-	return svc.Backends[id]
+	return svc.Backends[v.Members[k]]
+}
+
+// localLoad is the change in this lcore's active flows of be (id) since
+// it first looked after the last published Loads: the flows it gave be
+// since (its conntrack insert counts at once), less those that closed (a
+// FIN or RST seen) or ended. Published counts lag up to a second, and
+// with short connections a load-based scheduler that counted only the
+// picks since spread them as round robin does.
+func (w *Worker) localLoad(id uint32, be *Backend) int64 {
+	now := w.ct.BackendActive(id, be.Gen)
+	if w.baseEpoch[id] != w.epoch {
+		w.baseEpoch[id], w.activeBase[id] = w.epoch, now
+	}
+	return int64(now - w.activeBase[id])
 }
 
 // schedulersFor makes the pickers of a new snapshot's VIPs. A VIP whose
@@ -791,10 +820,11 @@ func (w *Worker) schedulersFor(svc *Services) {
 	}
 	w.c.ensure(len(svc.VIPs), svc.NumBackendIDs())
 	for id, b := range svc.Backends {
-		// An id handed to a new incarnation: the picks counted for the
-		// old one are not its load.
+		// An id handed to a new incarnation: the old one's flows are not
+		// its load, and it has none yet (BackendActive counts by
+		// incarnation).
 		if b != nil && (prev == nil || id >= len(prev.Backends) || prev.Backends[id] == nil || prev.Backends[id].Gen != b.Gen) {
-			w.localNew[id] = 0
+			w.activeBase[id], w.baseEpoch[id] = 0, w.epoch
 		}
 	}
 	w.pickers = make([]sched.Picker, len(svc.VIPs))
