@@ -140,6 +140,7 @@ type Plane struct {
 
 	hop       resolvedHop                         // the kernel's answer for the gateways (SetNextHop)
 	gwChanged chan struct{}                       // a reload changed the gateways: resolve again now
+	applyMu   sync.Mutex                          // one reload's dry run and apply at a time (outside mu: the dry run builds every table)
 	onApply   func(old, cur *config.Config) error // applies a reload to the kernel's side (SetOnApply)
 	onConfig  []func(cfg *config.Config)          // told of every configuration put in force (OnConfig)
 
@@ -287,6 +288,29 @@ func (p *Plane) Apply(cfg *config.Config) error {
 // apply is Apply for a configuration read at seq (readSeq): one read
 // before the configuration in force was read is stale, and ignored.
 func (p *Plane) apply(cfg *config.Config, seq uint64) error {
+	// One reload at a time builds its tables: two at once (a SIGHUP and
+	// fulcrumctl reload) would hold two dry runs in memory.
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	// Dry run: every table and health check must build before anything
+	// changes. It reads only the published snapshot, so it runs without
+	// the lock: every table of a large configuration takes seconds to
+	// build, and health verdicts, drains and the admin API wait on the
+	// lock (the rebuild below builds them once more under it).
+	p.mu.Lock()
+	superseded := seq < p.appliedSeq
+	err := reloadable(p.cfg, cfg)
+	nh := p.nextHopLocked(cfg)
+	p.mu.Unlock()
+	if !superseded && err == nil {
+		var dry *dataplane.Services
+		if dry, err = BuildServices(cfg, p.shared.Services.Load(), nil, nh); err == nil {
+			_, err = healthTargets(cfg, dry)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", cfg.File, err)
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if seq < p.appliedSeq {
@@ -294,15 +318,6 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 		return nil
 	}
 	if err := reloadable(p.cfg, cfg); err != nil {
-		return fmt.Errorf("%s: %w", cfg.File, err)
-	}
-	// Dry run: every table and health check must build before anything
-	// changes.
-	dry, err := BuildServices(cfg, p.shared.Services.Load(), nil, p.nextHopLocked(cfg))
-	if err != nil {
-		return fmt.Errorf("%s: %w", cfg.File, err)
-	}
-	if _, err := healthTargets(cfg, dry); err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	old, saved := p.cfg, p.saveBackends()
