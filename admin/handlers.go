@@ -379,9 +379,11 @@ func vipJSON(v *control.VIPStatus) api.VIP {
 	// new address (a new incarnation), and fulcrum_vip_new_flows_total is
 	// a counter.
 	out.NewFlows = v.NewFlows
+	// Each connection once: a flow with a second chance counts for two
+	// backends (the pin and the chance), so the backends' sum is not it.
+	out.ActiveFlows = v.Flows
 	for i := range v.Backends {
 		b := backendJSON(&v.Backends[i])
-		out.ActiveFlows += b.ActiveFlows
 		if b.Health != "down" {
 			out.Healthy++
 		}

@@ -50,7 +50,11 @@ type VIPStatus struct {
 	Packets   uint64
 	Bytes     uint64
 	NewFlows  uint64
-	Backends  []BackendStatus
+	// Flows is the VIP's tracked connections pinned to its live backends,
+	// each once (with flows): a connection with a second chance counts in
+	// the Flows of two backends.
+	Flows    uint64
+	Backends []BackendStatus
 }
 
 // Status is the whole control plane state.
@@ -89,6 +93,8 @@ type StatusBuf struct {
 	workers []dataplane.Counters
 	flows   []uint32 // summed over the workers
 	scan    []uint32 // one worker's count; reused unless its scan timed out
+	vips    []uint32 // by VIP id, summed over the workers
+	vipScan []uint32 // one worker's count by VIP id
 }
 
 // Status reports every VIP and backend with their counters. With flows, it
@@ -106,22 +112,36 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 		buf.workers = make([]dataplane.Counters, len(p.workers))
 	}
 	counters := buf.workers
-	var flows []uint32
+	var flows, vipFlows []uint32
 	var stale []int
 	for i, w := range p.workers {
 		if !w.Snapshot(&counters[i], 2*time.Second) {
 			stale = append(stale, i)
 		}
 		if withFlows {
-			n := p.shared.Services.Load().NumBackendIDs()
+			svc := p.shared.Services.Load()
+			n, nv := svc.NumBackendIDs(), len(svc.VIPs)
 			if cap(buf.scan) < n {
 				buf.scan = make([]uint32, n)
 			}
-			op := dataplane.CountFlowsOpInto(buf.scan[:n])
+			if cap(buf.vipScan) < nv {
+				buf.vipScan = make([]uint32, nv)
+			}
+			op := dataplane.CountFlowsOpInto(buf.scan[:n]).CountVIPsInto(buf.vipScan[:nv])
 			if err := w.Run(op, 5*time.Second); err != nil {
 				// The op stays posted and the worker may still write it.
-				buf.scan = nil
+				buf.scan, buf.vipScan = nil, nil
 				continue
+			}
+			if vipFlows == nil {
+				if cap(buf.vips) < nv {
+					buf.vips = make([]uint32, nv)
+				}
+				vipFlows = buf.vips[:nv]
+				clear(vipFlows)
+			}
+			for id, k := range op.VIPFlows[:min(nv, len(vipFlows))] {
+				vipFlows[id] += k
 			}
 			if flows == nil {
 				if cap(buf.flows) < n {
@@ -162,6 +182,9 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 			continue
 		}
 		vs := VIPStatus{Name: v.Name, Address: v.Addr.String(), Port: v.Port, Protocol: protoName(v.Proto), Encap: v.Encap.String(), Hash: v.Hash.String(), Panic: p.panicked[v.Name], Serving: v.Table != nil}
+		if int(v.ID) < len(vipFlows) {
+			vs.Flows = uint64(vipFlows[v.ID])
+		}
 		slots := map[uint32]int{}
 		if v.Table != nil {
 			vs.TableSize = v.Table.Size()

@@ -63,6 +63,11 @@ type Op struct {
 
 	// opFlush: the entries removed.
 	Flushed uint64
+
+	// VIPFlows (opCountFlows, optional: CountVIPsInto): the same entries
+	// as Flows by VIP id, each once. A flow with a second chance counts in
+	// Flows for two backends, so their sum is not the VIP's connections.
+	VIPFlows []uint32
 }
 
 // ConnEntry is one live conntrack entry, as ListOp copies it.
@@ -103,6 +108,15 @@ func CountFlowsOp() *Op { return &Op{kind: opCountFlows, Flows: make([]uint32, M
 func CountFlowsOpInto(flows []uint32) *Op {
 	clear(flows)
 	return &Op{kind: opCountFlows, Flows: flows}
+}
+
+// CountVIPsInto makes a CountFlowsOp also count the entries by VIP id
+// into vips (cleared first): each connection once, under the VIP it is
+// pinned in.
+func (o *Op) CountVIPsInto(vips []uint32) *Op {
+	clear(vips)
+	o.VIPFlows = vips
+	return o
 }
 
 // LookupOp finds the conntrack entry of a flow (the worker hashes it with its
@@ -233,8 +247,13 @@ func (w *Worker) serveOp(now conntrack.Time) {
 			if w.ct.Expired(e, now) || !e.InUse(now) {
 				return
 			}
-			if int(id) < len(op.Flows) && (svc == nil || svc.Holder(id, e.Gen()) != nil) {
-				op.Flows[id]++
+			if svc == nil || svc.Holder(id, e.Gen()) != nil {
+				if int(id) < len(op.Flows) {
+					op.Flows[id]++
+				}
+				if vid := int(e.VIP()); vid < len(op.VIPFlows) {
+					op.VIPFlows[vid]++
+				}
 			}
 			// A flow with a second chance counts for the backend it
 			// names too: its connection may be there, reached through
