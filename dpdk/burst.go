@@ -130,12 +130,20 @@ func TxBurst(port, queue uint16, b *Burst, n int) int {
 // TxBurstFree is TxBurst that also frees what the port refused, in the
 // same cgo call, and empties b. It returns how many were sent.
 func TxBurstFree(port, queue uint16, b *Burst) int {
+	sent, _ := txBurstFree(port, queue, b)
+	return sent
+}
+
+// txBurstFree is TxBurstFree that also returns the refused packets'
+// bytes (pkt_len), summed in C before they were freed.
+func txBurstFree(port, queue uint16, b *Burst) (sent int, refusedBytes uint64) {
 	n := b.n
 	b.n = 0
 	if n == 0 {
-		return 0
+		return 0, 0
 	}
-	return int(C.fl_tx_burst_free(C.uint16_t(port), C.uint16_t(queue), b.pkts, C.uint16_t(n)) & 0xffff)
+	r := uint64(C.fl_tx_burst_free(C.uint16_t(port), C.uint16_t(queue), b.pkts, C.uint16_t(n)))
+	return int(r & 0xffff), r >> 16
 }
 
 // TxBuffer collects packets for one port's tx queue and transmits them
@@ -179,15 +187,10 @@ func (t *TxBuffer) Len() int { return t.b.n }
 // It returns how many were sent.
 func (t *TxBuffer) Flush() int {
 	n := t.b.n
-	if n == 0 {
-		return 0
-	}
-	t.b.n = 0
-	r := uint64(C.fl_tx_burst_free(C.uint16_t(t.Port), C.uint16_t(t.Queue), t.b.pkts, C.uint16_t(n)))
-	sent := int(r & 0xffff)
+	sent, refused := txBurstFree(t.Port, t.Queue, t.b)
 	t.Sent += uint64(sent)
 	t.Dropped += uint64(n - sent)
-	t.SentBytes -= r >> 16
+	t.SentBytes -= refused
 	return sent
 }
 
