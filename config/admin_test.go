@@ -192,3 +192,45 @@ func TestAdminRefusesWhatListenRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A secret written inline in a configuration every user can read is
+// accepted (refusing it would stop a fleet on upgrade) but Load warns of
+// it, naming each key; a file kept from other users, or a configuration
+// without inline secrets, gets no warning.
+func TestInlineSecretInReadableFileWarns(t *testing.T) {
+	const tok = "0123456789abcdef0123"
+	withSecrets := base + "[admin]\ntoken = \"" + tok + "\"\n" + bgpSection + "password = \"md5-key\"\n"
+	for _, tc := range []struct {
+		name string
+		src  string
+		perm os.FileMode
+		want []string // the keys warned of, in order
+	}{
+		{"world-readable with secrets", withSecrets, 0o644, []string{"admin.token", "bgp.neighbor[0].password"}},
+		{"group-readable with secrets", withSecrets, 0o640, nil},
+		{"private with secrets", withSecrets, 0o600, nil},
+		{"world-readable without secrets", base + bgpSection, 0o644, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "fulcrum.toml")
+			if err := os.WriteFile(p, []byte(tc.src), tc.perm); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, tc.perm); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			c, err := Load(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(c.Warnings) != len(tc.want) {
+				t.Fatalf("warnings %q, want one for each of %q", c.Warnings, tc.want)
+			}
+			for i, key := range tc.want {
+				if w := c.Warnings[i]; !strings.HasPrefix(w, key+" is written in "+p+",") || strings.Contains(w, tok) || strings.Contains(w, "md5-key") {
+					t.Errorf("warning %d = %q: does not name %s and the file, or shows the secret", i, w, key)
+				}
+			}
+		})
+	}
+}

@@ -56,6 +56,10 @@ type Config struct {
 
 	// File is the path the config was read from (not a TOML key).
 	File string `toml:"-"`
+	// Warnings are what Load saw that is allowed but unsafe: a secret
+	// written inline in a file every user can read. `fulcrum check`
+	// prints them, `fulcrum run` logs them at start and on each reload.
+	Warnings []string `toml:"-"`
 }
 
 // EAL holds DPDK's Environment Abstraction Layer settings.
@@ -326,7 +330,39 @@ func Load(path string) (*Config, error) {
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("config: %s is larger than %d MiB", path, MaxFileSize>>20)
 	}
-	return Parse(data, path)
+	c, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil {
+		c.Warnings = secretWarnings(c, fi.Mode().Perm())
+	}
+	return c, nil
+}
+
+// secretWarnings names each secret written inline in a file of mode perm
+// that every user can read. A token_file so readable is refused; an
+// inline secret is not, since refusing it would stop a fleet on upgrade,
+// but it guards nothing either, and the operator is told.
+func secretWarnings(c *Config, perm fs.FileMode) []string {
+	if perm&0o004 == 0 {
+		return nil
+	}
+	var w []string
+	say := func(key, instead string) {
+		w = append(w, fmt.Sprintf("%s is written in %s, which every user can read (mode %04o): chmod o-r the file%s", key, showPath(c.File), perm, instead))
+	}
+	if c.Admin.Token != "" {
+		say("admin.token", ", or move the token to token_file")
+	}
+	if c.BGP != nil {
+		for i, n := range c.BGP.Neighbors {
+			if n.Password != "" {
+				say(fmt.Sprintf("bgp.neighbor[%d].password", i), "")
+			}
+		}
+	}
+	return w
 }
 
 // openRegular opens path for reading without blocking and returns it if

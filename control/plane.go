@@ -374,6 +374,9 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 	}
 	p.notePassive(cfg)
 	p.log.Info("configuration applied", "file", cfg.File, "vips", len(cfg.VIPs))
+	for _, w := range cfg.Warnings {
+		p.log.Warn("configuration", "warning", w)
+	}
 	return nil
 }
 

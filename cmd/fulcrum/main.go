@@ -196,6 +196,9 @@ func loadConfig(fs *flag.FlagSet, path string, stderr io.Writer) (*config.Config
 		}
 		return nil, 2
 	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stderr, "fulcrum: warning: %s\n", w)
+	}
 	return cfg, 0
 }
 

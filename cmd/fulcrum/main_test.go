@@ -184,3 +184,28 @@ func TestRunRefusesNegativeDurations(t *testing.T) {
 		}
 	}
 }
+
+// `fulcrum check` of a file every user can read with an inline token
+// passes and warns on stderr, naming the key; the token itself is in
+// neither output.
+func TestCheckWarnsOfInlineSecret(t *testing.T) {
+	const tok = "0123456789abcdef0123"
+	src, err := os.ReadFile("../../examples/pcap.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := writeFile(t, t.TempDir(), "f.toml", string(src)+"\n[admin]\ntoken = \""+tok+"\"\n", 0o644)
+	if err := os.Chmod(f, 0o644); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	code, out, errs := runCmd("check", "-c", f)
+	if code != 0 || !strings.Contains(errs, "warning: admin.token is written in "+f) || strings.Contains(out+errs, tok) {
+		t.Fatalf("exit %d, stderr %q: want 0 and a warning naming admin.token, the secret in neither output", code, errs)
+	}
+	if err := os.Chmod(f, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCmd("check", "-c", f); code != 0 || errs != "" {
+		t.Fatalf("mode 0600: exit %d, stderr %q; want 0 and nothing", code, errs)
+	}
+}

@@ -127,6 +127,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration", "warning", w)
+	}
 	shared := &dataplane.Shared{}
 	// Validate every table, the engine settings and the BGP section before
 	// touching DPDK: a bad config exits 2.
