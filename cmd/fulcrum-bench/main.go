@@ -148,6 +148,11 @@ func run() int {
 		o.cref = p
 	}
 
+	// A bench killed by SIGKILL (or an out-of-memory kill) left its DPDK
+	// runtime directories behind; this run removes those of dead runs.
+	for _, d := range sweepStale(filepath.Dir(dpdkRuntimeDir("x")), pidAlive) {
+		fmt.Fprintf(os.Stderr, "fulcrum-bench: removed %s, left by a run that was killed\n", d)
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if o.work == "" {

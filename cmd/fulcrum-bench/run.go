@@ -363,3 +363,59 @@ func (p *PIDFile) set(pid int, on bool) {
 
 // errSkipped marks a run that cannot happen on this machine.
 var errSkipped = errors.New("skipped")
+
+// sweepStale removes the DPDK runtime directories under dir (the parent
+// of dpdkRuntimeDir's) that an earlier harness killed without a chance to
+// clean up left behind: those named fbench-PID-... whose PID is not
+// alive and whose config file no DPDK process holds locked (the primary
+// process keeps a write lock on it for its life, as
+// rte_eal_primary_proc_alive checks). Each holds tens of MB of tmpfs. It
+// returns the directories it removed.
+func sweepStale(dir string, alive func(pid int) bool) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "fbench-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		num, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(num)
+		if err != nil || pid <= 0 || alive(pid) {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if configLocked(filepath.Join(p, "config")) {
+			continue
+		}
+		if os.RemoveAll(p) == nil {
+			removed = append(removed, p)
+		}
+	}
+	return removed
+}
+
+// configLocked says whether a process holds a lock on a DPDK runtime
+// directory's config file (a file that is missing or cannot be opened
+// holds none).
+func configLocked(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_GETLK, &lk); err != nil {
+		return true // unknown: keep it
+	}
+	return lk.Type != syscall.F_UNLCK
+}
+
+// pidAlive says whether a process with this id exists.
+func pidAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
