@@ -105,6 +105,23 @@ func (p *Plane) Status(withFlows bool) Status {
 	return p.StatusInto(withFlows, &StatusBuf{})
 }
 
+// addCounts adds a worker's per-id counts to sum, the first worker's
+// into n counts of *mem (grown if it is short, and cleared). It returns
+// the sum.
+func addCounts(sum []uint32, mem *[]uint32, counts []uint32, n int) []uint32 {
+	if sum == nil {
+		if cap(*mem) < n {
+			*mem = make([]uint32, n)
+		}
+		sum = (*mem)[:n]
+		clear(sum)
+	}
+	for id, k := range counts[:min(len(sum), len(counts))] { // a reload between two workers may change n
+		sum[id] += k
+	}
+	return sum
+}
+
 // StatusInto is Status reading the counters into buf's memory, reused from
 // the last call: the counter snapshots then allocate nothing.
 func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
@@ -133,26 +150,8 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 				buf.scan, buf.vipScan = nil, nil
 				continue
 			}
-			if vipFlows == nil {
-				if cap(buf.vips) < nv {
-					buf.vips = make([]uint32, nv)
-				}
-				vipFlows = buf.vips[:nv]
-				clear(vipFlows)
-			}
-			for id, k := range op.VIPFlows[:min(nv, len(vipFlows))] {
-				vipFlows[id] += k
-			}
-			if flows == nil {
-				if cap(buf.flows) < n {
-					buf.flows = make([]uint32, n)
-				}
-				flows = buf.flows[:n]
-				clear(flows)
-			}
-			for id, k := range op.Flows[:min(n, len(flows))] {
-				flows[id] += k
-			}
+			vipFlows = addCounts(vipFlows, &buf.vips, op.VIPFlows, nv)
+			flows = addCounts(flows, &buf.flows, op.Flows, n)
 		}
 	}
 	p.mu.Lock()
