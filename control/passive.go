@@ -132,6 +132,7 @@ type passiveState struct {
 	// trips, folded into one peak EWMA.
 	lastHsMs, lastHsN uint64
 	latency           sched.EWMA
+	handshakeAt       time.Time // the last fold that had handshakes; zero: none yet
 }
 
 // foldWindow adds one period's totals to st's window, ends an ejection

@@ -26,8 +26,10 @@ func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 	}
 	defer p.shared.Loads.Store(loads) // the schedulers' view, about once a second
 	checks := make(map[string]*config.Health, len(p.cfg.VIPs))
+	penalty := make(map[string]time.Duration, len(p.cfg.VIPs))
 	for i := range p.cfg.VIPs {
 		checks[p.cfg.VIPs[i].Name] = &p.cfg.VIPs[i].Health
+		penalty[p.cfg.VIPs[i].Name] = p.cfg.VIPs[i].Penalty
 	}
 	for _, v := range svc.VIPs {
 		if v == nil || checks[v.Name] == nil {
@@ -53,7 +55,7 @@ func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 				}
 			}
 			loads.Active[id] = active
-			p.foldLatency(st, uint64(hsMs), uint64(est))
+			p.foldLatency(st, uint64(hsMs), uint64(est), penalty[v.Name], now)
 			loads.Latency[id] = st.passive.latency
 			if p.foldWindow(st, h, uint64(syns), uint64(est), uint64(retrans), now) {
 				changed = true
@@ -69,18 +71,44 @@ func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 
 // foldLatency feeds the period's mean handshake time and the health
 // check's round-trip average into the backend's peak EWMA (microseconds).
-func (p *Plane) foldLatency(st *backendState, hsMs, hsN uint64) {
+//
+// The two are round trips of different lengths: a handshake's goes to the
+// client (tens of ms on the Internet), a check's only to the backend (a
+// fraction of a ms). A backend that has served no flow since it last
+// became usable, or takes no new flows now, has only check samples: fed
+// as they are, it would rank far below its serving peers and take every
+// new flow until its first handshakes were folded, the EWMA exercise's
+// cold-start trap that ewma_penalty is there to prevent. Its check round
+// trip is fed as at least penalty, so it starts at the penalty, as a
+// backend without a sample is charged. Once its handshakes are folded, an
+// idle period lets its estimate fall toward the check's round trip as
+// before: an idle backend is tried again.
+func (p *Plane) foldLatency(st *backendState, hsMs, hsN uint64, penalty time.Duration, now time.Time) {
 	ps := &st.passive
 	dMs, dN := sat(hsMs, ps.lastHsMs), sat(hsN, ps.lastHsN)
 	ps.lastHsMs, ps.lastHsN = hsMs, hsN
 	if dN > 0 {
 		ps.latency.ObservePeak(int64(dMs * 1000 / dN))
+		ps.handshakeAt = now
 	}
 	if p.checks != nil {
 		if hs, ok := p.checks.Status(checkKey(dataplane.BackendRef{VIP: st.vip, Backend: st.name})); ok && hs.RTTEWMA > 0 {
-			ps.latency.ObservePeak(hs.RTTEWMA.Microseconds())
+			rtt := hs.RTTEWMA.Microseconds()
+			if p.latencyCold(st) {
+				rtt = max(rtt, penalty.Microseconds())
+			}
+			ps.latency.ObservePeak(rtt)
 		}
 	}
+}
+
+// latencyCold reports whether st's peak EWMA has no handshake of its
+// current service behind it: none folded since it last became usable
+// (added, back up, undrained, its weight given back), or it takes no new
+// flows now (drained, at weight 0, down).
+func (p *Plane) latencyCold(st *backendState) bool {
+	at := st.passive.handshakeAt
+	return at.IsZero() || at.Before(st.upSince) || st.drained || p.baseWeight(st) == 0 || st.health != HealthUp
 }
 
 func sat(a, b uint64) uint64 {
