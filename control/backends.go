@@ -120,8 +120,16 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 // overrides, health and passive state would be forgotten, every checked
 // backend down again until checked.
 //
-// It returns the renames, new name to old, for the health checkers
-// (syncHealthLocked), which keep their state across them too.
+// A state moves with its VIP's key only to a backend of the same name at
+// the same address (the same server); one that would find another server
+// there stays with its VIP's name if that VIP still has it: two VIPs that
+// swap addresses, or a VIP moved onto the address of one the reload
+// removes, keep their backends' states as a VIP moved to a free address
+// does.
+//
+// It returns the checkers to carry, by check key: new to old, for the
+// health checkers (syncHealthLocked), which keep their state across them
+// too.
 func (p *Plane) carryRenamedVIPs(old, cfg *config.Config) map[string]string {
 	if old == nil {
 		return nil
@@ -150,22 +158,59 @@ func (p *Plane) carryRenamedVIPs(old, cfg *config.Config) map[string]string {
 	for n, was := range renamed {
 		to[was] = n
 	}
+	addrOf := map[dataplane.BackendRef]netip.Addr{} // the backends of cfg
+	for i := range cfg.VIPs {
+		for _, b := range cfg.VIPs[i].Backends {
+			addrOf[dataplane.BackendRef{VIP: cfg.VIPs[i].Name, Backend: b.Name}] = b.Address.Addr
+		}
+	}
+	same := func(r dataplane.BackendRef, st *backendState) bool {
+		a, ok := addrOf[r]
+		return ok && a == st.addr
+	}
 	next := make(map[dataplane.BackendRef]*backendState, len(p.backends))
-	moved := map[string]int{}
+	from := map[string]string{}
+	placed := map[dataplane.BackendRef]bool{}
+	put := func(k, r dataplane.BackendRef, st *backendState) {
+		st.vip = r.VIP
+		next[r] = st
+		placed[k] = true
+		if k != r {
+			from[checkKey(r)] = checkKey(k)
+		}
+	}
+	// The same server under its VIP's key first, then under its VIP's
+	// name, then what a rename carried before (syncBackends starts a
+	// backend of another address afresh).
 	for k, st := range p.backends {
 		if n, ok := to[k.VIP]; ok {
-			st.vip = n
-			next[dataplane.BackendRef{VIP: n, Backend: k.Backend}] = st
-			moved[n]++
-		} else if _, taken := renamed[k.VIP]; !taken {
-			next[k] = st // a VIP of another key that took this name starts afresh
+			if r := (dataplane.BackendRef{VIP: n, Backend: k.Backend}); same(r, st) {
+				put(k, r, st)
+			}
+		}
+	}
+	for k, st := range p.backends {
+		if !placed[k] && next[k] == nil && same(k, st) {
+			put(k, k, st)
+		}
+	}
+	for k, st := range p.backends {
+		if placed[k] {
+			continue
+		}
+		if n, ok := to[k.VIP]; ok {
+			if r := (dataplane.BackendRef{VIP: n, Backend: k.Backend}); next[r] == nil {
+				put(k, r, st)
+			}
+		} else if _, taken := renamed[k.VIP]; !taken && next[k] == nil {
+			put(k, k, st) // a VIP of another key that took this name starts afresh
 		}
 	}
 	p.backends = next
 	for n, was := range renamed {
-		p.log.Info("VIP renamed: its backends keep their state", "from", was, "to", n, "backends", moved[n])
+		p.log.Info("VIP renamed: its backends keep their state", "from", was, "to", n)
 	}
-	return renamed
+	return from
 }
 
 // saveBackends copies every backend's state, for restoreBackends to put

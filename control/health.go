@@ -187,10 +187,11 @@ func (p *Plane) healthEvent(ev health.Event) {
 
 // syncHealthLocked points the checkers at the configuration in force (after
 // a reload). Unchanged backends keep their checker and state, and so do
-// those of a VIP the reload renamed (renamed: new VIP name to old), whose
-// checkers are keyed by name: restarted from scratch, a flapping backend
-// held out for an hour came back at once.
-func (p *Plane) syncHealthLocked(renamed map[string]string) error {
+// those of a VIP the reload renamed (from: new check key to old, as
+// carryRenamedVIPs moved their states), whose checkers are keyed by name:
+// restarted from scratch, a flapping backend held out for an hour came
+// back at once.
+func (p *Plane) syncHealthLocked(from map[string]string) error {
 	if p.checks == nil {
 		return nil
 	}
@@ -198,14 +199,9 @@ func (p *Plane) syncHealthLocked(renamed map[string]string) error {
 	if err != nil {
 		return err
 	}
-	var from map[string]string
-	for key := range targets {
-		r := checkRef(key)
-		if was, ok := renamed[r.VIP]; ok {
-			if from == nil {
-				from = map[string]string{}
-			}
-			from[key] = checkKey(dataplane.BackendRef{VIP: was, Backend: r.Backend})
+	for key := range from {
+		if _, ok := targets[key]; !ok {
+			delete(from, key)
 		}
 	}
 	if err := p.checks.SetRenamed(targets, from); err != nil {
