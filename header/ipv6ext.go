@@ -62,6 +62,9 @@ type IPv6Ext struct {
 	FragOffset uint16
 	// FragID is the fragment header's identification.
 	FragID uint32
+	// FragEnd is where the last fragment header stepped over ends in the
+	// walked slice: the fragment's data (its fragmentable part) follows.
+	FragEnd int
 	// Fragments is the number of fragment headers stepped over: more
 	// than one only when a first (or atomic) fragment's chain holds
 	// another, which no sender writes (RFC 8200 §4.1).
@@ -111,6 +114,7 @@ func WalkIPv6Ext(b []byte, off int, nh uint8, s IPv6ExtSet, limit int) IPv6Ext {
 			w.FragOffset = f.FragmentOffset()
 			w.MoreFragments = f.More()
 			w.FragID = f.ID()
+			w.FragEnd = off + IPv6FragmentSize
 		case ProtoAH:
 			hlen = (int(h[1]) + 2) * 4
 		case ProtoRouting:

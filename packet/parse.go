@@ -177,6 +177,14 @@ func parseIPv6(frame []byte, off int, p *Parsed) Reason {
 		// processed as the packet it carries, so it stays with its
 		// connection.
 		if w.Fragment && (w.FragOffset != 0 || w.MoreFragments) {
+			// RFC 8200 §4.5: a fragment that would end past 65,535
+			// octets of payload, or a later one with M set whose data is
+			// not a multiple of 8 octets, belongs to no datagram; the
+			// receiver must discard it (a first fragment with M set and
+			// an odd length is left to the backend, as before).
+			if n := ipLen - w.FragEnd; w.FragOffset != 0 && w.MoreFragments && n&7 != 0 || int(w.FragOffset)+n > 65535 {
+				return BadFragment
+			}
 			p.Fragment = true
 			p.FragOffset = w.FragOffset
 			p.MoreFragments = w.MoreFragments
