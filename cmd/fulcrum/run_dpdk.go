@@ -60,8 +60,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// action) and a SIGTERM or SIGINT must stop it through the clean-up
 	// below (ports, EAL, runtime directory), never at the kernel's hand.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	// SIGHUPs have a channel of their own: os/signal drops a signal that
+	// finds its channel full, and SIGHUPs queued behind a slow reload
+	// must never take the room of a SIGTERM. Reloads coalesce anyway.
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
 	// During start-up (the EAL, the ports, the tables) a watcher takes
 	// the signals: a SIGHUP is remembered and reloads once forwarding; a
 	// SIGTERM or SIGINT stops the daemon at the next safe point (startSig),
@@ -77,10 +83,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			select {
 			case <-watchEnd:
 				return
+			case <-hups:
+				reloadPending.Store(true)
 			case s := <-sigs:
 				switch {
-				case s == syscall.SIGHUP:
-					reloadPending.Store(true)
 				case !stopping:
 					stopping = true
 					log.Info("stopping once start-up reaches a safe point; a second signal exits at once", "signal", s.String())
@@ -318,10 +324,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			case <-t.C:
 				return
 			case s := <-sigs:
-				if s != syscall.SIGHUP {
-					log.Info("drain cut short", "signal", s.String())
-					return
-				}
+				log.Info("drain cut short", "signal", s.String())
+				return
 			}
 		}
 	}
@@ -367,11 +371,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	lastChange := time.Now()
 	for {
 		select {
+		case <-hups:
+			reload()
 		case s := <-sigs:
-			if s == syscall.SIGHUP {
-				reload()
-				continue
-			}
 			log.Info("stopping", "signal", s.String())
 			notify(log, sdnotify.Stopping)
 			withdraw(s.String())
