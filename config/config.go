@@ -459,6 +459,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	// Unknown keys do not stop validation: the rest decoded, and the
 	// operator gets every problem at once.
 	ck.checkBareDurations()
+	ck.checkKeyCase()
 	ck.finish(&c)
 	if len(ck.errs) > 0 {
 		return nil, ck.errs.sorted()
