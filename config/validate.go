@@ -310,12 +310,34 @@ func ealOwned(a string) (opt, key string, ok bool) {
 		}
 		return "", "", false
 	}
-	if len(a) >= 2 && a[0] == '-' {
-		if k, ok := short[a[1]]; ok {
-			return a[:2], k, true
+	// getopt takes clustered short options, and -v takes no argument:
+	// "-vm512" is -v then -m 512.
+	for i := 1; i < len(a) && a[0] == '-'; i++ {
+		if k, ok := short[a[i]]; ok {
+			return "-" + a[i:i+1], k, true
+		}
+		if a[i] != 'v' {
+			break
 		}
 	}
 	return "", "", false
+}
+
+// ealHelp reports whether the EAL argument a is -h or --help, alone or in
+// a cluster of short options after -v ("-vh").
+func ealHelp(a string) bool {
+	if a == "--help" {
+		return true
+	}
+	for i := 1; i < len(a) && a[0] == '-' && a[1] != '-'; i++ {
+		if a[i] == 'h' {
+			return true
+		}
+		if a[i] != 'v' {
+			break
+		}
+	}
+	return false
 }
 
 func (ck *checker) finishEAL(e *EAL) {
@@ -334,6 +356,8 @@ func (ck *checker) finishEAL(e *EAL) {
 	for i, a := range e.ExtraArgs {
 		if opt, key, ok := ealOwned(a); ok {
 			ck.bad("eal.extra_args", "entry %d (%q) sets %s, which the [eal] section sets itself (%s): set it there (DPDK takes the last of two, so %s would override the checked value)", i, a, opt, key, opt)
+		} else if ealHelp(a) {
+			ck.bad("eal.extra_args", "entry %d (%q) asks DPDK for its usage: rte_eal_init would print it and exit 0, and the daemon would never forward", i, a)
 		}
 	}
 	if e.MainLcore < 0 || e.MainLcore >= MaxLcores {
