@@ -317,10 +317,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range []string{control.ReloadOK, control.ReloadRefused, control.ReloadError} {
 		counter(c.reloads, ops.Reloads[r], r)
 	}
-	gauge(c.configGen, float64(1+ops.Reloads[control.ReloadOK]))
+	gauge(c.configGen, float64(1+ops.Applied))
 	last := c.s.started
-	if !ops.LastReloadOK.IsZero() {
-		last = ops.LastReloadOK
+	if !ops.LastApplied.IsZero() {
+		last = ops.LastApplied
 	}
 	gauge(c.lastReload, float64(last.UnixNano())/1e9)
 	version := c.s.version

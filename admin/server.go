@@ -362,7 +362,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		WriteTimeout:      s.timeouts.write,
 		IdleTimeout:       s.timeouts.idle,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.httpLog.Handler(), slog.LevelWarn),
+		// "OPTIONS *" goes through guard like every request: net/http's
+		// own answer (200, connection kept) needed no token off loopback.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     slog.NewLogLogger(s.httpLog.Handler(), slog.LevelWarn),
 	}
 	if s.tls != nil {
 		// No HTTP/2 (see loadTLS): an empty map turns it off.

@@ -133,9 +133,13 @@ func readTokenFile(path string) (string, error) {
 	if perm := fi.Mode().Perm(); perm&0o004 != 0 {
 		return "", fmt.Errorf("token file %s: mode %04o lets every user read it: chmod o-r (0600 or 0640)", showPath(path), perm)
 	}
-	line, err := bufio.NewReader(io.LimitReader(f, maxTokenFileBytes)).ReadString('\n')
+	line, err := bufio.NewReader(io.LimitReader(f, maxTokenFileBytes+1)).ReadString('\n')
 	if err != nil && err != io.EOF {
 		return "", fmt.Errorf("token file %s: %w", showPath(path), err)
+	}
+	if err == io.EOF && len(line) > maxTokenFileBytes {
+		// Cut here, the token would be refused on every call.
+		return "", fmt.Errorf("token file %s: the first line is longer than %d bytes", showPath(path), maxTokenFileBytes)
 	}
 	tok := strings.TrimSpace(line)
 	if tok == "" {

@@ -809,6 +809,7 @@ type Selector struct {
 	id        uint32
 	gen       uint32
 	vip       uint16
+	chance    bool // byBackend and exact: also the VIP's entries whose second chance names id
 }
 
 // ByVIP selects every entry of one VIP (the VIP was removed).
@@ -826,8 +827,23 @@ func ByIncarnation(backend, gen uint32, vip uint16) Selector {
 	return Selector{byBackend: true, exact: true, id: backend, gen: gen, vip: vip}
 }
 
+// AndChances widens an incarnation's Selector to the entries of its VIP
+// whose second chance names the backend (Entry.Chance): their connections
+// may be on it, reached through the pin's agent (docs/second-chance.md).
+// A chance holds no incarnation, so one naming a removed backend whose id
+// the backend took is selected too.
+func (sel Selector) AndChances() Selector {
+	sel.chance = sel.byBackend && sel.exact
+	return sel
+}
+
 func (sel Selector) matches(e *Entry) bool {
 	if sel.byBackend {
+		if sel.chance && e.vip == sel.vip {
+			if ch, ok := e.Chance(); ok && ch == sel.id {
+				return true
+			}
+		}
 		return e.backend == sel.id && (!sel.exact || e.gen == sel.gen && e.vip == sel.vip)
 	}
 	return uint32(e.vip) == sel.id

@@ -135,9 +135,12 @@ func (p *Plane) Flush(vip, backend string) (uint64, error) {
 	}
 	var n uint64
 	for i, w := range p.workers {
-		// This backend's own entries: its id may have served a removed
-		// backend, even of another VIP, whose entries are still there.
-		op := dataplane.FlushOp(conntrack.ByIncarnation(id, svc.Backends[id].Gen, v.ID))
+		// This backend's own entries (its id may have served a removed
+		// backend, even of another VIP, whose entries are still there),
+		// and the VIP's flows whose second chance names it: the API
+		// counts those as its flows, and they reach it through their
+		// pin's agent.
+		op := dataplane.FlushOp(conntrack.ByIncarnation(id, svc.Backends[id].Gen, v.ID).AndChances())
 		if err := w.Run(op, connsOpTimeout); err != nil {
 			return n, fmt.Errorf("worker %d: %w", i, err)
 		}

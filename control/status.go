@@ -302,6 +302,8 @@ type opsStats struct {
 	rebuildSum    float64  // seconds
 	reloads       map[string]uint64
 	lastReloadOK  time.Time
+	applied       uint64    // reloads whose configuration is in force
+	lastApplied   time.Time // of the last of them
 }
 
 func (o *opsStats) rebuilt(d time.Duration) {
@@ -333,6 +335,11 @@ func (p *Plane) noteReload(err error) {
 	if err == nil {
 		p.ops.lastReloadOK = p.now()
 	}
+	if err == nil || errors.Is(err, ErrExceptionNotUpdated) {
+		// In force (ErrExceptionNotUpdated: only the kernel's side failed).
+		p.ops.applied++
+		p.ops.lastApplied = p.now()
+	}
 }
 
 // OpsStats are the control plane's reload and rebuild statistics, for
@@ -349,6 +356,11 @@ type OpsStats struct {
 	// before any).
 	Reloads      map[string]uint64
 	LastReloadOK time.Time
+	// Applied counts the reloads that put their configuration in force:
+	// ReloadOK, and the errors wrapping ErrExceptionNotUpdated;
+	// LastApplied is the time of the last of them.
+	Applied     uint64
+	LastApplied time.Time
 }
 
 // OpsStats reads the reload and rebuild statistics.
@@ -356,7 +368,7 @@ func (p *Plane) OpsStats() OpsStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := OpsStats{RebuildBuckets: make([]uint64, len(RebuildBuckets)), RebuildSum: p.ops.rebuildSum,
-		Reloads: map[string]uint64{ReloadOK: 0, ReloadRefused: 0, ReloadError: 0}, LastReloadOK: p.ops.lastReloadOK}
+		Reloads: map[string]uint64{ReloadOK: 0, ReloadRefused: 0, ReloadError: 0}, LastReloadOK: p.ops.lastReloadOK, Applied: p.ops.applied, LastApplied: p.ops.lastApplied}
 	var cum uint64
 	for i, n := range p.ops.rebuildCounts {
 		cum += n
