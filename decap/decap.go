@@ -541,7 +541,9 @@ func (d *Decapsulator) nested(ip []byte) bool {
 	case protoIPIP, protoIPv6, protoGRE:
 		return true
 	case protoUDP:
-		return len(l4) >= 4 && binary.BigEndian.Uint16(l4[2:]) == d.guePort
+		// Only a decapsulator that takes GUE has a socket on the port
+		// that the kernel would hand the datagram back to.
+		return d.accept[GUE] && len(l4) >= 4 && binary.BigEndian.Uint16(l4[2:]) == d.guePort
 	}
 	return false
 }

@@ -52,7 +52,7 @@
 //   - Inner packet: an IPv4 or IPv6 header of the version the tunnel
 //     header announces, its length within the tunnel payload, and not
 //     itself a tunnel: an inner protocol 4, 41 or 47, or UDP to the GUE
-//     port (after inner IPv6 extension headers, at most
+//     port when GUE is accepted (after inner IPv6 extension headers, at most
 //     MaxInnerExtHeaders of them), is refused with ErrInnerTunnel, since
 //     the kernel would hand it back to the decapsulator to strip again.
 //     The inner checksums are left to the kernel that receives the
