@@ -252,7 +252,7 @@ func workerJSON(id int, c *dataplane.Counters) api.Worker {
 	w := api.Worker{
 		Worker: id, RxPackets: c.RxPackets, RxBytes: c.RxBytes, TxPackets: c.TxPackets, TxBytes: c.TxBytes,
 		Forwarded: c.Encap[encap.Forward], ICMPReplies: c.Encap[encap.ICMPReply], EchoReplies: c.EchoReplies, Punted: c.Punted,
-		FromKernel: c.FromKernel, HealthTunnelTx: c.HealthTunnelTx, Fragments: c.Fragments, ICMPErrors: c.ICMPErrors, Moved: c.Moved, SYNKept: c.SYNKept,
+		FromKernel: c.FromKernel, HealthTunnelTx: c.HealthTunnelTx, Fragments: c.Fragments, ICMPErrors: c.ICMPErrors, Moved: c.Moved, SYNKept: c.SYNKept, SYNsByTable: c.SYNsByTable,
 		TxFull: c.TxFull, Dropped: c.Dropped(), Drops: map[string]uint64{},
 		SecondChance: c.SecondChance, SecondChanceFlows: c.SecondChanceFlows,
 		Conntrack: api.Conntrack{Flows: c.Flows, Hits: c.CTHits, Misses: c.CTMisses, Inserts: c.Conntrack.Inserts,

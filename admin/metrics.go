@@ -62,15 +62,15 @@ type collector struct {
 	adminConns, adminRefused                    *prometheus.Desc
 
 	// Per worker (lcore).
-	wRxBytes, wTxBytes, wTxFull, wMoved, wSYNKept, wPunted, wFromKernel *prometheus.Desc
-	wHealthTunnel                                                       *prometheus.Desc
-	wSecondChance, wSecondChanceFlows                                   *prometheus.Desc
-	wFragments, wICMPRouted, wForwarded, wICMPReplies                   *prometheus.Desc
-	wICMPLimited, wPuntLimited, wPolls, wBusy                           *prometheus.Desc
-	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups                *prometheus.Desc
-	wCTInserts, wCTExpired, wCTFlushed                                  *prometheus.Desc
-	staleWorkers                                                        *prometheus.Desc
-	wQUIC                                                               *prometheus.Desc
+	wRxBytes, wTxBytes, wTxFull, wMoved, wSYNKept, wSYNsByTable, wPunted, wFromKernel *prometheus.Desc
+	wHealthTunnel                                                                     *prometheus.Desc
+	wSecondChance, wSecondChanceFlows                                                 *prometheus.Desc
+	wFragments, wICMPRouted, wForwarded, wICMPReplies                                 *prometheus.Desc
+	wICMPLimited, wPuntLimited, wPolls, wBusy                                         *prometheus.Desc
+	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups                              *prometheus.Desc
+	wCTInserts, wCTExpired, wCTFlushed                                                *prometheus.Desc
+	staleWorkers                                                                      *prometheus.Desc
+	wQUIC                                                                             *prometheus.Desc
 
 	// The wire port.
 	portPackets, portBytes, portMissed, portNoMbuf, portErrors *prometheus.Desc
@@ -134,6 +134,7 @@ func newCollector(s *Server) *collector {
 		wTxBytes:           d("worker_tx_bytes_total", "Bytes transmitted by a worker.", "worker"),
 		wTxFull:            d("worker_tx_full_total", "Packets a worker decided to send (forward, reply, punt) that the port's tx queue refused.", "worker"),
 		wMoved:             d("worker_moved_flows_total", "Tracked flows re-selected because their backend was removed or went down, or flushed by an operator.", "worker"),
+		wSYNsByTable:       d("worker_syns_by_table_total", "SYNs of a load-based VIP placed by the Maglev table instead of the scheduler because the conntrack table was evicting handshakes in progress (a SYN flood): the client's ACK finds the same backend with or without the entry.", "worker"),
 		wSYNKept:           d("worker_syn_kept_total", "SYNs on an established connection that kept its backend: a new connection on a reused 5-tuple whose end the LB missed, or a spoofed SYN, which must not move a live connection.", "worker"),
 		wPunted:            d("worker_punted_packets_total", "Packets a worker handed to the kernel (exception path).", "worker"),
 		wFromKernel:        d("worker_from_kernel_packets_total", "Packets from the kernel a worker sent on the wire.", "worker"),
@@ -180,7 +181,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced, c.bgpReceived,
 		c.converging, c.convergingNewFlows,
 		c.adminConns, c.adminRefused,
-		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wSYNKept, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
+		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wSYNKept, c.wSYNsByTable, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
 		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPuntLimited, c.wPolls, c.wBusy,
 		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
 		c.staleWorkers, c.wQUIC,
@@ -239,6 +240,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wTxFull, w.TxFull, id)
 		counter(c.wMoved, w.Moved, id)
 		counter(c.wSYNKept, w.SYNKept, id)
+		counter(c.wSYNsByTable, w.SYNsByTable, id)
 		counter(c.wPunted, w.Punted, id)
 		counter(c.wFromKernel, w.FromKernel, id)
 		counter(c.wHealthTunnel, w.HealthTunnelTx, id)

@@ -164,9 +164,31 @@ const (
 // the mark.
 const entryRevived = 64
 
+// entryTried marks an entry whose handshake the dataplane counted as
+// tried (Backend.SYNs: MarkSYN, TryHandshake) and has not seen complete
+// (HandshakeDone). Passive health compares tried with completed
+// handshakes; while the mark is set, a SYN that opens the entry again is
+// not another try. A blind spoofer's FIN, SYN repeated on one 5-tuple
+// (whose SYNs all reach one backend) counted a failed handshake each time.
+const entryTried = 128
+
 // MarkSYN records that the flow's first packet here was a SYN (the
-// dataplane calls it on the entry Insert returned).
-func (e *Entry) MarkSYN() { e.flags |= entrySYN }
+// dataplane calls it on the entry Insert returned), a handshake counted
+// as tried.
+func (e *Entry) MarkSYN() { e.flags |= entrySYN | entryTried }
+
+// TryHandshake reports whether a SYN that opens the entry again (a new
+// connection on a reused tuple) is a handshake to count as tried: not
+// while one counted before has not completed. It marks the entry tried.
+func (e *Entry) TryHandshake() bool {
+	fresh := e.flags&entryTried == 0
+	e.flags |= entryTried
+	return fresh
+}
+
+// HandshakeDone records that the entry's handshake completed (new to
+// established after a SYN), so that the next SYN opening it is a try.
+func (e *Entry) HandshakeDone() { e.flags &^= entryTried }
 
 // SYNSeen reports whether this instance saw the flow open with a SYN: its
 // first packet here (MarkSYN) or one since (TouchSegment). Only then is

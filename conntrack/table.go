@@ -158,6 +158,10 @@ func (t *Table) Len() int { return t.live }
 // Counters returns a copy of the event counts.
 func (t *Table) Counters() Counters { return t.c }
 
+// EvictedLive is Counters().Evicted[s] without the copy: live entries of
+// state s evicted to make room.
+func (t *Table) EvictedLive(s State) uint64 { return t.c.Evicted[s&3] }
+
 // Timeout is the idle timeout of state s, in Time units.
 func (t *Table) Timeout(s State) Time { return Time(t.timeout[s&3]) }
 

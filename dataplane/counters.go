@@ -121,6 +121,7 @@ type Counters struct {
 	CTHits, CTMisses   uint64                  // every VIP packet but fragments and QUIC Routed is exactly one of them
 	Moved              uint64                  // conntrack hits whose backend was removed: re-selected
 	SYNKept            uint64                  // SYNs on an established flow that kept its backend (port reuse, or a spoofed SYN)
+	SYNsByTable        uint64                  // SYNs of a load-based VIP placed by the Maglev table while the conntrack evicted handshakes in progress
 	SecondChance       uint64                  // packets forwarded naming a second-chance backend (docs/second-chance.md)
 	SecondChanceFlows  uint64                  // flows (mid-connection, unknown here) given a second chance
 	Bursts, IdlePolls  uint64
@@ -233,6 +234,8 @@ func (w *Worker) serveSnapshot() {
 	if !w.snap.want.Load() || !w.snap.want.CompareAndSwap(true, false) {
 		return
 	}
+	w.noteEvictions(w.now) // about once a second: dates the handshakes evicted
+
 	d := w.snap.dst
 	vips, backends := d.VIPs, d.Backends
 	*d = w.c
@@ -264,6 +267,7 @@ func (w *Worker) serveSnapshot() {
 func (w *Worker) Idle(now conntrack.Time) {
 	w.now = now
 	w.untrackedRecently(now) // clears the mark once its window has passed
+	w.handshakesEvicted(now) // dates evictions, and clears the mark likewise
 	w.serveSnapshot()
 	w.serveOp(now)
 }
@@ -362,6 +366,7 @@ func (sum *Counters) Add(c *Counters) {
 	sum.CTMisses += c.CTMisses
 	sum.Moved += c.Moved
 	sum.SYNKept += c.SYNKept
+	sum.SYNsByTable += c.SYNsByTable
 	sum.SecondChance += c.SecondChance
 	sum.SecondChanceFlows += c.SecondChanceFlows
 	sum.Bursts += c.Bursts

@@ -397,7 +397,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		if was == conntrack.StateNew {
 			backendCounters(c, be).SYNRetrans++
 		} else {
-			w.countNew(c, v, be, true)
+			w.countNew(c, v, be, e.TryHandshake())
 		}
 		if w.pinned(svc, v, e) != be {
 			w.ct.Repin(e, be.ID, be.Gen)
@@ -405,6 +405,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		e.ClearChance()
 	case was == conntrack.StateNew && e.State() == conntrack.StateEstablished && e.SYNSeen():
 		// The handshake completed (as in selectBackend).
+		e.HandshakeDone()
 		bc := backendCounters(c, be)
 		bc.Established++
 		bc.HandshakeMs += uint64(now - lastSeen)

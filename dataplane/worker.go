@@ -80,6 +80,14 @@ type Worker struct {
 	// datagram flows by the table for a UDP timeout after it.
 	untrackedAt conntrack.Time
 	untracked   bool
+	// evictedNew is the conntrack's count of live new entries evicted
+	// (handshakes in progress) when last read; handshakeEvictedAt: when
+	// it was last seen to grow (handshakeEvicted: set), so that
+	// load-based VIPs place SYNs by the table for a tcp_syn timeout
+	// after it (handshakesEvicted).
+	evictedNew         uint64
+	handshakeEvictedAt conntrack.Time
+	handshakeEvicted   bool
 
 	// Per-burst scratch, reused.
 	parsed   [MaxBurst]packet.Parsed
@@ -545,7 +553,12 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 						be = ch
 					}
 					w.ct.Keep(e, now)
-					w.countNew(c, v, be, true) // a new connection on a reused tuple, as far as the LB can tell
+					// A new flow, but no handshake the passive checks
+					// can judge: the entry keeps its state, so its ACK
+					// never counts one completed, and counted as tried
+					// every kept SYN (a spoofer's, on one tuple, all on
+					// one backend) was a failure of the pinned backend.
+					w.countNew(c, v, be, false)
 					c.SYNKept++
 					return be
 				}
@@ -595,7 +608,10 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				if was == conntrack.StateNew {
 					backendCounters(c, be).SYNRetrans++ // no SYN-ACK reached the client
 				} else {
-					w.countNew(c, v, be, true) // a new connection on a reused tuple
+					// A new connection on a reused tuple; a handshake
+					// tried unless one tried before never completed
+					// (conntrack.Entry.TryHandshake).
+					w.countNew(c, v, be, e.TryHandshake())
 				}
 				if old := w.pinned(svc, v, e); old != be {
 					w.ct.Repin(e, be.ID, be.Gen)
@@ -608,6 +624,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 				// client round trip after the backend's SYN-ACK. (A flow
 				// picked up mid-stream completes none: the gap between
 				// its first two packets here is no handshake.)
+				e.HandshakeDone()
 				if be := w.pinned(svc, v, e); be != nil {
 					bc := backendCounters(c, be)
 					bc.Established++
@@ -675,6 +692,16 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		// is placed by the VIP's Maglev table: the same answer for each
 		// of its packets, and on every instance.
 		be = w.fromTable(svc, v, w.hashes[i])
+	} else if picker && ps.Proto == packet.ProtoTCP && w.handshakesEvicted(now) {
+		// The table is evicting handshakes in progress (a SYN flood
+		// fills it): a connection placed by the scheduler whose entry
+		// goes before the client's ACK comes would have that ACK placed
+		// by the table (above), most likely elsewhere, and reset. For a
+		// tcp_syn timeout after the last such eviction, SYNs are placed
+		// by the table too, whose answer the ACK gets with or without
+		// the entry.
+		be = w.fromTable(svc, v, w.hashes[i])
+		c.SYNsByTable++
 	} else if picker && ps.Proto != packet.ProtoTCP && w.untrackedRecently(now) {
 		// A datagram has no SYN to tell a new flow from one this worker
 		// forwarded untracked while the table was full (placed by the
@@ -690,6 +717,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		return nil
 	}
 	e = w.ct.Insert(w.lhashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
+	w.noteEvictions(now) // dates a handshake this insert evicted (handshakesEvicted)
 	if e != nil && syn {
 		e.MarkSYN()
 	}
@@ -714,6 +742,31 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		w.firstChance(svc, v, i, be, e) // a flow this instance never saw, mid-connection
 	}
 	return be
+}
+
+// handshakesEvicted reports whether the conntrack evicted a live new
+// entry (a handshake in progress) within a tcp_syn timeout of now. The
+// count is read here and at each idle poll and snapshot (noteEvictions),
+// so an eviction is dated within a second at worst. An age that looks
+// negative is a wrapped clock: the window has passed (untrackedRecently).
+func (w *Worker) handshakesEvicted(now conntrack.Time) bool {
+	w.noteEvictions(now)
+	if !w.handshakeEvicted {
+		return false
+	}
+	if age := int32(now - w.handshakeEvictedAt); age >= 0 && age <= int32(w.ct.Timeout(conntrack.StateNew)) {
+		return true
+	}
+	w.handshakeEvicted = false
+	return false
+}
+
+// noteEvictions dates a growth of the count of handshakes evicted since
+// it was last read at now.
+func (w *Worker) noteEvictions(now conntrack.Time) {
+	if n := w.ct.EvictedLive(conntrack.StateNew); n != w.evictedNew {
+		w.evictedNew, w.handshakeEvictedAt, w.handshakeEvicted = n, now, true
+	}
 }
 
 // untrackedRecently reports whether a datagram flow of a load-based VIP

@@ -185,9 +185,10 @@ type Worker struct {
 	PuntLimited map[string]uint64 `json:"punt_limited,omitempty"`
 	FromKernel  uint64            `json:"from_kernel"`
 	Fragments   uint64            `json:"fragments"`
-	ICMPErrors  uint64            `json:"icmp_errors"` // routed to the backend of the quoted flow
-	Moved       uint64            `json:"moved"`       // pinned flows re-selected (backend gone)
-	SYNKept     uint64            `json:"syn_kept"`    // SYNs on an established flow that kept its backend (port reuse, or spoofed)
+	ICMPErrors  uint64            `json:"icmp_errors"`   // routed to the backend of the quoted flow
+	Moved       uint64            `json:"moved"`         // pinned flows re-selected (backend gone)
+	SYNKept     uint64            `json:"syn_kept"`      // SYNs on an established flow that kept its backend (port reuse, or spoofed)
+	SYNsByTable uint64            `json:"syns_by_table"` // SYNs of a load-based VIP placed by the table while handshakes in progress were evicted
 	TxFull      uint64            `json:"tx_full"`
 	Dropped     uint64            `json:"dropped"`
 	Drops       map[string]uint64 `json:"drops"` // by reason; zero counters are left out
