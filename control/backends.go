@@ -87,8 +87,12 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 			}
 			st.check = netip.AddrPort{}
 			if !checked {
-				if st.health == HealthDown {
-					st.upSince = now // trusted again by a reload that ends its checks: slow start, as a backend that comes up
+				if st.health == HealthDown && !p.panicUsing(st) {
+					// Trusted again by a reload that ends its checks:
+					// slow start, as a backend that comes up (not one
+					// panic mode was using at full weight, as in
+					// setHealthLocked).
+					st.upSince = now
 				}
 				st.health, st.reason = HealthUnchecked, ""
 			} else {
@@ -264,6 +268,12 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 			w := p.baseWeight(st) * WeightScale
 			eff := dataplane.Effective{Weight: w}
 			down := st.health == HealthDown || !st.passive.until.IsZero()
+			if !down {
+				// Healthy again: flows panic mode placed here are
+				// healthy flows now, whatever happens next (drained
+				// too: the drained case below reads the mark).
+				st.panicUsed = false
+			}
 			switch {
 			case st.drained:
 				// No new flows; its tracked ones stay until the drain
