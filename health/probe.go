@@ -108,6 +108,14 @@ func (p *TCPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Dura
 		return 0, connectError(err)
 	}
 	rtt := time.Since(start)
+	// Close with a RST, as HAProxy's checks do: a close that sent a FIN
+	// first would leave the 4-tuple in TIME_WAIT on the LB for a minute,
+	// and Linux reuses such a tuple for a connect only toward loopback,
+	// so the checks of one backend address and port could use at most
+	// the ephemeral range's ports a minute.
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
 	c.Close()
 	return rtt, nil
 }
@@ -194,7 +202,15 @@ func (p *HTTPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Dur
 	// The body must arrive whole (or up to maxBody): a response cut short
 	// (EOF before Content-Length, a reset) or stalled until the deadline
 	// fails the check, whatever its status said.
-	_, berr := io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	//
+	// A 101 (Switching Protocols) has no body: net/http hands over the
+	// connection instead, and reading it is no longer bound by the
+	// request's context, so it would block for as long as the backend
+	// holds the connection. It is judged by its code alone.
+	var berr error
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		_, berr = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
+	}
 	resp.Body.Close()
 	if !p.codes.Contains(resp.StatusCode) {
 		return rtt, &CheckError{Kind: ErrStatus, Msg: fmt.Sprintf("http status %d not in %v", resp.StatusCode, p.codes)}
