@@ -38,15 +38,14 @@ func healthTargets(cfg *config.Config, svc *dataplane.Services) (map[string]heal
 	return out, nil
 }
 
-// checkAddr is where the active check of backend b of v goes: the
-// backend's address on the check's port, or the VIP's (also for a check
-// through the tunnel: the address the checker names, health.Target.Addr).
+// checkAddr is the backend a check of backend b of v names
+// (health.Target.Addr): its address on the VIP's port. The check's own
+// port, when set, is in the check's config (health.Config.Port), so that a
+// reload moving the checks to another port gives the same backend's
+// checker a successor that inherits its state (a flap ejection included)
+// instead of a fresh one.
 func checkAddr(v *config.VIP, b *config.Backend) netip.AddrPort {
-	port := v.Port
-	if v.Health.Port != 0 {
-		port = v.Health.Port
-	}
-	return netip.AddrPortFrom(b.Address.Addr, uint16(port))
+	return netip.AddrPortFrom(b.Address.Addr, uint16(v.Port))
 }
 
 // tunnelPath is where a check through the tunnel of backend name of v goes

@@ -132,8 +132,9 @@ func TestCheckPortMoveKeepsVerdictUntilChecked(t *testing.T) {
 		defer f.plane.mu.Unlock()
 		return f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: n}]
 	}
-	if s := st("be1"); s.check.Port() != 8080 || s.health != HealthUp {
-		t.Errorf("be1 after the check moved from :80 to :8080: checked at %v, health %v; want :8080, up until checked there", s.check, s.health)
+	ts, _ := healthTargets(f.plane.Config(), nil)
+	if s, a := st("be1"), ts["web/be1"].ProbeAddr(); a.Port() != 8080 || s.health != HealthUp {
+		t.Errorf("be1 after the check moved from :80 to :8080: checked at %v, health %v; want :8080, up until checked there", a, s.health)
 	}
 	if s := st("be2"); s.health != HealthDown {
 		t.Errorf("be2 after the check moved: health %v; want down until checked at :8080", s.health)

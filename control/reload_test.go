@@ -409,7 +409,7 @@ func reloadCases() []reloadCase {
 		}},
 		{key: "health.port", edit: set("health", "port", "8080"), want: func(t *testing.T, f *reloadFixture) {
 			ts, _ := healthTargets(f.plane.Config(), nil)
-			if a := ts[checkKey(dataplane.BackendRef{VIP: "chk", Backend: "c1"})].Addr; a.Port() != 8080 {
+			if a := ts[checkKey(dataplane.BackendRef{VIP: "chk", Backend: "c1"})].ProbeAddr(); a.Port() != 8080 {
 				t.Errorf("chk/c1 checked at %v, want port 8080", a)
 			}
 		}},
