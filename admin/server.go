@@ -361,7 +361,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadTimeout:       s.timeouts.read,
 		WriteTimeout:      s.timeouts.write,
 		IdleTimeout:       s.timeouts.idle,
-		MaxHeaderBytes:    maxHeaderBytes,
+		// net/http reads MaxHeaderBytes plus 4096 bytes of slack before
+		// it refuses a header (431): take the slack off, so the cap is
+		// the 16 KiB the README states.
+		MaxHeaderBytes: maxHeaderBytes - 4096,
 		// "OPTIONS *" goes through guard like every request: net/http's
 		// own answer (200, connection kept) needed no token off loopback.
 		DisableGeneralOptionsHandler: true,

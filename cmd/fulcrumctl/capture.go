@@ -110,6 +110,11 @@ func cmdCapture(ctx context.Context, c *client, out *output, args []string) erro
 			if err := f.Truncate(0); err != nil {
 				return err
 			}
+			// An existing file keeps its mode through O_CREATE: 0600
+			// too, as the README says.
+			if err := f.Chmod(0o600); err != nil {
+				return err
+			}
 		}
 		file := f
 		f = nil // kept from here on, whatever happens
