@@ -80,14 +80,6 @@ type Worker struct {
 	// datagram flows by the table for a UDP timeout after it.
 	untrackedAt conntrack.Time
 	untracked   bool
-	// evictedNew is the conntrack's count of live new entries evicted
-	// (handshakes in progress) when last read; handshakeEvictedAt: when
-	// it was last seen to grow (handshakeEvicted: set), so that
-	// load-based VIPs place SYNs by the table for a tcp_syn timeout
-	// after it (handshakesEvicted).
-	evictedNew         uint64
-	handshakeEvictedAt conntrack.Time
-	handshakeEvicted   bool
 
 	// Per-burst scratch, reused.
 	parsed   [MaxBurst]packet.Parsed
@@ -155,6 +147,15 @@ type Worker struct {
 	noException bool        // no exception path: a packet for the host is a no-exception-path drop (SetExceptionPath)
 	fastIdle    int         // bursts to run without trying the fused path
 	fastBackoff int         // the next such pause (doubles up to maxFastBackoff)
+
+	// evictedNew is the conntrack's count of live new entries evicted
+	// (handshakes in progress) when last read; handshakeEvictedAt: when
+	// it was last seen to grow (handshakeEvicted: set), so that
+	// load-based VIPs place SYNs by the table for a tcp_syn timeout
+	// after it (handshakesEvicted).
+	evictedNew         uint64
+	handshakeEvictedAt conntrack.Time
+	handshakeEvicted   bool
 }
 
 // NewWorker creates a worker with its own conntrack table.
