@@ -458,8 +458,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	c.File = name
 	// Unknown keys do not stop validation: the rest decoded, and the
 	// operator gets every problem at once.
-	ck.checkBareDurations()
-	ck.checkKeyCase()
+	ck.checkRawKeys() // durations.go
 	ck.finish(&c)
 	if len(ck.errs) > 0 {
 		return nil, ck.errs.sorted()
