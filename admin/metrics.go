@@ -69,7 +69,7 @@ type collector struct {
 	wICMPLimited, wPuntLimited, wPolls, wBusy                                         *prometheus.Desc
 	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups                              *prometheus.Desc
 	wCTInserts, wCTExpired, wCTFlushed                                                *prometheus.Desc
-	staleWorkers                                                                      *prometheus.Desc
+	staleWorkers, flowsMissing                                                        *prometheus.Desc
 	wQUIC                                                                             *prometheus.Desc
 
 	// The wire port.
@@ -157,6 +157,7 @@ func newCollector(s *Server) *collector {
 		wCTExpired:         d("worker_conntrack_expired_total", "Conntrack entries reclaimed after their idle timeout.", "worker"),
 		wCTFlushed:         d("worker_conntrack_flushed_total", "Conntrack entries removed by an operation (a removed VIP or backend, a flush).", "worker"),
 		wQUIC:              d("worker_quic_packets_total", "Packets to QUIC VIPs by the way they took: long-header (flow hash), routed (by the server id of the connection ID), or a fallback to conntrack and the table: no-id, unknown-id, down-id (docs/quic.md).", "worker", "path"),
+		flowsMissing:       d("workers_flows_missing", "Workers whose flow count did not finish within this scrape's time (busy with another operation): the active flow gauges lack their flows."),
 		staleWorkers:       d("workers_stale", "Workers that did not answer this scrape's counter snapshot (stopped or stuck): their counters keep the last scrape's values, so no counter goes back."),
 
 		portPackets: d("port_packets_total", "Packets through the wire port, from the driver's counters.", "direction"),
@@ -184,7 +185,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wSYNKept, c.wSYNsByTable, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
 		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPuntLimited, c.wPolls, c.wBusy,
 		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
-		c.staleWorkers, c.wQUIC,
+		c.staleWorkers, c.flowsMissing, c.wQUIC,
 		c.portPackets, c.portBytes, c.portMissed, c.portNoMbuf, c.portErrors,
 		c.buildInfo, c.configGen, c.reloads, c.lastReload,
 	} {
@@ -274,6 +275,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wCTFlushed, w.Conntrack.Dropped, id)
 	}
 	gauge(c.staleWorkers, float64(len(st.Stale)))
+	gauge(c.flowsMissing, float64(len(st.FlowsMissing)))
 	// Reasons are summed by name: a label value must appear once.
 	drops := map[string]uint64{}
 	var order []string

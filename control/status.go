@@ -68,6 +68,10 @@ type Status struct {
 	// Stale lists the workers that did not answer the counter snapshot in
 	// time (stopped or stuck): their counters read zero.
 	Stale []int
+	// FlowsMissing lists the workers whose flow count did not finish in
+	// time (busy with another operation, or a large table on an idle
+	// worker): the per-VIP and per-backend flow counts lack their flows.
+	FlowsMissing []int
 	// BGP lists the BGP sessions (none without a [bgp] section) and the
 	// announced VIPs.
 	BGP       []PeerInfo
@@ -130,7 +134,7 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 	}
 	counters := buf.workers
 	var flows, vipFlows []uint32
-	var stale []int
+	var stale, missing []int
 	for i, w := range p.workers {
 		if !w.Snapshot(&counters[i], 2*time.Second) {
 			stale = append(stale, i)
@@ -148,6 +152,7 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 			if err := w.Run(op, 5*time.Second); err != nil {
 				// The op stays posted and the worker may still write it.
 				buf.scan, buf.vipScan = nil, nil
+				missing = append(missing, i)
 				continue
 			}
 			vipFlows = addCounts(vipFlows, &buf.vips, op.VIPFlows, nv)
@@ -157,7 +162,7 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	svc := p.shared.Services.Load()
-	st := Status{Generation: svc.Gen, Rebuilds: p.rebuilds, LastRebuildMs: float64(p.lastDur.Microseconds()) / 1000, Workers: counters, Stale: stale}
+	st := Status{Generation: svc.Gen, Rebuilds: p.rebuilds, LastRebuildMs: float64(p.lastDur.Microseconds()) / 1000, Workers: counters, Stale: stale, FlowsMissing: missing}
 	// Until the fold that freezes it (the first after convergence), the
 	// count is the running total read now, which the signals fold's older
 	// reading may be behind: a counter in the metrics, it must not fall

@@ -265,11 +265,23 @@ func (w *Worker) serveSnapshot() {
 // Idle lets the I/O loop serve snapshot requests and operations while no
 // packets arrive; now is the current time.
 func (w *Worker) Idle(now conntrack.Time) {
+	prev := w.now
 	w.now = now
 	w.untrackedRecently(now) // clears the mark once its window has passed
 	w.handshakesEvicted(now) // dates evictions, and clears the mark likewise
 	w.serveSnapshot()
-	w.serveOp(now)
+	// An idle poll may come after a sleep of up to idle_max_sleep (1 s):
+	// a posted operation gets a step for every 256 µs since the last
+	// poll or burst, as the idle sweep scales (engine.go idleSweep), so a
+	// count or flush of a large table does not take minutes on an idle
+	// worker and outlive its caller's timeout.
+	steps := 1
+	if now > prev {
+		steps += int(min(now-prev, 1000)) * 4
+	}
+	for i := 0; i < steps && w.op.Load() != nil; i++ {
+		w.serveOp(now)
+	}
 }
 
 // Snapshot copies the worker's counters into dst, waiting up to timeout for

@@ -361,6 +361,11 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 	var cur dataplane.NextHop
 	var held [2][6]byte // the unconfirmed MAC last logged as held, per family
 	first := true
+	// force: changed fired. The plane may have forgotten what was
+	// published (a static next_hop_mac set and removed by two reloads
+	// within one round: the resolver never saw Gateways() empty), so the
+	// next round's answer is published even if it is the last one.
+	force := false
 	for {
 		g := gateways()
 		var nh dataplane.NextHop
@@ -396,13 +401,13 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 			}
 			*x.mac, *x.has = m, true
 		}
-		if first || g != curG || nh != cur {
+		if first || force || g != curG || nh != cur {
 			if r.Log != nil {
 				r.Log.Info("next hop changed", "ipv4_gateway", g.IPv4, "ipv4_mac", macStr(nh.MAC4, nh.Has4),
 					"ipv6_gateway", g.IPv6, "ipv6_mac", macStr(nh.MAC6, nh.Has6))
 			}
 			if publish(g, nh) {
-				curG, cur, first = g, nh, false
+				curG, cur, first, force = g, nh, false, false
 			}
 		}
 		select {
@@ -410,6 +415,7 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 			return
 		case <-t.C:
 		case <-changed:
+			force = true
 		}
 	}
 }

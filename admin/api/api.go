@@ -134,18 +134,21 @@ type Error struct {
 
 // Status is GET /api/v1/status: the control plane and every worker.
 type Status struct {
-	Generation    uint64    `json:"generation"` // of the published service snapshot
-	Rebuilds      uint64    `json:"rebuilds"`
-	LastRebuildMs float64   `json:"last_rebuild_ms"`
-	LastError     string    `json:"last_error,omitempty"` // of the last failed rebuild
-	ConfigFile    string    `json:"config_file,omitempty"`
-	VIPs          int       `json:"vips"`
-	PanicVIPs     []string  `json:"panic_vips"` // VIPs in panic mode (fail open)
-	Total         Worker    `json:"total"`      // the workers summed (Worker is -1)
-	Workers       []Worker  `json:"workers"`
-	StaleWorkers  []int     `json:"stale_workers,omitempty"` // did not answer: their counters read 0
-	BGPPeers      []BGPPeer `json:"bgp_peers,omitempty"`
-	Announced     []string  `json:"announced,omitempty"` // VIP prefixes announced over BGP
+	Generation    uint64   `json:"generation"` // of the published service snapshot
+	Rebuilds      uint64   `json:"rebuilds"`
+	LastRebuildMs float64  `json:"last_rebuild_ms"`
+	LastError     string   `json:"last_error,omitempty"` // of the last failed rebuild
+	ConfigFile    string   `json:"config_file,omitempty"`
+	VIPs          int      `json:"vips"`
+	PanicVIPs     []string `json:"panic_vips"` // VIPs in panic mode (fail open)
+	Total         Worker   `json:"total"`      // the workers summed (Worker is -1)
+	Workers       []Worker `json:"workers"`
+	StaleWorkers  []int    `json:"stale_workers,omitempty"` // did not answer: their counters read 0
+	// FlowsMissingWorkers did not finish counting their flows in time:
+	// the active flow counts lack theirs.
+	FlowsMissingWorkers []int     `json:"flows_missing_workers,omitempty"`
+	BGPPeers            []BGPPeer `json:"bgp_peers,omitempty"`
+	Announced           []string  `json:"announced,omitempty"` // VIP prefixes announced over BGP
 	// Converging is true from start until every health check of the
 	// backends configured at start has given its first verdict: meanwhile
 	// nothing is announced and those backends (health "unknown") are

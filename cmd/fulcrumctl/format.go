@@ -128,6 +128,9 @@ func printStatus(w io.Writer, s *api.Status) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "drops: %s\n", printable(dropList(s.Total.Drops)))
+	if len(s.FlowsMissingWorkers) > 0 {
+		fmt.Fprintf(w, "workers whose flows are not counted (flow counts too low): %v\n", s.FlowsMissingWorkers)
+	}
 	if len(s.StaleWorkers) > 0 {
 		fmt.Fprintf(w, "workers not answering (counters read 0): %v\n", s.StaleWorkers)
 	}
