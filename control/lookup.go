@@ -86,7 +86,9 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 	res.VIP, res.Scheduler = v.Name, v.Sched.String()
 	for i, w := range p.workers {
 		op := dataplane.LookupOp(t)
-		if err := w.Run(op, 2*time.Second); err != nil {
+		// The worker takes one operation at a time: a lookup may wait for
+		// a status read's flow count (5 s) or a flush before it.
+		if err := w.Run(op, lookupOpTimeout); err != nil {
 			return res, fmt.Errorf("worker %d: %w", i, err)
 		}
 		if op.Found && int(op.Backend) < len(svc.Backends) && svc.Backends[op.Backend] != nil {
@@ -147,3 +149,7 @@ func (p *Plane) candidates(svc *dataplane.Services, v *dataplane.VIP) []LookupCa
 	}
 	return out
 }
+
+// lookupOpTimeout bounds one worker's part of a lookup, mostly the wait
+// for the operation before it (a flow count of Status, 5 s).
+const lookupOpTimeout = 6 * time.Second
