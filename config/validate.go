@@ -323,11 +323,14 @@ func ealOwned(a string) (opt, key string, ok bool) {
 	return "", "", false
 }
 
-// ealHelp reports whether the EAL argument a is -h or --help, alone or in
+// ealHelp reports whether the EAL argument a is -h or --help (or a prefix
+// getopt_long takes for it: --he), alone or in
 // a cluster of short options after -v ("-vh").
 func ealHelp(a string) bool {
-	if a == "--help" {
-		return true
+	if strings.HasPrefix(a, "--") {
+		// getopt_long takes an unambiguous prefix: only "help" of EAL's
+		// long options begins with "he" ("--h" is ambiguous: huge-dir).
+		return len(a) >= 4 && strings.HasPrefix("--help", a)
 	}
 	for i := 1; i < len(a) && a[0] == '-' && a[1] != '-'; i++ {
 		if a[i] == 'h' {

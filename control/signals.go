@@ -29,7 +29,12 @@ func (p *Plane) foldSignals(counters []dataplane.Counters, now time.Time) bool {
 	penalty := make(map[string]time.Duration, len(p.cfg.VIPs))
 	for i := range p.cfg.VIPs {
 		checks[p.cfg.VIPs[i].Name] = &p.cfg.VIPs[i].Health
-		penalty[p.cfg.VIPs[i].Name] = p.cfg.VIPs[i].Penalty
+		if p.cfg.VIPs[i].Proto() == 6 {
+			// Only TCP has handshakes for a check's round trip to be
+			// ranked against; a UDP VIP's backends have their checks'
+			// alone, which compare fairly (no floor: 0).
+			penalty[p.cfg.VIPs[i].Name] = p.cfg.VIPs[i].Penalty
+		}
 	}
 	for _, v := range svc.VIPs {
 		if v == nil || checks[v.Name] == nil {

@@ -231,10 +231,13 @@ type snapshotReq struct {
 func (w *Worker) serveSnapshot() {
 	// One atomic load per burst when nobody asks; the CAS claims the
 	// request so a reader that gives up cannot withdraw it mid-copy.
+	// Each burst: dates the handshakes this burst's inserts evicted, the
+	// fused path's included, at the burst's time, as the general path's
+	// selectBackend dates its own (handshakesEvicted).
+	w.noteEvictions(w.now)
 	if !w.snap.want.Load() || !w.snap.want.CompareAndSwap(true, false) {
 		return
 	}
-	w.noteEvictions(w.now) // about once a second: dates the handshakes evicted
 
 	d := w.snap.dst
 	vips, backends := d.VIPs, d.Backends

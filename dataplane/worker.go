@@ -747,8 +747,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 
 // handshakesEvicted reports whether the conntrack evicted a live new
 // entry (a handshake in progress) within a tcp_syn timeout of now. The
-// count is read here and at each idle poll and snapshot (noteEvictions),
-// so an eviction is dated within a second at worst. An age that looks
+// count is read here, after each insert of the general path, at the end
+// of each burst and at each idle poll (noteEvictions), so an eviction is
+// dated at the time of its burst on either path. An age that looks
 // negative is a wrapped clock: the window has passed (untrackedRecently).
 func (w *Worker) handshakesEvicted(now conntrack.Time) bool {
 	w.noteEvictions(now)
