@@ -496,6 +496,14 @@ func (ck *checker) finishDataplane(c *Config) bool {
 	if d.LBPrefix6 < 1 || d.LBPrefix6 > 128 {
 		ck.bad("dataplane.lb_ipv6_prefix", "%d is outside 1..128", d.LBPrefix6)
 	}
+	if g := d.GatewayIPv6; g.IsValid() && g.Is6() && !g.IsLinkLocalUnicast() && !d.NextHopMAC.Set && d.LBPrefix6 >= 1 && d.LBPrefix6 <= 128 &&
+		(!d.LBIPv6.IsValid() || !d.LBIPv6.Is6() || !netip.PrefixFrom(d.LBIPv6.Addr, d.LBPrefix6).Contains(g.Addr)) {
+		// The kernel resolves the gateway on the exception interface,
+		// whose on-link prefixes are lb_ipv6/lb_ipv6_prefix and
+		// fe80::/10: IPv6 never solicits an address off them, and the
+		// gateway would stay unresolved (every IPv6 tunnel no-next-hop).
+		ck.bad("dataplane.gateway_ipv6", "%v is not on the LB's link (lb_ipv6 %v/%d, or link-local): the kernel cannot resolve it through the exception interface", g, d.LBIPv6, d.LBPrefix6)
+	}
 	if d.HashKey == "" {
 		ck.bad("dataplane.hash_key", "is required: 32 hex digits, the same on every instance of the fleet (e.g. from `openssl rand -hex 16`)")
 	} else if k, err := flow.ParseKey(d.HashKey); err != nil {

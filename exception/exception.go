@@ -14,9 +14,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"syscall"
 	"time"
@@ -149,6 +151,9 @@ func Configure(ifc Iface, ns string) error {
 			return fail("set up", err)
 		}
 	}
+	if err := noAutoconf(ns, ifc.Name); err != nil {
+		return fail("router advertisements", err)
+	}
 	want := map[netip.Prefix]bool{}
 	for _, p := range ifc.Addrs {
 		want[p] = true
@@ -183,6 +188,55 @@ func Configure(ifc Iface, ns string) error {
 		return fail("forwarding", err)
 	}
 	return nil
+}
+
+// noAutoconf makes the kernel ignore router advertisements on interface
+// ifc (in network namespace ns, "" for the current one): the dataplane
+// punts them (the neighbour class), and with the kernel's defaults one
+// advertisement of the LB's prefix gave the interface a SLAAC address,
+// to which the dataplane punts nothing back, a default route through the
+// wire port and the advertised MTU. The LB's addresses and routes are
+// the configuration's alone. A kernel without IPv6 has no such setting.
+func noAutoconf(ns, ifc string) error {
+	set := func() error {
+		for _, k := range []string{"accept_ra", "autoconf"} {
+			err := os.WriteFile("/proc/sys/net/ipv6/conf/"+ifc+"/"+k, []byte("0\n"), 0o644)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	}
+	if ns == "" {
+		return set()
+	}
+	var err error
+	done := make(chan struct{})
+	go func() { // on a thread of its own, which a failed switch back retires
+		defer close(done)
+		runtime.LockOSThread()
+		orig, e := netns.Get()
+		if e != nil {
+			err = e
+			return
+		}
+		defer orig.Close()
+		target, e := netns.GetFromName(ns)
+		if e != nil {
+			err = e
+			return
+		}
+		defer target.Close()
+		if err = netns.Set(target); err != nil {
+			return
+		}
+		err = set()
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	<-done
+	return err
 }
 
 // Lookup asks the kernel's neighbour table (of network namespace ns, ""
