@@ -20,6 +20,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
 	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
 	"github.com/fulcrumlb/fulcrum/header"
 	"github.com/fulcrumlb/fulcrum/packet"
 )
@@ -321,6 +322,9 @@ func matchesVIP(fr []byte, f *CaptureFilter) bool {
 	default:
 		return false
 	}
+	if dst == f.VIP.Unmap() && f.VIPProto != 0 && proto != f.VIPProto && (ver == 4 && proto == packet.ProtoICMP || ver == 6 && proto == packet.ProtoICMPv6) {
+		return icmpErrorOfVIP(fr, f) // sent to the flow's backend: the VIP's traffic
+	}
 	if dst != f.VIP.Unmap() || f.VIPProto != 0 && proto != f.VIPProto {
 		return false
 	}
@@ -328,6 +332,22 @@ func matchesVIP(fr []byte, f *CaptureFilter) bool {
 		return true
 	}
 	return (proto == 6 || proto == 17) && len(fr) >= l4+4 && uint16(fr[l4+2])<<8|uint16(fr[l4+3]) == f.VIPPort
+}
+
+// icmpErrorOfVIP reports whether fr is an ICMP error about a packet a
+// backend sent from f's VIP (its source address, protocol and port), one
+// the dataplane relays to that flow's backend. A quote of a later
+// fragment (no ports) matches on the address and protocol.
+func icmpErrorOfVIP(fr []byte, f *CaptureFilter) bool {
+	var p packet.Parsed
+	var q flow.Tuple
+	if packet.Parse(fr, &p) != packet.OK || packet.ParseICMPError(fr, &p, &q) != packet.OK {
+		return false
+	}
+	if q.SrcAddr() != f.VIP.Unmap() || f.VIPProto != 0 && q.Proto != f.VIPProto {
+		return false
+	}
+	return f.VIPPort == 0 || q.SrcPort == f.VIPPort || q.SrcPort == 0 && q.DstPort == 0
 }
 
 // outerDst is the IP destination of a frame (for a sent frame, the

@@ -297,9 +297,15 @@ func (w *Worker) listStep(op *Op, now conntrack.Time) bool {
 		op.Conns = make([]ConnEntry, 0, perBucket) // once, on a too-small request
 	}
 	copyEntry := func(e *conntrack.Entry) {
-		if w.ct.Expired(e, now) || op.listVIP >= 0 && int64(e.VIP()) != op.listVIP ||
-			op.listBackend >= 0 && int64(e.Backend()) != op.listBackend || op.listByGen && e.Gen() != op.listGen {
+		if w.ct.Expired(e, now) || op.listVIP >= 0 && int64(e.VIP()) != op.listVIP {
 			return
+		}
+		if op.listBackend >= 0 && (int64(e.Backend()) != op.listBackend || op.listByGen && e.Gen() != op.listGen) {
+			// A flow of the VIP whose second chance names the backend is
+			// one of its flows too (counted among them, flushed with them).
+			if ch, ok := e.Chance(); !ok || !op.listByGen || int64(ch) != op.listBackend {
+				return
+			}
 		}
 		op.Conns = append(op.Conns, ConnEntry{Tuple: e.Key(), VIP: e.VIP(), Backend: e.Backend(), Gen: e.Gen(),
 			State: e.State(), IdleMs: uint32(now - e.LastSeen())})

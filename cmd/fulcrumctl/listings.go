@@ -159,7 +159,11 @@ func cmdConns(ctx context.Context, c *client, out *output, _ []string) error {
 		seen[cursor] = true
 		return pg, nil
 	}
+	lastFrom := "0.0" // where the last page began (a cursor of the start)
 	for len(all.Conns) < sel.limit {
+		if cursor != "" {
+			lastFrom = cursor
+		}
 		pg, err := page(min(maxConnsPage, max(sel.limit-len(all.Conns), 8)))
 		if err != nil {
 			return err
@@ -188,6 +192,9 @@ func cmdConns(ctx context.Context, c *client, out *output, _ []string) error {
 	more := all.Next != "" || len(all.Conns) > sel.limit
 	if len(all.Conns) > sel.limit {
 		all.Conns = all.Conns[:sel.limit]
+		// The last page is cut: its next would skip what was cut, so
+		// the listing goes on where that page began.
+		all.Next = lastFrom
 	}
 	if out.json {
 		b, err := json.MarshalIndent(all, "", "  ")
