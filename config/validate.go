@@ -497,7 +497,9 @@ func (ck *checker) finishDataplane(c *Config) bool {
 		ck.bad("dataplane.lb_ipv6_prefix", "%d is outside 1..128", d.LBPrefix6)
 	}
 	if g := d.GatewayIPv6; g.IsValid() && g.Is6() && !g.IsLinkLocalUnicast() && !d.NextHopMAC.Set && d.LBPrefix6 >= 1 && d.LBPrefix6 <= 128 &&
-		(!d.LBIPv6.IsValid() || !d.LBIPv6.Is6() || !netip.PrefixFrom(d.LBIPv6.Addr, d.LBPrefix6).Contains(g.Addr)) {
+		// Without lb_ipv6 there are no IPv6 tunnels (an IPv6 backend is
+		// refused): the gateway is never used, and was always accepted.
+		d.LBIPv6.IsValid() && d.LBIPv6.Is6() && !netip.PrefixFrom(d.LBIPv6.Addr, d.LBPrefix6).Contains(g.Addr) {
 		// The kernel resolves the gateway on the exception interface,
 		// whose on-link prefixes are lb_ipv6/lb_ipv6_prefix and
 		// fe80::/10: IPv6 never solicits an address off them, and the
