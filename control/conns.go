@@ -140,7 +140,11 @@ func (p *Plane) Flush(vip, backend string) (uint64, error) {
 		// and the VIP's flows whose second chance names it: the API
 		// counts those as its flows, and they reach it through their
 		// pin's agent.
-		op := dataplane.FlushOp(conntrack.ByIncarnation(id, svc.Backends[id].Gen, v.ID).AndChances())
+		sel := conntrack.ByIncarnation(id, svc.Backends[id].Gen, v.ID)
+		if v.SecondChance > 0 {
+			sel = sel.AndChances()
+		}
+		op := dataplane.FlushOp(sel)
 		if err := w.Run(op, connsOpTimeout); err != nil {
 			return n, fmt.Errorf("worker %d: %w", i, err)
 		}

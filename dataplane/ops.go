@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/flow"
 )
 
@@ -259,7 +260,7 @@ func (w *Worker) serveOp(now conntrack.Time) {
 			// names too: its connection may be there, reached through
 			// the pin's agent (docs/second-chance.md), and a drain of
 			// that backend must wait for it.
-			if ch, ok := e.Chance(); ok && ch != id && int(ch) < len(op.Flows) && svc != nil && int(ch) < len(svc.Backends) {
+			if ch, ok := e.Chance(); ok && ch != id && int(ch) < len(op.Flows) && svc != nil && int(ch) < len(svc.Backends) && chanceOn(svc, e.VIP(), ch) {
 				if b := svc.Backends[ch]; b != nil && b.VIP == e.VIP() {
 					op.Flows[ch]++
 				}
@@ -296,6 +297,7 @@ func (w *Worker) listStep(op *Op, now conntrack.Time) bool {
 	if cap(op.Conns) < perBucket {
 		op.Conns = make([]ConnEntry, 0, perBucket) // once, on a too-small request
 	}
+	svc := w.shared.Services.Load()
 	copyEntry := func(e *conntrack.Entry) {
 		if w.ct.Expired(e, now) || op.listVIP >= 0 && int64(e.VIP()) != op.listVIP {
 			return
@@ -303,7 +305,7 @@ func (w *Worker) listStep(op *Op, now conntrack.Time) bool {
 		if op.listBackend >= 0 && (int64(e.Backend()) != op.listBackend || op.listByGen && e.Gen() != op.listGen) {
 			// A flow of the VIP whose second chance names the backend is
 			// one of its flows too (counted among them, flushed with them).
-			if ch, ok := e.Chance(); !ok || !op.listByGen || int64(ch) != op.listBackend {
+			if ch, ok := e.Chance(); !ok || !op.listByGen || int64(ch) != op.listBackend || !chanceOn(svc, e.VIP(), ch) {
 				return
 			}
 		}
@@ -324,4 +326,16 @@ func (w *Worker) listStep(op *Op, now conntrack.Time) bool {
 	}
 	op.Next = op.cursor
 	return false
+}
+
+// chanceOn reports whether a second chance naming backend id ch, stored
+// in an entry of VIP vid, is acted upon (entryChance, chanceTarget): the
+// VIP has the second chance on and its tunnel can name the backend. Only
+// then is the flow one of that backend's (counted, listed with it).
+func chanceOn(svc *Services, vid uint16, ch uint32) bool {
+	if svc == nil || int(vid) >= len(svc.VIPs) || int(ch) >= len(svc.Backends) {
+		return false
+	}
+	v, b := svc.VIPs[vid], svc.Backends[ch]
+	return v != nil && b != nil && v.SecondChance > 0 && encap.CanCarry(v.Encap, &b.Target)
 }
