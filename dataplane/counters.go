@@ -229,16 +229,14 @@ type snapshotReq struct {
 }
 
 func (w *Worker) serveSnapshot() {
+	// Each burst (and idle poll): dates the handshakes its inserts
+	// evicted, on either path, at the burst's time (handshakesEvicted).
+	w.noteEvictions(w.now)
 	// One atomic load per burst when nobody asks; the CAS claims the
 	// request so a reader that gives up cannot withdraw it mid-copy.
-	// Each burst: dates the handshakes this burst's inserts evicted, the
-	// fused path's included, at the burst's time, as the general path's
-	// selectBackend dates its own (handshakesEvicted).
-	w.noteEvictions(w.now)
 	if !w.snap.want.Load() || !w.snap.want.CompareAndSwap(true, false) {
 		return
 	}
-
 	d := w.snap.dst
 	vips, backends := d.VIPs, d.Backends
 	*d = w.c

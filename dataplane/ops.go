@@ -260,10 +260,8 @@ func (w *Worker) serveOp(now conntrack.Time) {
 			// names too: its connection may be there, reached through
 			// the pin's agent (docs/second-chance.md), and a drain of
 			// that backend must wait for it.
-			if ch, ok := e.Chance(); ok && ch != id && int(ch) < len(op.Flows) && svc != nil && int(ch) < len(svc.Backends) && chanceOn(svc, e.VIP(), ch) {
-				if b := svc.Backends[ch]; b != nil && b.VIP == e.VIP() {
-					op.Flows[ch]++
-				}
+			if ch, ok := e.Chance(); ok && ch != id && int(ch) < len(op.Flows) && chanceOn(svc, e.VIP(), ch) {
+				op.Flows[ch]++
 			}
 		})
 	case opList:
@@ -329,13 +327,14 @@ func (w *Worker) listStep(op *Op, now conntrack.Time) bool {
 }
 
 // chanceOn reports whether a second chance naming backend id ch, stored
-// in an entry of VIP vid, is acted upon (entryChance, chanceTarget): the
-// VIP has the second chance on and its tunnel can name the backend. Only
-// then is the flow one of that backend's (counted, listed with it).
+// in an entry of VIP vid, is acted upon (entryChance, chanceTarget): ch is
+// a backend of the VIP, the VIP has the second chance on and its tunnel
+// can name the backend. Only then is the flow one of that backend's
+// (counted, listed with it).
 func chanceOn(svc *Services, vid uint16, ch uint32) bool {
 	if svc == nil || int(vid) >= len(svc.VIPs) || int(ch) >= len(svc.Backends) {
 		return false
 	}
 	v, b := svc.VIPs[vid], svc.Backends[ch]
-	return v != nil && b != nil && v.SecondChance > 0 && encap.CanCarry(v.Encap, &b.Target)
+	return v != nil && b != nil && b.VIP == vid && v.SecondChance > 0 && encap.CanCarry(v.Encap, &b.Target)
 }

@@ -718,7 +718,6 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		return nil
 	}
 	e = w.ct.Insert(w.lhashes[i], w.keys[i], conntrack.Initial(ps.Proto, ps.TCPFlags), v.ID, be.ID, be.Gen, now)
-	w.noteEvictions(now) // dates a handshake this insert evicted (handshakesEvicted)
 	if e != nil && syn {
 		e.MarkSYN()
 	}
@@ -747,9 +746,9 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 
 // handshakesEvicted reports whether the conntrack evicted a live new
 // entry (a handshake in progress) within a tcp_syn timeout of now. The
-// count is read here, after each insert of the general path, at the end
-// of each burst and at each idle poll (noteEvictions), so an eviction is
-// dated at the time of its burst on either path. An age that looks
+// count is read here and at the end of each burst and idle poll
+// (noteEvictions, from serveSnapshot), so an eviction is dated at the
+// time of its burst on either path. An age that looks
 // negative is a wrapped clock: the window has passed (untrackedRecently).
 func (w *Worker) handshakesEvicted(now conntrack.Time) bool {
 	w.noteEvictions(now)
