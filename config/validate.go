@@ -310,17 +310,27 @@ func ealOwned(a string) (opt, key string, ok bool) {
 		}
 		return "", "", false
 	}
-	// getopt takes clustered short options, and -v takes no argument:
-	// "-vm512" is -v then -m 512.
-	for i := 1; i < len(a) && a[0] == '-'; i++ {
-		if k, ok := short[a[i]]; ok {
-			return "-" + a[i:i+1], k, true
-		}
-		if a[i] != 'v' {
-			break
+	if c, ok := clusterOption(a); ok {
+		if k, ok := short[c]; ok {
+			return "-" + string(c), k, true
 		}
 	}
 	return "", "", false
+}
+
+// clusterOption is the first short option of the EAL argument a that is
+// not -v: getopt takes clustered short options, and -v takes no argument,
+// so "-vm512" is -v then -m 512.
+func clusterOption(a string) (byte, bool) {
+	if len(a) < 2 || a[0] != '-' || a[1] == '-' {
+		return 0, false
+	}
+	for i := 1; i < len(a); i++ {
+		if a[i] != 'v' {
+			return a[i], true
+		}
+	}
+	return 0, false
 }
 
 // ealHelp reports whether the EAL argument a is -h or --help (or a prefix
@@ -332,15 +342,8 @@ func ealHelp(a string) bool {
 		// long options begins with "he" ("--h" is ambiguous: huge-dir).
 		return len(a) >= 4 && strings.HasPrefix("--help", a)
 	}
-	for i := 1; i < len(a) && a[0] == '-' && a[1] != '-'; i++ {
-		if a[i] == 'h' {
-			return true
-		}
-		if a[i] != 'v' {
-			break
-		}
-	}
-	return false
+	c, ok := clusterOption(a)
+	return ok && c == 'h'
 }
 
 func (ck *checker) finishEAL(e *EAL) {

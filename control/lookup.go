@@ -87,7 +87,7 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 	for i, w := range p.workers {
 		op := dataplane.LookupOp(t)
 		// The worker takes one operation at a time: a lookup may wait for
-		// a status read's flow count (5 s) or a flush before it.
+		// a status read's flow count or a flush before it.
 		if err := w.Run(op, lookupOpTimeout); err != nil {
 			return res, fmt.Errorf("worker %d: %w", i, err)
 		}
@@ -151,5 +151,5 @@ func (p *Plane) candidates(svc *dataplane.Services, v *dataplane.VIP) []LookupCa
 }
 
 // lookupOpTimeout bounds one worker's part of a lookup, mostly the wait
-// for the operation before it (a flow count of Status, 5 s).
-const lookupOpTimeout = 6 * time.Second
+// for the operation before it (a flow count of Status, flowsOpTimeout).
+const lookupOpTimeout = flowsOpTimeout + time.Second

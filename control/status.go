@@ -109,6 +109,10 @@ func (p *Plane) Status(withFlows bool) Status {
 	return p.StatusInto(withFlows, &StatusBuf{})
 }
 
+// flowsOpTimeout bounds one worker's flow count in StatusInto: a worker
+// that misses it is named in Status.FlowsMissing.
+const flowsOpTimeout = 5 * time.Second
+
 // addCounts adds a worker's per-id counts to sum, the first worker's
 // into n counts of *mem (grown if it is short, and cleared). It returns
 // the sum.
@@ -149,7 +153,7 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 				buf.vipScan = make([]uint32, nv)
 			}
 			op := dataplane.CountFlowsOpInto(buf.scan[:n]).CountVIPsInto(buf.vipScan[:nv])
-			if err := w.Run(op, 5*time.Second); err != nil {
+			if err := w.Run(op, flowsOpTimeout); err != nil {
 				// The op stays posted and the worker may still write it.
 				buf.scan, buf.vipScan = nil, nil
 				missing = append(missing, i)

@@ -207,36 +207,7 @@ func noAutoconf(ns, ifc string) error {
 		}
 		return nil
 	}
-	if ns == "" {
-		return set()
-	}
-	var err error
-	done := make(chan struct{})
-	go func() { // on a thread of its own, which a failed switch back retires
-		defer close(done)
-		runtime.LockOSThread()
-		orig, e := netns.Get()
-		if e != nil {
-			err = e
-			return
-		}
-		defer orig.Close()
-		target, e := netns.GetFromName(ns)
-		if e != nil {
-			err = e
-			return
-		}
-		defer target.Close()
-		if err = netns.Set(target); err != nil {
-			return
-		}
-		err = set()
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-	}()
-	<-done
-	return err
+	return inNamespace(ns, set)
 }
 
 // Lookup asks the kernel's neighbour table (of network namespace ns, ""
@@ -317,33 +288,44 @@ func UsableNextHop(mac, own [6]byte) bool {
 // STALE, unverified, for as long as nothing else of the host's talks to
 // the gateway.
 func poke(ns, ifc string, ip netip.Addr) {
+	inNamespace(ns, func() error { pokeHere(ifc, ip); return nil })
+}
+
+// inNamespace runs fn in network namespace ns ("" for the current one):
+// for another, on a locked thread of its own, which a failed switch back
+// retires (it ends with its goroutine). It returns fn's error, or the
+// switch's.
+func inNamespace(ns string, fn func() error) error {
 	if ns == "" {
-		pokeHere(ifc, ip)
-		return
+		return fn()
 	}
+	var err error
 	done := make(chan struct{})
-	go func() { // on a thread of its own, which a failed switch back retires
+	go func() {
 		defer close(done)
 		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
+		orig, e := netns.Get()
+		if e != nil {
+			err = e
 			return
 		}
 		defer orig.Close()
-		target, err := netns.GetFromName(ns)
-		if err != nil {
+		target, e := netns.GetFromName(ns)
+		if e != nil {
+			err = e
 			return
 		}
 		defer target.Close()
-		if err := netns.Set(target); err != nil {
+		if err = netns.Set(target); err != nil {
 			return
 		}
-		pokeHere(ifc, ip)
+		err = fn()
 		if netns.Set(orig) == nil {
 			runtime.UnlockOSThread()
-		} // else the thread stays locked and ends with this goroutine
+		}
 	}()
 	<-done
+	return err
 }
 
 // pokeHere is poke in the calling thread's network namespace.
