@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +16,6 @@ import (
 	"github.com/fulcrumlb/fulcrum/admin/admintest"
 	"github.com/fulcrumlb/fulcrum/admin/api"
 	"github.com/fulcrumlb/fulcrum/config"
-	"github.com/fulcrumlb/fulcrum/config/configtest"
-	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
 // TestOptionsStarNeedsTheToken: off loopback every call needs the
@@ -93,27 +90,7 @@ func TestReloadInForceCountsAsApplied(t *testing.T) {
 // their connections are on it, reached through the pin's agent. A flush
 // of the backend drops those too: none is left counted on it after.
 func TestFlushTakesSecondChanceFlows(t *testing.T) {
-	sc := netip.MustParseAddrPort("203.0.113.20:80")
-	cfg := func(backends ...string) string {
-		return monoConfig(monoWeb, "", func(b *configtest.Builder) {
-			b.VIP("sc", sc.Addr().String(), int(sc.Port()), "second_chance = true")
-			for _, n := range backends {
-				b.Backend(n, "10.0.5."+n[2:])
-			}
-		})
-	}
-	e := start(t, cfg("be1", "be2", "be3"), loopback())
-	e.monoReload(cfg("be1", "be2", "be3", "be4")) // the old table becomes the previous one
-	for i := range 200 {
-		if r := e.plane.Send(admintest.TCP(t, uint16(3000+i), sc, "A")); r.Verdict != dataplane.Tx {
-			t.Fatalf("flow %d: verdict %v", i, r.Verdict)
-		}
-	}
-	var st api.Status
-	e.get(api.StatusPath, &st)
-	if st.Total.SecondChanceFlows == 0 {
-		t.Fatal("no flow got a second chance: the test does not test")
-	}
+	e, _ := chanceFlows(t, 200)
 	for _, b := range []string{"be1", "be2", "be3"} {
 		var before, after api.Backend
 		e.get(api.BackendPath("sc", b), &before)

@@ -18,33 +18,8 @@ import (
 // counts every such connection twice: here 200 tracked connections show
 // as more.
 func TestVIPActiveFlowsCountsEachConnectionOnce(t *testing.T) {
-	sc := netip.MustParseAddrPort("203.0.113.20:80")
-	cfg := func(backends ...string) string {
-		return monoConfig(monoWeb, "", func(b *configtest.Builder) {
-			b.VIP("sc", sc.Addr().String(), int(sc.Port()), "second_chance = true")
-			for _, n := range backends {
-				b.Backend(n, "10.0.5."+n[2:])
-			}
-		})
-	}
-	e := start(t, cfg("be1", "be2", "be3"), loopback())
-	// A backend added: the VIP's table changes and the old one becomes
-	// its previous table.
-	e.monoReload(cfg("be1", "be2", "be3", "be4"))
-	// Mid-connection segments of 200 flows this instance never saw (the
-	// routers moved them here): each is tracked once, pinned to the
-	// current table's choice.
 	const n = 200
-	for i := range n {
-		if r := e.plane.Send(admintest.TCP(t, uint16(3000+i), sc, "A")); r.Verdict != dataplane.Tx {
-			t.Fatalf("flow %d: verdict %v", i, r.Verdict)
-		}
-	}
-	var st api.Status
-	e.get(api.StatusPath, &st)
-	if st.Total.SecondChanceFlows == 0 {
-		t.Fatal("no flow got a second chance: the test does not test")
-	}
+	e, st := chanceFlows(t, n)
 	conns, _ := e.listAll("sc", "", 1000)
 	var v api.VIP
 	e.get(api.VIPPath("sc"), &v)
@@ -65,4 +40,36 @@ func TestVIPActiveFlowsCountsEachConnectionOnce(t *testing.T) {
 		t.Errorf("vip sc: active_flows %d (GET /vips/sc), %d (GET /vips) for %d tracked connections: the %d second-chance flows counted twice",
 			v.ActiveFlows, listed, n, st.Total.SecondChanceFlows)
 	}
+}
+
+// chanceFlows starts an instance whose VIP sc (second chance on) had
+// be4 added to be1..be3, so its old table is the previous one, and sends
+// it the mid-connection segments of n flows it never saw (the routers
+// moved them here): each is tracked once, pinned to the current table's
+// choice, and those the old table placed elsewhere get a second chance.
+// It fails the test if none did (it would test nothing).
+func chanceFlows(t *testing.T, n int) (*env, api.Status) {
+	t.Helper()
+	sc := netip.MustParseAddrPort("203.0.113.20:80")
+	cfg := func(backends ...string) string {
+		return monoConfig(monoWeb, "", func(b *configtest.Builder) {
+			b.VIP("sc", sc.Addr().String(), int(sc.Port()), "second_chance = true")
+			for _, name := range backends {
+				b.Backend(name, "10.0.5."+name[2:])
+			}
+		})
+	}
+	e := start(t, cfg("be1", "be2", "be3"), loopback())
+	e.monoReload(cfg("be1", "be2", "be3", "be4"))
+	for i := range n {
+		if r := e.plane.Send(admintest.TCP(t, uint16(3000+i), sc, "A")); r.Verdict != dataplane.Tx {
+			t.Fatalf("flow %d: verdict %v", i, r.Verdict)
+		}
+	}
+	var st api.Status
+	e.get(api.StatusPath, &st)
+	if st.Total.SecondChanceFlows == 0 {
+		t.Fatal("no flow got a second chance: the test does not test")
+	}
+	return e, st
 }

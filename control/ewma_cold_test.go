@@ -52,58 +52,31 @@ func testColdBackend(t *testing.T, servedFirst bool) {
 		Backend("be2", "10.0.1.2").
 		String()
 	f := newFixture(t, toml)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := f.plane.StartHealth(ctx, health.ManagerOptions{NewProber: func(string, health.Target) (health.Prober, error) {
-		return fixedRTT{200 * time.Microsecond}, nil
-	}}); err != nil {
-		t.Fatal(err)
+	ids, fold := checkedEWMA(t, f, "web", fixedRTT{200 * time.Microsecond})
+	serve := func(bc *dataplane.PacketBytes) {
+		bc.SYNs += 100
+		bc.Established += 100
+		bc.HandshakeMs += 100 * 40
+		bc.Active = 10
 	}
-	waitFor(t, "both backends up with a check round trip", func() bool {
-		for _, n := range []string{"be1", "be2"} {
-			hs, ok := f.plane.HealthStatus("web", n)
-			if !ok || hs.RTTEWMA == 0 || f.backend(n).Health != "up" {
-				return false
-			}
-		}
-		return true
-	})
-
-	// Seconds of serving: cumulative counters as the workers keep them,
-	// folded once a second.
-	c := []dataplane.Counters{{VIPs: make([]dataplane.PacketBytes, dataplane.MaxVIPs), Backends: make([]dataplane.PacketBytes, dataplane.MaxBackends)}}
-	ids := map[string]uint32{}
-	svc := f.shared.Services.Load()
-	for _, id := range f.vipByName("web").Members {
-		ids[svc.Backends[id].Name] = id
-	}
-	fold := func(seconds int, serving ...string) {
-		for range seconds {
-			svc := f.shared.Services.Load()
-			for _, name := range serving {
-				bc := &c[0].Backends[ids[name]]
-				bc.Gen = svc.Backends[ids[name]].Gen
-				bc.SYNs += 100
-				bc.Established += 100
-				bc.HandshakeMs += 100 * 40
-				bc.Active = 10
-			}
-			f.advance(time.Second)
-			f.plane.mu.Lock()
-			if f.plane.foldSignals(c, f.plane.now()) {
-				f.plane.rebuildLocked()
-			}
-			f.plane.mu.Unlock()
-		}
-	}
+	var be2 *dataplane.PacketBytes
 	if servedFirst {
-		fold(3, "be1", "be2")
-		c[0].Backends[ids["be2"]].Active = 0
+		fold(3, func(name string, bc *dataplane.PacketBytes) {
+			serve(bc)
+			if name == "be2" {
+				be2 = bc
+			}
+		})
+		be2.Active = 0
 	}
 	if err := f.plane.SetWeight("web", "be2", 0); err != nil {
 		t.Fatal(err)
 	}
-	fold(10, "be1") // long enough for be2's estimate to fall toward its checks'
+	fold(10, func(name string, bc *dataplane.PacketBytes) { // long enough for be2's estimate to fall toward its checks'
+		if name == "be1" {
+			serve(bc)
+		}
+	})
 	if err := f.plane.SetWeight("web", "be2", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -126,4 +99,52 @@ func testColdBackend(t *testing.T, servedFirst bool) {
 			"(the cold-start trap ewma_penalty is there to prevent)",
 			n1, to[f.addr("be2")], us2, us1)
 	}
+}
+
+// checkedEWMA starts the health checks of f's VIP vip, whose backends
+// are be1 and be2, with prober, and waits until both are up with a check
+// round trip. It returns the backends' ids and fold, which runs seconds
+// of the signals fold over cumulative counters as the workers keep them,
+// calling each second serve with each backend's counters to update.
+func checkedEWMA(t *testing.T, f *fixture, vip string, prober health.Prober) (ids map[string]uint32, fold func(seconds int, serve func(name string, bc *dataplane.PacketBytes))) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := f.plane.StartHealth(ctx, health.ManagerOptions{NewProber: func(string, health.Target) (health.Prober, error) {
+		return prober, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both backends up with a check round trip", func() bool {
+		for _, n := range []string{"be1", "be2"} {
+			hs, ok := f.plane.HealthStatus(vip, n)
+			if !ok || hs.RTTEWMA == 0 || f.backend(n).Health != "up" {
+				return false
+			}
+		}
+		return true
+	})
+	c := []dataplane.Counters{{VIPs: make([]dataplane.PacketBytes, dataplane.MaxVIPs), Backends: make([]dataplane.PacketBytes, dataplane.MaxBackends)}}
+	ids = map[string]uint32{}
+	svc := f.shared.Services.Load()
+	for _, id := range f.vipByName(vip).Members {
+		ids[svc.Backends[id].Name] = id
+	}
+	fold = func(seconds int, serve func(name string, bc *dataplane.PacketBytes)) {
+		for range seconds {
+			svc := f.shared.Services.Load()
+			for _, name := range []string{"be1", "be2"} {
+				bc := &c[0].Backends[ids[name]]
+				bc.Gen = svc.Backends[ids[name]].Gen
+				serve(name, bc)
+			}
+			f.advance(time.Second)
+			f.plane.mu.Lock()
+			if f.plane.foldSignals(c, f.plane.now()) {
+				f.plane.rebuildLocked()
+			}
+			f.plane.mu.Unlock()
+		}
+	}
+	return ids, fold
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
-	"github.com/fulcrumlb/fulcrum/health"
 )
 
 // rttByAddr is a prober whose checks pass in a round trip per backend.
@@ -40,43 +39,8 @@ func TestPeakEWMAUDPKeepsCheckLatencySignal(t *testing.T) {
 		Backend("be2", "10.0.1.2").
 		String()
 	f := newFixture(t, toml)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	prober := rttByAddr{f.addr("be1"): 200 * time.Microsecond, f.addr("be2"): 20 * time.Millisecond}
-	if err := f.plane.StartHealth(ctx, health.ManagerOptions{NewProber: func(string, health.Target) (health.Prober, error) {
-		return prober, nil
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "both backends up with a check round trip", func() bool {
-		for _, n := range []string{"be1", "be2"} {
-			hs, ok := f.plane.HealthStatus("dns", n)
-			if !ok || hs.RTTEWMA == 0 || f.backend(n).Health != "up" {
-				return false
-			}
-		}
-		return true
-	})
-	c := []dataplane.Counters{{VIPs: make([]dataplane.PacketBytes, dataplane.MaxVIPs), Backends: make([]dataplane.PacketBytes, dataplane.MaxBackends)}}
-	ids := map[string]uint32{}
-	svc := f.shared.Services.Load()
-	for _, id := range f.vipByName("dns").Members {
-		ids[svc.Backends[id].Name] = id
-	}
-	for range 10 { // ten seconds of serving, 10 flows each
-		svc := f.shared.Services.Load()
-		for _, name := range []string{"be1", "be2"} {
-			bc := &c[0].Backends[ids[name]]
-			bc.Gen = svc.Backends[ids[name]].Gen
-			bc.Active = 10
-		}
-		f.advance(time.Second)
-		f.plane.mu.Lock()
-		if f.plane.foldSignals(c, f.plane.now()) {
-			f.plane.rebuildLocked()
-		}
-		f.plane.mu.Unlock()
-	}
+	ids, fold := checkedEWMA(t, f, "dns", rttByAddr{f.addr("be1"): 200 * time.Microsecond, f.addr("be2"): 20 * time.Millisecond})
+	fold(10, func(_ string, bc *dataplane.PacketBytes) { bc.Active = 10 }) // ten seconds of serving, 10 flows each
 	l := f.shared.Loads.Load()
 	us1, _ := l.Latency[ids["be1"]].Micros()
 	us2, _ := l.Latency[ids["be2"]].Micros()

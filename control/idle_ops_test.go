@@ -90,23 +90,7 @@ func TestFlowCountOnIdleWorkerWithLongSleep(t *testing.T) {
 		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`, `idle_max_sleep = "200ms"`).
 		Section("conntrack", "capacity = 262144").
 		Web(2).String()
-	cfg, err := config.Parse([]byte(toml), "test.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := flow.ParseKey(cfg.Dataplane.HashKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := &dataplane.Shared{}
-	w, err := dataplane.NewWorker(0, shared, cfg.Conntrack, key, [6]byte{2, 0, 0, 0, 0, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(cfg, shared, []*dataplane.Worker{w}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, w, cfg := onePlane(t, toml)
 	l := newIdleLcore(t, w, cfg.Dataplane.IdleMaxSleep)
 	web := netip.MustParseAddrPort(configtest.Web + ":80")
 	const conns = 6
@@ -146,7 +130,20 @@ func TestFlowCountOnIdleWorkerWithLongSleep(t *testing.T) {
 // never shown as if it were whole: before, Status left its flows out
 // without a word unless the counter snapshot failed too.
 func TestStatusNamesWorkersWhoseFlowsAreMissing(t *testing.T) {
-	cfg, err := config.Parse([]byte(configtest.New().Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).Web(2).String()), "test.toml")
+	p, _, _ := onePlane(t, configtest.New().Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).Web(2).String())
+	if st := p.Status(false); len(st.FlowsMissing) != 0 {
+		t.Errorf("Status without flows: FlowsMissing %v, want none (nothing was counted)", st.FlowsMissing)
+	}
+	if st := p.Status(true); len(st.FlowsMissing) != 1 || st.FlowsMissing[0] != 0 {
+		t.Errorf("Status(true) with worker 0 not counting: FlowsMissing %v, want [0]", st.FlowsMissing)
+	}
+}
+
+// onePlane is a plane on the configuration toml with one worker that
+// nothing drives: the caller serves it (newIdleLcore) or leaves it idle.
+func onePlane(t *testing.T, toml string) (*Plane, *dataplane.Worker, *config.Config) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(toml), "test.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +160,5 @@ func TestStatusNamesWorkersWhoseFlowsAreMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := p.Status(false); len(st.FlowsMissing) != 0 {
-		t.Errorf("Status without flows: FlowsMissing %v, want none (nothing was counted)", st.FlowsMissing)
-	}
-	if st := p.Status(true); len(st.FlowsMissing) != 1 || st.FlowsMissing[0] != 0 {
-		t.Errorf("Status(true) with worker 0 not counting: FlowsMissing %v, want [0]", st.FlowsMissing)
-	}
+	return p, w, cfg
 }

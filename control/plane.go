@@ -322,7 +322,7 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 	}
 	old, saved := p.cfg, p.saveBackends()
 	p.cfg = cfg
-	renamed := p.carryRenamedVIPs(old, cfg)
+	carried := p.carryRenamedVIPs(old, cfg)
 	if cfg.Control.SlowStart > old.Control.SlowStart {
 		// A ramp that had ended under the old slow_start stays ended: a
 		// reload that lengthened it (or turned it on) cut backends that
@@ -366,7 +366,7 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 				"file", cfg.File, "err", err)
 		}
 	}
-	if err := p.syncHealthLocked(renamed); err != nil {
+	if err := p.syncHealthLocked(carried); err != nil {
 		p.log.Error("health checks not updated", "err", err)
 	}
 	if applyErr != nil {
