@@ -75,11 +75,10 @@ type Worker struct {
 	// selfSource: selectBackend refused a new flow from a VIP or the
 	// LB's own address (the caller counts it as a martian source).
 	selfSource bool
-	// untrackedAt: when a datagram flow of a load-based VIP last found no
-	// conntrack slot (untracked: set), so that placedByTable places
-	// datagram flows by the table for a UDP timeout after it.
-	untrackedAt conntrack.Time
-	untracked   bool
+	// untracked: when a datagram flow of a load-based VIP last found no
+	// conntrack slot, so that selectBackend places datagram flows by the
+	// table for a UDP timeout after it (untrackedRecently).
+	untracked windowMark
 
 	// Per-burst scratch, reused.
 	parsed   [MaxBurst]packet.Parsed
@@ -149,13 +148,37 @@ type Worker struct {
 	fastBackoff int         // the next such pause (doubles up to maxFastBackoff)
 
 	// evictedNew is the conntrack's count of live new entries evicted
-	// (handshakes in progress) when last read; handshakeEvictedAt: when
-	// it was last seen to grow (handshakeEvicted: set), so that
-	// load-based VIPs place SYNs by the table for a tcp_syn timeout
-	// after it (handshakesEvicted).
-	evictedNew         uint64
-	handshakeEvictedAt conntrack.Time
-	handshakeEvicted   bool
+	// (handshakes in progress) when last read; handshakeEvicted: when
+	// it was last seen to grow, so that load-based VIPs place SYNs by
+	// the table for a tcp_syn timeout after it (handshakesEvicted).
+	evictedNew       uint64
+	handshakeEvicted windowMark
+}
+
+// windowMark dates the last time something happened, for a window after
+// it. The clock never goes back, so an age that looks negative is 2^31
+// ms or more: the window has passed, and the mark is cleared (left set,
+// it would come back for 24.8 days in every 49.7 once the clock
+// wrapped).
+type windowMark struct {
+	at  conntrack.Time
+	set bool
+}
+
+// mark dates the mark at now.
+func (m *windowMark) mark(now conntrack.Time) { m.at, m.set = now, true }
+
+// within reports whether the mark was dated at most window before now,
+// and clears it once that has passed.
+func (m *windowMark) within(now, window conntrack.Time) bool {
+	if !m.set {
+		return false
+	}
+	if age := int32(now - m.at); age >= 0 && age <= int32(window) {
+		return true
+	}
+	m.set = false
+	return false
 }
 
 // NewWorker creates a worker with its own conntrack table.
@@ -726,7 +749,7 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 		// later packets would choose again, and go elsewhere. The
 		// table's answer is the one they will all get.
 		if ps.Proto != packet.ProtoTCP {
-			w.untrackedAt, w.untracked = now, true
+			w.untracked.mark(now)
 		}
 		if tb := w.fromTable(svc, v, w.hashes[i]); tb != nil && tb != be {
 			be = tb
@@ -748,42 +771,25 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 // entry (a handshake in progress) within a tcp_syn timeout of now. The
 // count is read here and at the end of each burst and idle poll
 // (noteEvictions, from serveSnapshot), so an eviction is dated at the
-// time of its burst on either path. An age that looks
-// negative is a wrapped clock: the window has passed (untrackedRecently).
+// time of its burst on either path.
 func (w *Worker) handshakesEvicted(now conntrack.Time) bool {
 	w.noteEvictions(now)
-	if !w.handshakeEvicted {
-		return false
-	}
-	if age := int32(now - w.handshakeEvictedAt); age >= 0 && age <= int32(w.ct.Timeout(conntrack.StateNew)) {
-		return true
-	}
-	w.handshakeEvicted = false
-	return false
+	return w.handshakeEvicted.within(now, w.ct.Timeout(conntrack.StateNew))
 }
 
 // noteEvictions dates a growth of the count of handshakes evicted since
 // it was last read at now.
 func (w *Worker) noteEvictions(now conntrack.Time) {
 	if n := w.ct.EvictedLive(conntrack.StateNew); n != w.evictedNew {
-		w.evictedNew, w.handshakeEvictedAt, w.handshakeEvicted = n, now, true
+		w.evictedNew = n
+		w.handshakeEvicted.mark(now)
 	}
 }
 
 // untrackedRecently reports whether a datagram flow of a load-based VIP
 // found no conntrack slot within a UDP timeout (conntrack's other) of now.
-// The clock never goes back, so an age that looks negative is 2^31 ms
-// or more: the window has passed, and the mark is cleared (left set, it
-// would come back for 24.8 days in every 49.7 once the clock wrapped).
 func (w *Worker) untrackedRecently(now conntrack.Time) bool {
-	if !w.untracked {
-		return false
-	}
-	if age := int32(now - w.untrackedAt); age >= 0 && age <= int32(w.ct.Timeout(conntrack.StateOther)) {
-		return true
-	}
-	w.untracked = false
-	return false
+	return w.untracked.within(now, w.ct.Timeout(conntrack.StateOther))
 }
 
 // pinned is e's backend if it is still the same backend of this VIP.
