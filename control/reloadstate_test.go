@@ -360,8 +360,8 @@ func TestReloadExceptionUpdateFailureReported(t *testing.T) {
 		t.Fatalf("Reload: %v", err)
 	}
 	ops := f.plane.OpsStats()
-	if ops.Reloads[ReloadError] != 1 || ops.Reloads[ReloadOK] != 0 || !ops.LastReloadOK.IsZero() {
-		t.Errorf("reloads %v, last ok %v; want one error, no ok", ops.Reloads, ops.LastReloadOK)
+	if ops.Reloads[ReloadError] != 1 || ops.Reloads[ReloadOK] != 0 || ops.Applied != 1 {
+		t.Errorf("reloads %v, applied %d; want one error, no ok, and the configuration in force", ops.Reloads, ops.Applied)
 	}
 	// Once the interface takes it, the same reload succeeds.
 	f.plane.SetOnApply(func(_, _ *config.Config) error { return nil })

@@ -310,7 +310,6 @@ type opsStats struct {
 	rebuildCounts []uint64 // per RebuildBuckets bound (not cumulative), then +Inf
 	rebuildSum    float64  // seconds
 	reloads       map[string]uint64
-	lastReloadOK  time.Time
 	applied       uint64    // reloads whose configuration is in force
 	lastApplied   time.Time // of the last of them
 }
@@ -341,9 +340,6 @@ func (p *Plane) noteReload(err error) {
 		p.ops.reloads = map[string]uint64{}
 	}
 	p.ops.reloads[result]++
-	if err == nil {
-		p.ops.lastReloadOK = p.now()
-	}
 	if err == nil || errors.Is(err, ErrExceptionNotUpdated) {
 		// In force (ErrExceptionNotUpdated: only the kernel's side failed).
 		p.ops.applied++
@@ -361,10 +357,8 @@ type OpsStats struct {
 	RebuildCount   uint64
 	RebuildSum     float64
 	// Reloads counts Reload calls by result (ReloadOK, ReloadRefused,
-	// ReloadError); LastReloadOK is the time of the last good one (zero
-	// before any).
-	Reloads      map[string]uint64
-	LastReloadOK time.Time
+	// ReloadError).
+	Reloads map[string]uint64
 	// Applied counts the reloads that put their configuration in force:
 	// ReloadOK, and the errors wrapping ErrExceptionNotUpdated;
 	// LastApplied is the time of the last of them.
@@ -377,7 +371,7 @@ func (p *Plane) OpsStats() OpsStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := OpsStats{RebuildBuckets: make([]uint64, len(RebuildBuckets)), RebuildSum: p.ops.rebuildSum,
-		Reloads: map[string]uint64{ReloadOK: 0, ReloadRefused: 0, ReloadError: 0}, LastReloadOK: p.ops.lastReloadOK, Applied: p.ops.applied, LastApplied: p.ops.lastApplied}
+		Reloads: map[string]uint64{ReloadOK: 0, ReloadRefused: 0, ReloadError: 0}, Applied: p.ops.applied, LastApplied: p.ops.lastApplied}
 	var cum uint64
 	for i, n := range p.ops.rebuildCounts {
 		cum += n
