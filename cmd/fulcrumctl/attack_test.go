@@ -101,25 +101,26 @@ func TestOperatorCommandsBadUsage(t *testing.T) {
 }
 
 // TestReasonsPrintable: a check reason with an escape sequence, a tab
-// and a newline (what a backend's answer could put there) reaches the
-// terminal escaped, on its backend's one line.
+// and a newline (what a backend's answer could put there), a bidi
+// override that would show the rest of the line reversed and a line
+// separator reaches the terminal escaped, on its backend's one line.
 func TestReasonsPrintable(t *testing.T) {
 	p := admintest.New(t, admintest.Config)
 	addr := daemon(t, p, config.Admin{Listen: "127.0.0.1:0"})
-	const reason = "http: \x1b]0;pwned\x07\x1b[2J\tcol\nline\u0085"
+	const reason = "http: \x1b]0;pwned\x07\x1b[2J\tcol\nline\u0085\u202enwod\u2028"
 	if err := p.SetHealth("dns", "ns1", false, reason); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"backends", "dns"}, {"show"}} {
 		out := mustRun(t, append([]string{"--addr", addr}, args...)...)
-		if i := strings.IndexFunc(out, func(r rune) bool { return r != '\n' && unicode.IsControl(r) }); i >= 0 {
-			t.Errorf("%v: control character %q in the output: %q", args, out[i], out)
+		if i := strings.IndexFunc(out, func(r rune) bool { return r != '\n' && (unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)) }); i >= 0 {
+			t.Errorf("%v: control character %q in the output: %q", args, []rune(out[i:])[0], out)
 		}
 		lines := 0
 		for _, l := range strings.Split(out, "\n") {
 			if strings.Contains(l, "ns1") {
 				lines++
-				if args[0] == "backends" && !strings.Contains(l, `http: \x1b]0;pwned\a\x1b[2J\tcol\nline\u0085`) {
+				if args[0] == "backends" && !strings.Contains(l, `http: \x1b]0;pwned\a\x1b[2J\tcol\nline\u0085\u202enwod\u2028`) {
 					t.Errorf("%v: ns1's line lacks the escaped reason: %q", args, l)
 				}
 			}

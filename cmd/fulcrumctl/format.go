@@ -53,14 +53,16 @@ func row(tw io.Writer, cols ...any) {
 // printable escapes the control characters of text the daemon passes on
 // from elsewhere (a health check's reason holds what a backend answered,
 // a BGP error what a peer sent): an escape sequence must not reach the
-// operator's terminal, and a tab or newline must not break a table.
+// operator's terminal, a tab, newline or line separator must not break
+// a table, and a bidi override or another invisible format character
+// must not show the operator a line other than the one printed.
 func printable(s string) string {
-	if !strings.ContainsFunc(s, unicode.IsControl) {
+	if !strings.ContainsFunc(s, unprintable) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		if unprintable(r) {
 			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
 			continue
@@ -68,6 +70,12 @@ func printable(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// unprintable: a control or format character, or a line or paragraph
+// separator.
+func unprintable(r rune) bool {
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 func yesNo(b bool) string {
