@@ -113,7 +113,9 @@ func TestReasonsPrintable(t *testing.T) {
 	}
 	for _, args := range [][]string{{"backends", "dns"}, {"show"}} {
 		out := mustRun(t, append([]string{"--addr", addr}, args...)...)
-		if i := strings.IndexFunc(out, func(r rune) bool { return r != '\n' && (unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)) }); i >= 0 {
+		if i := strings.IndexFunc(out, func(r rune) bool {
+			return r != '\n' && (unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp))
+		}); i >= 0 {
 			t.Errorf("%v: control character %q in the output: %q", args, []rune(out[i:])[0], out)
 		}
 		lines := 0
