@@ -809,3 +809,38 @@ func chanceOf(f *reloadFixture, name string) time.Duration {
 	}
 	return -1
 }
+
+// TestUndrainOfConfigDrainLasts: an API undrain of a backend the config
+// drains lasts through a reload that leaves its drain as it was (as a
+// weight override does); a reload that changes the drain (off, then on
+// again) drains it as written.
+func TestUndrainOfConfigDrainLasts(t *testing.T) {
+	base := configtest.New().Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).VIP("web", configtest.Web, 80).
+		Backend("be1", "10.0.1.1").Backend("be2", "10.0.1.2", "drain = true")
+	f := newFixture(t, base.String())
+	drained := func() bool {
+		for _, b := range f.plane.Status(false).VIPs[0].Backends {
+			if b.Name == "be2" {
+				return b.Drained
+			}
+		}
+		t.Fatal("no be2")
+		return false
+	}
+	if !drained() {
+		t.Fatal("be2 not drained by its configuration")
+	}
+	if err := f.plane.Undrain("web", "be2"); err != nil {
+		t.Fatal(err)
+	}
+	f.apply(base.Backend("be3", "10.0.1.3").String()) // drain = true unchanged
+	if drained() {
+		t.Error("a reload that left be2's drain as it was drained it again")
+	}
+	f.apply(configtest.New().Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).VIP("web", configtest.Web, 80).
+		Backend("be1", "10.0.1.1").Backend("be2", "10.0.1.2").String())
+	f.apply(base.String())
+	if !drained() {
+		t.Error("a reload that wrote drain = true again left be2 undrained")
+	}
+}
