@@ -163,6 +163,14 @@ func parseBackends(spec string) ([]maglev.Backend, error) {
 		name, weight := item, uint32(1)
 		if j := strings.LastIndexByte(item, ':'); j >= 0 {
 			name = item[:j]
+			// An IPv6 address without a weight ("2001:db8::1"): its
+			// last group would be read as the weight of the name
+			// "2001:db8:", a key no configuration gives it.
+			if _, err := netip.ParseAddr(strings.TrimSpace(item)); err == nil {
+				if _, err := netip.ParseAddr(strings.TrimSpace(name)); err != nil {
+					return nil, fmt.Errorf("backend #%d %q: an IPv6 address needs its weight written after it (%s:1)", i+1, item, strings.TrimSpace(item))
+				}
+			}
 			w := strings.TrimSpace(item[j+1:])
 			n, err := strconv.ParseUint(w, 10, 32)
 			switch {
