@@ -75,7 +75,7 @@ type collector struct {
 	// The wire port.
 	portPackets, portBytes, portMissed, portNoMbuf, portErrors *prometheus.Desc
 
-	buildInfo, configGen, reloads, lastReload *prometheus.Desc
+	buildInfo, hashKeyInfo, configGen, reloads, lastReload *prometheus.Desc
 
 	// busy keeps each worker's poll counters at the previous scrape, so
 	// fulcrum_worker_busy_ratio covers the time since then.
@@ -166,10 +166,11 @@ func newCollector(s *Server) *collector {
 		portNoMbuf:  d("port_rx_nombuf_total", "Receives that failed for want of an mbuf (rx_nombuf: the pool is too small)."),
 		portErrors:  d("port_errors_total", "Erroneous packets, from the driver's counters (ierrors, oerrors).", "direction"),
 
-		buildInfo:  d("build_info", "Always 1; the labels name the build.", "version", "goversion"),
-		configGen:  d("config_generation", "Configurations applied since start: 1 plus the successful reloads."),
-		reloads:    d("reloads_total", "Configuration reloads, by result: ok, refused (invalid, or needs a restart: the running one stays), error (the file could not be read, or the configuration is in force but the exception interface was not updated).", "result"),
-		lastReload: d("last_reload_success_timestamp_seconds", "Unix time the running configuration was applied (start, or the last successful reload)."),
+		buildInfo:   d("build_info", "Always 1; the labels name the build.", "version", "goversion"),
+		hashKeyInfo: d("hash_key_info", "Always 1; id names dataplane.hash_key without revealing it. Every instance of a fleet must show the same id.", "id"),
+		configGen:   d("config_generation", "Configurations applied since start: 1 plus the successful reloads."),
+		reloads:     d("reloads_total", "Configuration reloads, by result: ok, refused (invalid, or needs a restart: the running one stays), error (the file could not be read, or the configuration is in force but the exception interface was not updated).", "result"),
+		lastReload:  d("last_reload_success_timestamp_seconds", "Unix time the running configuration was applied (start, or the last successful reload)."),
 	}
 }
 
@@ -187,7 +188,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
 		c.staleWorkers, c.flowsMissing, c.wQUIC,
 		c.portPackets, c.portBytes, c.portMissed, c.portNoMbuf, c.portErrors,
-		c.buildInfo, c.configGen, c.reloads, c.lastReload,
+		c.buildInfo, c.hashKeyInfo, c.configGen, c.reloads, c.lastReload,
 	} {
 		ch <- d
 	}
@@ -332,6 +333,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		version = "unknown"
 	}
 	gauge(c.buildInfo, 1, version, runtime.Version())
+	gauge(c.hashKeyInfo, 1, c.s.hashKeyID())
 
 	for _, p := range st.BGP {
 		gauge(c.bgpEstablished, bool01(p.State == "established"), p.Address)

@@ -21,6 +21,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 // tableSlot is held by the one table read in progress.
@@ -113,6 +115,8 @@ func (s *Server) serveTable(w http.ResponseWriter, r *http.Request) {
 	head = strconv.AppendInt(head, int64(len(keys)), 10)
 	head = append(head, ",\n  \"digest\": \""...)
 	head = hex.AppendEncode(head, h.Sum(nil))
+	head = append(head, "\",\n  \"hash_key_id\": \""...)
+	head = append(head, s.hashKeyID()...)
 	head = append(head, "\",\n  \"slots\": ["...)
 	tail := "]\n}\n"
 	if len(keys) > 0 {
@@ -145,6 +149,17 @@ func (s *Server) serveTable(w http.ResponseWriter, r *http.Request) {
 	}
 	bw.WriteString(tail)
 	bw.Flush()
+}
+
+// hashKeyID is the flow.Key.ID of the hash key in force ("" if the
+// configuration has none: never, once validated). A reload cannot change
+// the key.
+func (s *Server) hashKeyID() string {
+	k, err := flow.ParseKey(s.plane.Config().Dataplane.HashKey)
+	if err != nil {
+		return ""
+	}
+	return k.ID()
 }
 
 // tableSlotIndent is MarshalIndent's indent of an element of "slots".

@@ -14,6 +14,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/admin"
 	"github.com/fulcrumlb/fulcrum/admin/admintest"
 	"github.com/fulcrumlb/fulcrum/admin/api"
+	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 // tableRequest is a GET (or HEAD) of a VIP's table as a local client
@@ -73,6 +74,10 @@ func TestTableAnswerIsIndentedJSON(t *testing.T) {
 			t.Fatalf("table %s: %v", name, err)
 		}
 		want.Digest = got.Digest // checked by TestTable
+		if k, err := flow.ParseKey(e.plane.Config().Dataplane.HashKey); err != nil || got.HashKeyID != k.ID() {
+			t.Errorf("table %s: hash_key_id %q, want the ID of the key in force (%v)", name, got.HashKeyID, err)
+		}
+		want.HashKeyID = got.HashKeyID
 		b, _ := json.MarshalIndent(want, "", "  ")
 		b = append(b, '\n')
 		if rec.Body.String() != string(b) {

@@ -258,3 +258,24 @@ func BenchmarkHash(b *testing.B) {
 		})
 	}
 }
+
+// TestKeyID: a key's ID is 16 hex digits, the same for the same key,
+// different for keys one bit apart, and no part of the key's hex.
+func TestKeyID(t *testing.T) {
+	k, err := ParseKey("00112233445566778899aabbccddeeff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2 := k
+	k2[15] ^= 1
+	id := k.ID()
+	if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
+		t.Fatalf("ID %q, want 16 hex digits", id)
+	}
+	if id != k.ID() || id == k2.ID() {
+		t.Errorf("IDs %q, %q, %q: want one key's two alike and the other's different", id, k.ID(), k2.ID())
+	}
+	if strings.Contains(k.String(), id) {
+		t.Errorf("ID %q is in the key %s", id, k)
+	}
+}

@@ -286,12 +286,15 @@ type Backend struct {
 
 // Table is GET /api/v1/vips/{vip}/table: the backend name of every slot of
 // the VIP's Maglev table. Instances of a fleet that see the same backends
-// must serve the same Slots (and so the same Digest).
+// must serve the same Slots (and so the same Digest), and hash flows with
+// the same key (the same HashKeyID): the key does not enter the table,
+// but picks each flow's slot.
 type Table struct {
-	VIP    string   `json:"vip"`
-	Size   int      `json:"size"`   // 0: the VIP has no table
-	Digest string   `json:"digest"` // sha256 of the slot names, one per line
-	Slots  []string `json:"slots"`
+	VIP       string   `json:"vip"`
+	Size      int      `json:"size"`        // 0: the VIP has no table
+	Digest    string   `json:"digest"`      // sha256 of the slot names, one per line
+	HashKeyID string   `json:"hash_key_id"` // flow.Key.ID of dataplane.hash_key
+	Slots     []string `json:"slots"`
 }
 
 // Lookup is GET /api/v1/lookup: where a flow goes, and why.
