@@ -95,10 +95,12 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 			b := svc.Backends[op.Backend]
 			res.Reason, res.Worker, res.Backend, res.Address = "conntrack", i, b.Name, b.Addr.String()
 			res.State, res.IdleMs = op.State.String(), op.IdleMs
-			if b := svc.Holder(op.Backend, op.Gen); b != nil && !b.Down {
+			if b := svc.Holder(op.Backend, op.Gen); b != nil && !b.Down && b.VIP == v.ID {
 				return res, nil
 			}
-			// A stale pin: the next packet re-selects from the table.
+			// A stale pin (its backend gone, down, or another VIP's: a
+			// reload gave the flow's port to a new VIP): the next packet
+			// re-selects, as Worker.pinned refuses it.
 			res.Reason = "conntrack-stale"
 		}
 	}
