@@ -319,6 +319,12 @@ func (c Config) compile() (*compiled, error) {
 			bad(fmt.Sprintf("listen_addresses[%d]", i), "listen_addresses[%d] %q is not an IP address", i, s)
 			continue
 		}
+		if a.Zone() != "" || a.Is4In6() {
+			// GoBGP reads neither: a zoned address fails Start ("no
+			// suitable address"), a mapped one listens on IPv4 only.
+			bad(fmt.Sprintf("listen_addresses[%d]", i), "listen_addresses[%d] %q: write a plain IPv4 or IPv6 address (no zone, not IPv4-mapped)", i, s)
+			continue
+		}
 		if j, dup := seenListen[a]; dup {
 			// The second listener's bind fails at start ("address
 			// already in use"), which names no key.
@@ -327,6 +333,19 @@ func (c Config) compile() (*compiled, error) {
 		}
 		seenListen[a] = i
 		out.listen = append(out.listen, a)
+	}
+	// A wildcard and an address of its family bind the same port twice:
+	// the second bind fails at start ("address already in use").
+	for i, a := range out.listen {
+		if a.IsUnspecified() {
+			continue
+		}
+		for j, w := range out.listen {
+			if w.IsUnspecified() && w.Is4() == a.Is4() {
+				bad(fmt.Sprintf("listen_addresses[%d]", i), "listen_addresses[%d] %v is covered by listen_addresses[%d] %v (the wildcard of its family): list one or the other", i, a, j, w)
+				break
+			}
+		}
 	}
 	if c.NextHopV4 != "" {
 		a, err := netip.ParseAddr(c.NextHopV4)
@@ -620,11 +639,11 @@ func parseCommunities(ss []string) ([]Community, error) {
 }
 
 // listensFor reports whether a speaker listening on addrs accepts a
-// connection from a neighbor at a: an address of its family, or "::",
-// which takes both.
+// connection from a neighbor at a: an address of its family. "::" is not
+// one for IPv4: GoBGP listens on it as tcp6, which Go makes IPV6_V6ONLY.
 func listensFor(addrs []netip.Addr, a netip.Addr) bool {
 	for _, l := range addrs {
-		if l.Is4() == a.Is4() || l.Is6() && l.IsUnspecified() {
+		if l.Is4() == a.Is4() {
 			return true
 		}
 	}

@@ -90,6 +90,50 @@ func TestListenAddressTwiceRefused(t *testing.T) {
 	}
 }
 
+// TestListenAddressesStartCannotUseRefused: listen addresses GoBGP cannot
+// listen on as written are refused, naming the entry; fulcrum check
+// passed them and fulcrum run then failed at start (after its dataplane
+// began forwarding) or never listened where the config said:
+//   - a zoned address: GoBGP cannot read the zone ("no suitable address");
+//   - an IPv4-mapped address: it listens on IPv4 only;
+//   - a wildcard with an address of its family: the second bind fails
+//     ("address already in use"), which names no key;
+//   - "::" for a passive IPv4 neighbour: GoBGP's "::" socket is IPv6
+//     only, so the router's connection is refused and the session never
+//     comes up (seen against bird2).
+func TestListenAddressesStartCannotUseRefused(t *testing.T) {
+	for _, c := range []struct {
+		listen []string
+		key    string
+	}{
+		{[]string{"fe80::1%lo"}, "listen_addresses[0]"},
+		{[]string{"127.0.0.1", "::ffff:127.0.0.1"}, "listen_addresses[1]"},
+		{[]string{"0.0.0.0", "127.0.0.1"}, "listen_addresses[1]"},
+		{[]string{"127.0.0.1", "0.0.0.0"}, "listen_addresses[0]"},
+		{[]string{"::", "::1"}, "listen_addresses[1]"},
+	} {
+		cfg := validConfig()
+		cfg.ListenPort = 1179
+		cfg.ListenAddresses = c.listen
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("listen_addresses %v: %v, want %s refused", c.listen, err, c.key)
+		}
+	}
+	cfg := validConfig()
+	cfg.ListenPort = 1179
+	cfg.Neighbors[0].Passive = true
+	cfg.ListenAddresses = []string{"::"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "passive") {
+		t.Errorf("passive IPv4 neighbour with listen_addresses [::]: %v, want passive refused", err)
+	}
+	for _, l := range [][]string{{"0.0.0.0", "::"}, {"0.0.0.0", "::1"}, nil} {
+		cfg.ListenAddresses = l
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("passive IPv4 neighbour with listen_addresses %v: %v", l, err)
+		}
+	}
+}
+
 // RFC 4271 §6.2: a Hold Time of one or two seconds MUST be rejected.
 func TestRouterHoldTimeOneOrTwoRefused(t *testing.T) {
 	for _, hold := range []uint16{1, 2} {
@@ -120,7 +164,7 @@ func TestRouterHoldTimeOneOrTwoRefused(t *testing.T) {
 
 // A passive neighbor whose address family has no listen address: the
 // router can never connect (nothing listens on its family), like the
-// "passive is set but listen_port is 0" case; "::" listens for both.
+// "passive is set but listen_port is 0" case; "::" is IPv6 only.
 func TestPassiveNeighborNeedsListenerOfItsFamily(t *testing.T) {
 	mk := func(listen ...string) Config {
 		return Config{
