@@ -95,9 +95,9 @@ type Status struct {
 // reader at a time.
 type StatusBuf struct {
 	workers []dataplane.Counters
-	flows   []uint32 // summed over the workers
+	flows   []uint64 // summed over the workers (each worker's fits 32 bits, their sum may not)
 	scan    []uint32 // one worker's count; reused unless its scan timed out
-	vips    []uint32 // by VIP id, summed over the workers
+	vips    []uint64 // by VIP id, summed over the workers
 	vipScan []uint32 // one worker's count by VIP id
 }
 
@@ -116,16 +116,16 @@ const flowsOpTimeout = 5 * time.Second
 // addCounts adds a worker's per-id counts to sum, the first worker's
 // into n counts of *mem (grown if it is short, and cleared). It returns
 // the sum.
-func addCounts(sum []uint32, mem *[]uint32, counts []uint32, n int) []uint32 {
+func addCounts(sum []uint64, mem *[]uint64, counts []uint32, n int) []uint64 {
 	if sum == nil {
 		if cap(*mem) < n {
-			*mem = make([]uint32, n)
+			*mem = make([]uint64, n)
 		}
 		sum = (*mem)[:n]
 		clear(sum)
 	}
 	for id, k := range counts[:min(len(sum), len(counts))] { // a reload between two workers may change n
-		sum[id] += k
+		sum[id] += uint64(k)
 	}
 	return sum
 }
@@ -137,7 +137,7 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 		buf.workers = make([]dataplane.Counters, len(p.workers))
 	}
 	counters := buf.workers
-	var flows, vipFlows []uint32
+	var flows, vipFlows []uint64
 	var stale, missing []int
 	for i, w := range p.workers {
 		if !w.Snapshot(&counters[i], 2*time.Second) {
