@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
@@ -461,4 +462,28 @@ func (p *Plane) setHealthLocked(st *backendState, up bool, reason string) {
 		p.log.Warn("backend down", "vip", vip, "backend", name, "reason", reason)
 	}
 	p.Kick()
+}
+
+// APIChanges lists, sorted, the drains, undrains and weights in force
+// that the operator made through the API and the config does not have
+// ("web/be2: drained", "web/be3: weight 1, the config's 3"). They end
+// with the process: a restart starts from the config.
+func (p *Plane) APIChanges() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, st := range p.backends {
+		id := st.vip + "/" + st.name
+		switch {
+		case st.drained && !st.cfgDrain:
+			out = append(out, id+": drained")
+		case !st.drained && st.cfgDrain:
+			out = append(out, id+": undrained")
+		}
+		if st.override != nil && *st.override != st.weight {
+			out = append(out, fmt.Sprintf("%s: weight %d, the config's %d", id, *st.override, st.weight))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

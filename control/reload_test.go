@@ -844,3 +844,33 @@ func TestUndrainOfConfigDrainLasts(t *testing.T) {
 		t.Error("a reload that wrote drain = true again left be2 undrained")
 	}
 }
+
+// TestAPIChanges: the drains, undrains and weights made through the API
+// that the config does not have are listed (what a restart loses), and
+// no longer once the config says the same.
+func TestAPIChanges(t *testing.T) {
+	cfg := func(be2, be3 string) string {
+		return configtest.New().Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).VIP("web", configtest.Web, 80).
+			Backend("be1", "10.0.1.1").Backend("be2", "10.0.1.2", be2).Backend("be3", "10.0.1.3", be3).String()
+	}
+	f := newFixture(t, cfg("drain = true", "weight = 3"))
+	if got := f.plane.APIChanges(); len(got) != 0 {
+		t.Fatalf("fresh from the config: %q", got)
+	}
+	for _, err := range []error{f.plane.Drain("web", "be1"), f.plane.Undrain("web", "be2"), f.plane.SetWeight("web", "be3", 1)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"web/be1: drained", "web/be2: undrained", "web/be3: weight 1, the config's 3"}
+	if got := f.plane.APIChanges(); !reflect.DeepEqual(got, want) {
+		t.Errorf("after the API's changes: %q, want %q", got, want)
+	}
+	if err := f.plane.SetWeight("web", "be3", 3); err != nil {
+		t.Fatal(err)
+	}
+	f.apply(cfg("", "weight = 3")) // be2's drain off, as the API left it
+	if got := f.plane.APIChanges(); !reflect.DeepEqual(got, want[:1]) {
+		t.Errorf("once the config and the API agree on be2 and be3: %q, want %q", got, want[:1])
+	}
+}

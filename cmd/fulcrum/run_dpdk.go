@@ -375,6 +375,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			reload()
 		case s := <-sigs:
 			log.Info("stopping", "signal", s.String())
+			if ch := plane.APIChanges(); len(ch) > 0 {
+				log.Warn("stopping: these changes made through the admin API are not in the config, and a restart starts without them", "changes", ch)
+			}
 			notify(log, sdnotify.Stopping)
 			withdraw(s.String())
 			finalStats()
