@@ -166,6 +166,14 @@ func NewEngine(cfg EngineConfig, shared *Shared, log *slog.Logger) (*Engine, err
 		}
 	}
 	freeRetired(e.ports)
+	for i, mp := range e.pools {
+		// The queues filled their descriptors at setup: a pool they took
+		// whole (or all but a few) starts, but no rx can replace an mbuf.
+		if n := mp.Avail(); n < d.Burst {
+			e.Close()
+			return nil, fmt.Errorf("worker %d mempool: the ports' queues took all but %d of its %d mbufs at setup, less than one burst (%d): raise dataplane.mempool_size or lower rx_desc", i, n, d.MempoolSize, d.Burst)
+		}
+	}
 	log.Info("dataplane ready", "port", d.Port, "mac", dpdk.MAC(mac), "workers", len(lcores), "queues", nq, "exception", e.hasTap,
 		"conntrack_bytes", e.workers[0].ct.Bytes(), "conntrack_hugepages", e.workers[0].ct.ExternalMemory())
 	return e, nil

@@ -445,9 +445,13 @@ func peerInfo(s *bgp.Speaker) []control.PeerInfo {
 // VIPs checked through the tunnel.
 func exceptionIface(cfg *config.Config, mac [6]byte) exception.Iface {
 	d := &cfg.Dataplane
-	ifc := exception.Iface{Name: d.ExceptionIf, MAC: mac, MTU: d.MTU}
+	// net_tap receives a frame into one mbuf and drops a longer one
+	// (counted only in the tap's own rx errors): the kernel must not
+	// send what one mbuf cannot hold, whatever dataplane.mtu says.
+	room := dpdk.DefaultDataRoom - dpdk.Headroom - 14
+	ifc := exception.Iface{Name: d.ExceptionIf, MAC: mac, MTU: min(d.MTU, room)}
 	for _, r := range control.TunnelCheckedVIPs(cfg) {
-		ifc.Routes = append(ifc.Routes, exception.Route{Addr: r.Addr, MTU: r.MTU})
+		ifc.Routes = append(ifc.Routes, exception.Route{Addr: r.Addr, MTU: min(r.MTU, room)})
 	}
 	if d.LBIPv4.IsValid() {
 		ifc.Addrs = append(ifc.Addrs, netip.PrefixFrom(d.LBIPv4.Addr, d.LBPrefix4))
