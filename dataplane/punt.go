@@ -104,6 +104,14 @@ func (w *Worker) punt(i int, svc *Services, class punt.Class, now conntrack.Time
 		w.drop(i, DropNoException)
 		return
 	}
+	if taggedVLAN(&w.parsed[i]) {
+		// The kernel's end of the tap has no VLAN interface: it drops
+		// a frame tagged with a VLAN other than 0 (PACKET_OTHERHOST)
+		// after the tap's write, and a trunk's other VLANs' broadcast
+		// ARP would take the neighbour budget from the LB's own.
+		w.drop(i, DropNotForHost)
+		return
+	}
 	rate := defaultPunt[class]
 	if svc != nil {
 		rate = svc.punt[class]
@@ -145,6 +153,17 @@ func (s *Services) tunnelError(p *Pkt, ps *packet.Parsed) bool {
 		return true
 	case packet.ProtoUDP:
 		return s.Enc != nil && int(q.DstPort) == s.Enc.Config().GUEPort
+	}
+	return false
+}
+
+// taggedVLAN reports whether ps came in a frame tagged with a VLAN other
+// than 0 (a priority tag, which the kernel takes as untagged).
+func taggedVLAN(ps *packet.Parsed) bool {
+	for _, tci := range ps.VLANs[:ps.NumVLANs] {
+		if tci&0x0fff != 0 {
+			return true
+		}
 	}
 	return false
 }

@@ -154,6 +154,9 @@ func Configure(ifc Iface, ns string) error {
 	if err := noAutoconf(ns, ifc.Name); err != nil {
 		return fail("router advertisements", err)
 	}
+	if err := ownARP(ns, ifc.Name); err != nil {
+		return fail("arp", err)
+	}
 	want := map[netip.Prefix]bool{}
 	for _, p := range ifc.Addrs {
 		want[p] = true
@@ -210,6 +213,25 @@ func noAutoconf(ns, ifc string) error {
 	return inNamespace(ns, set)
 }
 
+// ownARP makes the kernel answer ARP on interface ifc (in network
+// namespace ns) only for the addresses it holds (arp_ignore 1), and name
+// one of them as the source of its own requests (arp_announce 2). With
+// Linux's defaults it answered the LAN's requests (all punted) for any
+// address of the host, its other interfaces' included, with the wire
+// port's MAC: it claimed addresses on a LAN where they do not live, and
+// the dataplane drops what then comes for them (not-for-host).
+func ownARP(ns, ifc string) error {
+	return inNamespace(ns, func() error {
+		for k, v := range map[string]string{"arp_ignore": "1\n", "arp_announce": "2\n"} {
+			err := os.WriteFile("/proc/sys/net/ipv4/conf/"+ifc+"/"+k, []byte(v), 0o644)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Lookup asks the kernel's neighbour table (of network namespace ns, ""
 // for the current one) for ip's MAC on interface ifc. Entries that are
 // FAILED, INCOMPLETE or empty do not count, and neither does a MAC that
@@ -217,20 +239,22 @@ func noAutoconf(ns, ifc string) error {
 // link-layer address an ARP or ND packet claims, so anyone on the LAN can
 // make the gateway's entry the broadcast address.
 func Lookup(ns, ifc string, ip netip.Addr) ([6]byte, bool) {
-	mac, _, ok := lookup(ns, ifc, ip)
+	mac, _, ok, _ := lookup(ns, ifc, ip)
 	return mac, ok
 }
 
-// lookup is Lookup with the entry's NUD state.
-func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok bool) {
+// lookup is Lookup with the entry's NUD state, and bogus: the entry holds
+// a MAC that cannot be a next hop (what a claim at a group, zero or the
+// port's own MAC leaves), which ok refuses.
+func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok, bogus bool) {
 	h, err := handle(ns)
 	if err != nil {
-		return mac, 0, false
+		return mac, 0, false, false
 	}
 	defer h.Close()
 	link, err := h.LinkByName(ifc)
 	if err != nil {
-		return mac, 0, false
+		return mac, 0, false, false
 	}
 	fam := netlink.FAMILY_V4
 	if ip.Is6() {
@@ -238,7 +262,7 @@ func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok bool) {
 	}
 	neighs, err := h.NeighList(link.Attrs().Index, fam)
 	if err != nil {
-		return mac, 0, false
+		return mac, 0, false, false
 	}
 	for _, n := range neighs {
 		a, ok := netip.AddrFromSlice(n.IP)
@@ -252,11 +276,12 @@ func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok bool) {
 		copy(m[:], n.HardwareAddr)
 		copy(own[:], link.Attrs().HardwareAddr)
 		if !UsableNextHop(m, own) {
+			bogus = true
 			continue
 		}
-		return m, n.State, true
+		return m, n.State, true, false
 	}
-	return mac, 0, false
+	return mac, 0, false, bogus
 }
 
 // confirmed reports whether a neighbour entry's MAC is one the kernel has
@@ -396,6 +421,14 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 	var curG Gateways
 	var cur dataplane.NextHop
 	var held [2][6]byte // the unconfirmed MAC last logged as held, per family
+	// good is the MAC the kernel last confirmed for each family's
+	// gateway: the reference an unconfirmed claim is held against while
+	// nothing is published (the entry failed and is being resolved
+	// again), or a claim made then would be published at once.
+	var good [2]struct {
+		ip  netip.Addr
+		mac [6]byte
+	}
 	first := true
 	// force: changed fired. The plane may have forgotten what was
 	// published (a static next_hop_mac set and removed by two reloads
@@ -416,22 +449,38 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 			if !x.ip.IsValid() {
 				continue
 			}
-			m, st, ok := lookup(r.Netns, r.Iface, x.ip)
+			m, st, ok, bogus := lookup(r.Netns, r.Iface, x.ip)
 			switch {
+			case !ok && bogus && !first && x.prevIP == x.ip && x.prevHas:
+				// Claimed at a MAC that can be no next hop (one
+				// packet from anyone on the LAN): not a reason to
+				// drop everything. The last MAC stays while the
+				// kernel verifies the entry (its probe finds the
+				// gateway again, or fails it).
+				poke(r.Netns, r.Iface, x.ip)
+				m = x.prevMAC
 			case !ok:
 				poke(r.Netns, r.Iface, x.ip)
 				continue
 			case confirmed(st):
+				good[i].ip, good[i].mac = x.ip, m
 			default:
 				if st&netlink.NUD_STALE != 0 {
 					poke(r.Netns, r.Iface, x.ip) // STALE -> DELAY -> PROBE: the kernel verifies it
 				}
-				if !first && x.prevIP == x.ip && x.prevHas && x.prevMAC != m {
+				ref, known := x.prevMAC, x.prevHas
+				if !known && good[i].ip == x.ip {
+					ref, known = good[i].mac, true
+				}
+				if !first && x.prevIP == x.ip && known && ref != m {
 					if held[i] != m && r.Log != nil {
 						r.Log.Warn("gateway claimed at another MAC, not followed until the kernel confirms it",
-							"gateway", x.ip, "mac", macStr(x.prevMAC, true), "claimed", macStr(m, true))
+							"gateway", x.ip, "mac", macStr(ref, true), "claimed", macStr(m, true))
 					}
 					held[i] = m
+					if !x.prevHas {
+						continue // stays unresolved until the kernel confirms a MAC
+					}
 					m = x.prevMAC
 				}
 			}
