@@ -483,6 +483,9 @@ func (s *Server) getLookup(r *http.Request) (any, error) {
 	if strings.HasPrefix(res.Reason, "conntrack") {
 		out.Worker = res.Worker
 	}
+	if u := res.Untracked; u != nil {
+		out.Untracked = &api.LookupSlot{Slot: u.Slot, Backend: u.Backend, Address: u.Address}
+	}
 	for _, c := range res.Candidates {
 		out.Candidates = append(out.Candidates, api.Candidate{
 			Backend: c.Backend, Address: c.Address, Weight: float64(c.Weight) / effectiveScale,

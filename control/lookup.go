@@ -9,6 +9,7 @@ import (
 
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/packet"
 )
 
 // LookupResult says which backend a flow goes to, and why.
@@ -38,6 +39,18 @@ type LookupResult struct {
 	// flow from, with the weights and loads it compares.
 	Scheduler  string
 	Candidates []LookupCandidate
+	// Untracked (a TCP VIP of a load-based scheduler, Reason "scheduler"
+	// or "conntrack-stale"): where a segment that is not a SYN goes when
+	// no worker tracks its connection (ECMP moved it here, its entry
+	// expired or went stale): the VIP's Maglev table slot, under every
+	// scheduler (dataplane Worker.selectBackend). Nil otherwise.
+	Untracked *LookupSlot
+}
+
+// LookupSlot is a Maglev table slot and the backend it names.
+type LookupSlot struct {
+	Slot             int
+	Backend, Address string
 }
 
 // LookupCandidate is one backend a load-aware scheduler may pick for a
@@ -116,6 +129,10 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 		}
 		res.Backend, res.Address = "", ""
 		res.Candidates = p.candidates(svc, v)
+		if proto == packet.ProtoTCP {
+			b := svc.Backends[v.Backends[v.Table.Lookup(h)]]
+			res.Untracked = &LookupSlot{Slot: int(h % uint64(v.Table.Size())), Backend: b.Name, Address: b.Addr.String()}
+		}
 		return res, nil
 	}
 	if res.Reason != "conntrack-stale" {

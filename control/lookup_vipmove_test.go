@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
 )
 
@@ -67,5 +68,35 @@ protocol = "udp"
 	if res.VIP != "rtp" || res.Reason == "conntrack" && res.Address != next.String() {
 		t.Errorf("lookup after the reload: VIP %q, reason %q, backend %s (%s); the flow's next datagram went to %v",
 			res.VIP, res.Reason, res.Backend, res.Address, next)
+	}
+}
+
+// TestLookupPickerUntrackedSegment: on a TCP VIP of a load-based
+// scheduler, a segment of a connection no worker tracks goes to the
+// backend of its Maglev table slot, every time; lookup names it (it
+// named none: only the scheduler's candidates). UDP has no such rule.
+func TestLookupPickerUntrackedSegment(t *testing.T) {
+	f := newFixture(t, strings.Replace(baseConfig, "port = 80\n", "port = 80\nscheduler = \"least-conn\"\n", 1))
+	vip := netip.MustParseAddrPort(configtest.Web + ":80")
+	seen := map[netip.Addr]bool{}
+	for sp := uint16(7000); sp < 7040; sp++ {
+		res, err := f.plane.Lookup(dptest.Client, vip.Addr(), sp, 80, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := f.lc.send(dptest.TCP(t, sp, vip, "A")).dst
+		if again := f.lc.send(dptest.TCP(t, sp, vip, "A")).dst; got != again {
+			t.Fatalf("untracked segment went to %v then %v", got, again)
+		}
+		seen[got] = true
+		if res.Reason != "scheduler" || res.Untracked == nil || f.addr(res.Untracked.Backend) != got || res.Untracked.Address != got.String() {
+			t.Fatalf("sport %d: lookup %s, untracked %+v; the connection's segments all go to %v", sp, res.Reason, res.Untracked, got)
+		}
+	}
+	if len(seen) < 2 {
+		t.Errorf("40 tuples reached %d backend(s): the test shows little", len(seen))
+	}
+	if res, err := f.plane.Lookup(dptest.Client, vip.Addr(), 7000, 80, 17); err != nil || res.Untracked != nil {
+		t.Errorf("UDP lookup on a TCP-only address: %+v, %v; want no untracked answer", res.Untracked, err)
 	}
 }

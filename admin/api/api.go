@@ -297,6 +297,13 @@ type Table struct {
 	Slots     []string `json:"slots"`
 }
 
+// LookupSlot is a Maglev table slot and the backend it names.
+type LookupSlot struct {
+	Slot    int    `json:"slot"`
+	Backend string `json:"backend"`
+	Address string `json:"address"`
+}
+
 // Lookup is GET /api/v1/lookup: where a flow goes, and why.
 type Lookup struct {
 	Src   string `json:"src"`
@@ -329,6 +336,11 @@ type Lookup struct {
 	// flow from, with the weights and loads it compares.
 	Scheduler  string      `json:"scheduler,omitempty"`
 	Candidates []Candidate `json:"candidates,omitempty"`
+	// Untracked (a TCP VIP of another scheduler than Maglev): where a
+	// segment that is not a SYN goes when no worker tracks its
+	// connection (ECMP moved it here, or its entry expired or went
+	// stale): the VIP's Maglev table slot, under every scheduler.
+	Untracked *LookupSlot `json:"untracked,omitempty"`
 }
 
 // Candidate is one backend a load-aware scheduler may pick for a new flow,

@@ -264,9 +264,12 @@ func printLookup(w io.Writer, l *api.Lookup) {
 	if l.Reason == "scheduler" || (l.Reason == "conntrack-stale" && l.Backend == "") {
 		fmt.Fprintf(w, "vip %s (scheduler %s)\n", printable(l.VIP), printable(l.Scheduler))
 		if l.Reason == "conntrack-stale" {
-			fmt.Fprintf(w, "  pinned on worker %d to a backend that is gone: the next packet is placed as a new flow\n", l.Worker)
+			fmt.Fprintf(w, "  pinned on worker %d to a backend that is gone: the next packet is placed again\n", l.Worker)
 		}
 		fmt.Fprintf(w, "  new flow: chosen by %s among: %s\n", printable(l.Scheduler), printable(candidateList(l.Candidates)))
+		if u := l.Untracked; u != nil {
+			fmt.Fprintf(w, "  a segment no worker tracks (not a SYN): table slot %d -> backend %s (%s)\n", u.Slot, printable(u.Backend), printable(u.Address))
+		}
 		fmt.Fprintf(w, "  flow hash %s%s\n", printable(l.Hash), printable(hashOf(l.HashFields)))
 		return
 	}

@@ -287,10 +287,12 @@ func TestPrintLookup(t *testing.T) {
 				"  flow hash 00ff\n"},
 		{"p2c stale pin", func(l *api.Lookup) {
 			l.Reason, l.Scheduler, l.Candidates, l.Worker = "conntrack-stale", "peak-ewma", cands[:1], 1
+			l.Untracked = &api.LookupSlot{Slot: 17, Backend: "be1", Address: "10.0.1.1"}
 		},
 			head + "vip web (scheduler peak-ewma)\n" +
-				"  pinned on worker 1 to a backend that is gone: the next packet is placed as a new flow\n" +
+				"  pinned on worker 1 to a backend that is gone: the next packet is placed again\n" +
 				"  new flow: chosen by peak-ewma among: be1 (w 1, 3 flows, 1.2 ms)\n" +
+				"  a segment no worker tracks (not a SYN): table slot 17 -> backend be1 (10.0.1.1)\n" +
 				"  flow hash 00ff\n"},
 		{"p2c tracked", func(l *api.Lookup) {
 			l.Reason, l.Scheduler, l.Backend, l.Address, l.Worker, l.State, l.IdleMs = "conntrack", "p2c", "be2", "10.0.1.2", 0, "established", 7
