@@ -1,15 +1,9 @@
 package exception
 
 import (
-	"context"
 	"net"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/vishvananda/netlink"
-
-	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
 // TestResolverHoldsGatewayClaimedAtGroupMAC: a station that broadcasts one
@@ -24,43 +18,10 @@ import (
 // last MAC stays published until the kernel confirms another); a claim
 // that can never be a next hop must not do more harm than that one.
 func TestResolverHoldsGatewayClaimedAtGroupMAC(t *testing.T) {
-	l := newLAN(t, "gclm")
-	peer, err := l.peerH.LinkByName(l.peerIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.peerH.AddrAdd(peer, &netlink.Addr{IPNet: &net.IPNet{IP: l.gwAddr.AsSlice(), Mask: net.CIDRMask(24, 32)}}); err != nil {
-		t.Fatal(err)
-	}
 	// Quick probes; locktime 0, so that the gateway's answer to a probe
 	// made within a second of the claim is taken (the kernel's default
 	// probes come after that second).
-	in(t, l.lbNSh, func() error {
-		for k, v := range map[string]string{"delay_first_probe_time": "1", "retrans_time_ms": "100", "locktime": "0"} {
-			if err := os.WriteFile("/proc/sys/net/ipv4/neigh/"+l.lbIf+"/"+k, []byte(v), 0o644); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, l.peerMAC, netlink.NUD_REACHABLE)
-
-	type pub struct {
-		mac [6]byte
-		has bool
-	}
-	pubs := make(chan pub, 1024)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: 20 * time.Millisecond}
-	go func() {
-		defer close(done)
-		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr} }, nil, func(_ Gateways, nh dataplane.NextHop) bool {
-			pubs <- pub{nh.MAC4, nh.Has4}
-			return true
-		})
-	}()
-	defer func() { cancel(); <-done }()
+	l, pubs := gatewayLAN(t, "gclm", map[string]string{"delay_first_probe_time": "1", "retrans_time_ms": "100", "locktime": "0"}, 20*time.Millisecond, nil)
 	if p := <-pubs; !p.has || p.mac != l.peerMAC {
 		t.Fatalf("first: %v %v, want %v", net.HardwareAddr(p.mac[:]), p.has, net.HardwareAddr(l.peerMAC[:]))
 	}

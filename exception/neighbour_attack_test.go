@@ -317,43 +317,9 @@ func TestLookupRefusesGroupAndZeroMACs(t *testing.T) {
 // kernel verify the claim: the claimant does not answer the unicast
 // probes, the entry fails, and the gateway is resolved again.
 func TestResolverHoldsUnconfirmedGatewayChange(t *testing.T) {
-	l := newLAN(t, "hold")
-	// The peer is the real gateway: it answers ARP for its address.
-	peer, err := l.peerH.LinkByName(l.peerIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.peerH.AddrAdd(peer, &netlink.Addr{IPNet: &net.IPNet{IP: l.gwAddr.AsSlice(), Mask: net.CIDRMask(24, 32)}}); err != nil {
-		t.Fatal(err)
-	}
 	// Quicker verification than the kernel's defaults (5 s before the
 	// first probe, 1 s between probes), in the test's namespace only.
-	in(t, l.lbNSh, func() error {
-		for k, v := range map[string]string{"delay_first_probe_time": "1", "retrans_time_ms": "100"} {
-			if err := os.WriteFile("/proc/sys/net/ipv4/neigh/"+l.lbIf+"/"+k, []byte(v), 0o644); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, l.peerMAC, netlink.NUD_REACHABLE)
-
-	type pub struct {
-		mac [6]byte
-		has bool
-	}
-	pubs := make(chan pub, 1024)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: 20 * time.Millisecond}
-	go func() {
-		defer close(done)
-		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr} }, nil, func(_ Gateways, nh dataplane.NextHop) bool {
-			pubs <- pub{nh.MAC4, nh.Has4}
-			return true
-		})
-	}()
-	defer func() { cancel(); <-done }()
+	l, pubs := gatewayLAN(t, "hold", map[string]string{"delay_first_probe_time": "1", "retrans_time_ms": "100"}, 20*time.Millisecond, nil)
 	if p := <-pubs; !p.has || p.mac != l.peerMAC {
 		t.Fatalf("first: %v %v, want %v", net.HardwareAddr(p.mac[:]), p.has, net.HardwareAddr(l.peerMAC[:]))
 	}
@@ -373,9 +339,9 @@ func TestResolverHoldsUnconfirmedGatewayChange(t *testing.T) {
 	// Until the kernel has the gateway's own MAC again, confirmed, and
 	// the resolver has published it: never the claimed MAC.
 	deadline = time.Now().Add(15 * time.Second)
-	var seen []pub
-	last, unresolved := pub{l.peerMAC, true}, false
-	take := func(p pub) {
+	var seen []published
+	last, unresolved := published{l.peerMAC, true}, false
+	take := func(p published) {
 		t.Helper()
 		seen = append(seen, p)
 		last = p
@@ -395,7 +361,7 @@ func TestResolverHoldsUnconfirmedGatewayChange(t *testing.T) {
 		// resolver publishes the gateway unresolved and pokes, and the
 		// gateway's answer is published.
 		m, st, _ := neighMAC(t, l.lbH, l.lbIf, l.gwAddr)
-		if unresolved && last == (pub{l.peerMAC, true}) {
+		if unresolved && last == (published{l.peerMAC, true}) {
 			if !confirmed(st) || m != l.peerMAC {
 				t.Fatalf("published %v while the kernel's entry is %v (state %#x)", net.HardwareAddr(l.peerMAC[:]), net.HardwareAddr(m[:]), st)
 			}
@@ -410,6 +376,10 @@ func TestResolverHoldsUnconfirmedGatewayChange(t *testing.T) {
 	// says so: the kernel verifies it, it answers, and the resolver
 	// follows.
 	moved := [6]byte{2, 0, 0, 0, 0, 0x02}
+	peer, err := l.peerH.LinkByName(l.peerIf)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := l.peerH.LinkSetHardwareAddr(peer, net.HardwareAddr(moved[:])); err != nil {
 		t.Fatal(err)
 	}
@@ -434,4 +404,50 @@ func TestResolverHoldsUnconfirmedGatewayChange(t *testing.T) {
 			t.Fatalf("the gateway's move to %v not followed within 15s (entry %v, state %#x)", net.HardwareAddr(moved[:]), net.HardwareAddr(m[:]), st)
 		}
 	}
+}
+
+// published is one next hop the resolver published for IPv4.
+type published struct {
+	mac [6]byte
+	has bool
+}
+
+// gatewayLAN is a LAN whose peer is the real gateway (it answers ARP for
+// gwAddr), with the LB's entry for it REACHABLE at the peer's MAC and the
+// kernel's neighbour timers of the LB's interface set as given (quicker
+// verification than the defaults), and a resolver running on it at
+// interval (rounds also on changed, if not nil) whose publications come
+// on the channel returned. The resolver stops when the test ends.
+func gatewayLAN(t *testing.T, name string, neigh map[string]string, interval time.Duration, changed chan struct{}) (*lan, chan published) {
+	t.Helper()
+	l := newLAN(t, name)
+	peer, err := l.peerH.LinkByName(l.peerIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.peerH.AddrAdd(peer, &netlink.Addr{IPNet: &net.IPNet{IP: l.gwAddr.AsSlice(), Mask: net.CIDRMask(24, 32)}}); err != nil {
+		t.Fatal(err)
+	}
+	in(t, l.lbNSh, func() error {
+		for k, v := range neigh {
+			if err := os.WriteFile("/proc/sys/net/ipv4/neigh/"+l.lbIf+"/"+k, []byte(v), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, l.peerMAC, netlink.NUD_REACHABLE)
+	pubs := make(chan published, 1024)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: interval}
+	go func() {
+		defer close(done)
+		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr} }, changed, func(_ Gateways, nh dataplane.NextHop) bool {
+			pubs <- published{nh.MAC4, nh.Has4}
+			return true
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return l, pubs
 }

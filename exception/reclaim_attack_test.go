@@ -1,15 +1,11 @@
 package exception
 
 import (
-	"context"
 	"net"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-
-	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
 // TestResolverHoldsClaimAfterFailedClaim: a station that claims the
@@ -27,44 +23,11 @@ import (
 // "a station that merely broadcasts a claim to the gateway's address
 // does not get the backends' traffic".
 func TestResolverHoldsClaimAfterFailedClaim(t *testing.T) {
-	l := newLAN(t, "recl")
-	peer, err := l.peerH.LinkByName(l.peerIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.peerH.AddrAdd(peer, &netlink.Addr{IPNet: &net.IPNet{IP: l.gwAddr.AsSlice(), Mask: net.CIDRMask(24, 32)}}); err != nil {
-		t.Fatal(err)
-	}
-	in(t, l.lbNSh, func() error {
-		for k, v := range map[string]string{"delay_first_probe_time": "1", "retrans_time_ms": "100"} {
-			if err := os.WriteFile("/proc/sys/net/ipv4/neigh/"+l.lbIf+"/"+k, []byte(v), 0o644); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, l.peerMAC, netlink.NUD_REACHABLE)
-
-	type pub struct {
-		mac [6]byte
-		has bool
-	}
-	pubs := make(chan pub, 64)
-	changed := make(chan struct{}, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
 	// Rounds only when the test asks (changed), so that each one reads
 	// the kernel's entry in the state the test has waited for.
-	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: time.Hour}
-	go func() {
-		defer close(done)
-		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr} }, changed, func(_ Gateways, nh dataplane.NextHop) bool {
-			pubs <- pub{nh.MAC4, nh.Has4}
-			return true
-		})
-	}()
-	defer func() { cancel(); <-done }()
-	round := func() pub {
+	changed := make(chan struct{}, 1)
+	l, pubs := gatewayLAN(t, "recl", map[string]string{"delay_first_probe_time": "1", "retrans_time_ms": "100"}, time.Hour, changed)
+	round := func() published {
 		t.Helper()
 		changed <- struct{}{}
 		select {
@@ -72,7 +35,7 @@ func TestResolverHoldsClaimAfterFailedClaim(t *testing.T) {
 			return p
 		case <-time.After(10 * time.Second):
 			t.Fatal("nothing published within 10s")
-			return pub{}
+			return published{}
 		}
 	}
 	waitEntry := func(what string, ok func(m [6]byte, st int, present bool) bool) {
