@@ -72,6 +72,13 @@ func TestTableMatchesDaemon(t *testing.T) {
 			[]string{`address = "2001:0db8:0:0::1"`, `address = "2001:0db8:0:0::2";weight = 2`}},
 		{"a list written with spaces", "be1, be2:2, be3",
 			[]string{`name = "be1";address = "10.0.1.1"`, `name = "be2";address = "10.0.1.2";weight = 2`, `name = "be3";address = "10.0.1.3"`}},
+		// An IPv6 address without its weight: the text after its last
+		// ':' is a group of the address, not a weight; it was read as
+		// the name "2001:db8:" with exit 0.
+		{"ipv6 addresses without weights", "2001:db8::1,2001:db8:1::1",
+			[]string{`address = "2001:db8::1"`, `address = "2001:db8:1::1"`}},
+		{"one of them looks weighted", "2001:db8::1:1,2001:db8::2",
+			[]string{`address = "2001:db8::1:1"`, `address = "2001:db8::2"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
