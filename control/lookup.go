@@ -39,11 +39,11 @@ type LookupResult struct {
 	// flow from, with the weights and loads it compares.
 	Scheduler  string
 	Candidates []LookupCandidate
-	// Untracked (a TCP VIP of a load-based scheduler, Reason "scheduler"
-	// or "conntrack-stale"): where a segment that is not a SYN goes when
-	// no worker tracks its connection (ECMP moved it here, its entry
-	// expired or went stale): the VIP's Maglev table slot, under every
-	// scheduler (dataplane Worker.selectBackend). Nil otherwise.
+	// Untracked (a TCP VIP of a load-based scheduler, Reason "scheduler"):
+	// where a segment that is not a SYN goes when no worker tracks its
+	// connection (ECMP moved it here, or its entry expired): the VIP's
+	// Maglev table slot, under every scheduler (dataplane
+	// Worker.selectBackend). Nil otherwise.
 	Untracked *LookupSlot
 }
 
@@ -129,7 +129,10 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 		}
 		res.Backend, res.Address = "", ""
 		res.Candidates = p.candidates(svc, v)
-		if proto == packet.ProtoTCP {
+		if proto == packet.ProtoTCP && res.Reason == "scheduler" {
+			// Not for a stale pin: its next segment, SYN or not, is
+			// placed by the scheduler (Worker.selectBackend re-selects
+			// with choose), not by the table.
 			b := svc.Backends[v.Backends[v.Table.Lookup(h)]]
 			res.Untracked = &LookupSlot{Slot: int(h % uint64(v.Table.Size())), Backend: b.Name, Address: b.Addr.String()}
 		}

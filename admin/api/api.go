@@ -338,8 +338,9 @@ type Lookup struct {
 	Candidates []Candidate `json:"candidates,omitempty"`
 	// Untracked (a TCP VIP of another scheduler than Maglev): where a
 	// segment that is not a SYN goes when no worker tracks its
-	// connection (ECMP moved it here, or its entry expired or went
-	// stale): the VIP's Maglev table slot, under every scheduler.
+	// connection (ECMP moved it here, or its entry expired): the VIP's
+	// Maglev table slot, under every scheduler. Not given for a stale
+	// pin, whose next segment the scheduler places.
 	Untracked *LookupSlot `json:"untracked,omitempty"`
 }
 

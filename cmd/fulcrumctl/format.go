@@ -264,7 +264,7 @@ func printLookup(w io.Writer, l *api.Lookup) {
 	if l.Reason == "scheduler" || (l.Reason == "conntrack-stale" && l.Backend == "") {
 		fmt.Fprintf(w, "vip %s (scheduler %s)\n", printable(l.VIP), printable(l.Scheduler))
 		if l.Reason == "conntrack-stale" {
-			fmt.Fprintf(w, "  pinned on worker %d to a backend that is gone: the next packet is placed again\n", l.Worker)
+			fmt.Fprintf(w, "  pinned on worker %d to a backend that is gone: the next packet, SYN or not, is placed again by the scheduler\n", l.Worker)
 		}
 		fmt.Fprintf(w, "  new flow: chosen by %s among: %s\n", printable(l.Scheduler), printable(candidateList(l.Candidates)))
 		if u := l.Untracked; u != nil {

@@ -281,18 +281,20 @@ func TestPrintLookup(t *testing.T) {
 		edit func(l *api.Lookup)
 		want string
 	}{
-		{"p2c new flow", func(l *api.Lookup) { l.Reason, l.Scheduler, l.Candidates = "scheduler", "p2c", cands },
+		{"p2c new flow", func(l *api.Lookup) {
+			l.Reason, l.Scheduler, l.Candidates = "scheduler", "p2c", cands
+			l.Untracked = &api.LookupSlot{Slot: 17, Backend: "be1", Address: "10.0.1.1"}
+		},
 			head + "vip web (scheduler p2c)\n" +
 				"  new flow: chosen by p2c among: be1 (w 1, 3 flows, 1.2 ms), be2 (w 1.5, 12 flows), be3 (w 0, 7 flows, 0.1 ms, not eligible)\n" +
+				"  a segment no worker tracks (not a SYN): table slot 17 -> backend be1 (10.0.1.1)\n" +
 				"  flow hash 00ff\n"},
 		{"p2c stale pin", func(l *api.Lookup) {
 			l.Reason, l.Scheduler, l.Candidates, l.Worker = "conntrack-stale", "peak-ewma", cands[:1], 1
-			l.Untracked = &api.LookupSlot{Slot: 17, Backend: "be1", Address: "10.0.1.1"}
 		},
 			head + "vip web (scheduler peak-ewma)\n" +
-				"  pinned on worker 1 to a backend that is gone: the next packet is placed again\n" +
+				"  pinned on worker 1 to a backend that is gone: the next packet, SYN or not, is placed again by the scheduler\n" +
 				"  new flow: chosen by peak-ewma among: be1 (w 1, 3 flows, 1.2 ms)\n" +
-				"  a segment no worker tracks (not a SYN): table slot 17 -> backend be1 (10.0.1.1)\n" +
 				"  flow hash 00ff\n"},
 		{"p2c tracked", func(l *api.Lookup) {
 			l.Reason, l.Scheduler, l.Backend, l.Address, l.Worker, l.State, l.IdleMs = "conntrack", "p2c", "be2", "10.0.1.2", 0, "established", 7
