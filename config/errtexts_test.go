@@ -36,7 +36,7 @@ func TestProblemTextsAreTheOperatorsWords(t *testing.T) {
 		// (d) the key once, then the value.
 		{"quic_cid_len 21", withVIPKeys(`protocol = "udp"`, `quic = true`, `quic_cid_len = 21`), "vip[0].quic_cid_len", 16, "21 is outside 1..20 (RFC 9000 17.2)"},
 		{"quic_server_id_len 9", withVIPKeys(`protocol = "udp"`, `quic = true`, `quic_server_id_len = 9`), "vip[0].quic_server_id_len", 16, "9 is outside 1..8"},
-		{"quic_config_id 3", withVIPKeys(`protocol = "udp"`, `quic = true`, `quic_config_id = 3`), "vip[0].quic_config_id", 16, `3 is outside 0..2 (0b11 is the draft's "route by 5-tuple")`},
+		{"quic_config_id 7", withVIPKeys(`protocol = "udp"`, `quic = true`, `quic_config_id = 7`), "vip[0].quic_config_id", 16, `7 is outside 0..6 (0b111 is the draft's "unroutable": route by the 5-tuple)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantProblemText(t, tc.toml, tc.key, tc.line, tc.msg)

@@ -124,7 +124,7 @@ func TestLimitsNameTheirKey(t *testing.T) {
 		{"vip on_down", vip(`on_down = "Move"`), "vip[0].on_down"},
 		{"vip quic cid 21", vip(`protocol = "udp"`, "quic = true", "quic_cid_len = 21"), "vip[0].quic_cid_len"},
 		{"vip quic sid 0", vip(`protocol = "udp"`, "quic = true", "quic_server_id_len = -1"), "vip[0].quic_server_id_len"},
-		{"vip quic cfg 3", vip(`protocol = "udp"`, "quic = true", "quic_config_id = 3"), "vip[0].quic_config_id"},
+		{"vip quic cfg 7", vip(`protocol = "udp"`, "quic = true", "quic_config_id = 7"), "vip[0].quic_config_id"},
 		{"be weight neg", be("weight = -1"), "vip[0].backend[0].weight"},
 		{"be weight big", be("weight = 65536"), "vip[0].backend[0].weight"},
 		{"be name empty?", be(), ""},

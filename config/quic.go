@@ -19,7 +19,8 @@ func (ck *checker) finishQUIC(v *VIP, at string) {
 			key string
 			set bool
 		}{{"quic_cid_len", v.CIDLen != 0}, {"quic_server_id_len", v.ServerIDLen != 0}, {"quic_config_id", v.ConfigID != 0}} {
-			if k.set {
+			// An explicit 0 is written too (the zero value is "unset").
+			if k.set || ck.setAt(at+"."+k.key) {
 				ck.bad(at+"."+k.key, "is set, but the VIP's quic is off: set quic = true or remove it")
 			}
 		}

@@ -80,7 +80,7 @@ func TestQUICRejectsAtKeyAndLine(t *testing.T) {
 		{"cid too short for the nonce", repl("quic = true", "quic = true\nquic_cid_len = 6"), "vip[0].quic_cid_len", 13, "6 octets hold no first octet, 2 octets of server id (quic_server_id_len) and the QUIC-LB draft's nonce of at least 4 octets: at least 7"},
 		{"server id does not fit cid", repl("quic = true", "quic = true\nquic_cid_len = 8\nquic_server_id_len = 4"), "vip[0].quic_cid_len", 13, "at least 9"},
 		{"server id too long", repl("quic = true", "quic = true\nquic_cid_len = 20\nquic_server_id_len = 9"), "vip[0].quic_server_id_len", 14, "outside 1..8"},
-		{"config id 3", repl("quic = true", "quic = true\nquic_config_id = 3"), "vip[0].quic_config_id", 13, "outside 0..2"},
+		{"config id 7", repl("quic = true", "quic = true\nquic_config_id = 7"), "vip[0].quic_config_id", 13, "outside 0..6"},
 		{"id too big for 2 octets", repl("quic_id = 2", "quic_id = 65536"), "vip[0].backend[1].quic_id", 22, "65536 does not fit quic_server_id_len = 2 octets (at most 65535)"},
 		{"negative id", repl("quic_id = 2", "quic_id = -2"), "vip[0].backend[1].quic_id", 22, "negative"},
 		{"duplicate id", repl("quic_id = 2", "quic_id = 1"), "vip[0].backend[1].quic_id", 22, "already backend #1's (line 17)"},

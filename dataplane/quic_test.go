@@ -279,7 +279,7 @@ func TestQUICShortHeadersFollowServerID(t *testing.T) {
 // quicShort is a short-header payload whose DCID (default layout) has
 // config rotation cfg and server id id, then n more octets.
 func quicShort(cfg byte, id uint16, n int) []byte {
-	b := []byte{0x40 | 0x01, cfg<<6 | 7, byte(id >> 8), byte(id)}
+	b := []byte{0x40 | 0x01, cfg<<5 | 7, byte(id >> 8), byte(id)}
 	return append(b, make([]byte, 5+n)...)
 }
 
@@ -301,7 +301,7 @@ func TestQUICFallbacks(t *testing.T) {
 		{"dcid exactly", quicShort(0, 2, 0)[:9], QUICRouted},
 		{"fixed bit clear", append([]byte{0x01}, quicShort(0, 2, 4)[1:]...), QUICNoID},
 		{"other config rotation", quicShort(1, 2, 4), QUICNoID},
-		{"5-tuple config 0b11", quicShort(3, 2, 4), QUICNoID},
+		{"unroutable config 0b111", quicShort(7, 2, 4), QUICNoID},
 		{"id of no backend", quicShort(0, 9, 4), QUICUnknownID},
 		{"id 0 (nobody's)", quicShort(0, 0, 4), QUICUnknownID},
 		{"id 1", quicShort(0, 1, 4), QUICRouted},

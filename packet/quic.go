@@ -14,10 +14,10 @@ import (
 // the same is the destination connection ID (DCID) the server chose, so a
 // server that writes its own id into its connection IDs can be found from
 // any address. The layout is the plaintext algorithm of the QUIC-LB draft
-// (draft-ietf-quic-load-balancers: "First Octet", "CID format",
-// "Plaintext CID Algorithm"):
+// (draft-ietf-quic-load-balancers, since draft 17: "First CID octet",
+// "CID format", "Plaintext CID Algorithm"):
 //
-//	octet 0:                    config rotation (top 2 bits) | CID length - 1 (low 6 bits)
+//	octet 0:                    config rotation (top 3 bits) | CID length - 1 (low 5 bits)
 //	octets 1..ServerIDLen:      the server id, big-endian
 //	the rest, up to CIDLen:     the nonce: the server's own octets (random, unique), at least 4
 //
@@ -44,10 +44,11 @@ const (
 	// octets": the octets after the server id that keep a server's CIDs
 	// unique.
 	MinQUICNonceLen = 4
-	// MaxQUICConfigID: the config rotation bits are 2; the draft reserves
-	// 0b11 for servers without a configuration ("Configuration
-	// Failover": the LB must route by the 5-tuple).
-	MaxQUICConfigID = 2
+	// MaxQUICConfigID: the config rotation bits are 3; the draft reserves
+	// 0b111 for CIDs that are not routable (servers without a
+	// configuration, "Configuration Failover": the LB routes them by the
+	// 5-tuple).
+	MaxQUICConfigID = 6
 )
 
 // QUICConfig is the connection-ID layout of one VIP's QUIC servers, read
@@ -56,7 +57,7 @@ const (
 type QUICConfig struct {
 	CIDLen      int `toml:"quic_cid_len,omitzero"`       // the servers' connection-ID length, 2..20 (default 8)
 	ServerIDLen int `toml:"quic_server_id_len,omitzero"` // octets of server id after the first, 1..8 (default 2)
-	ConfigID    int `toml:"quic_config_id,omitzero"`     // the config rotation bits the servers write, 0..2 (default 0)
+	ConfigID    int `toml:"quic_config_id,omitzero"`     // the config rotation bits the servers write, 0..6 (default 0)
 }
 
 // WithDefaults is c with its unset lengths set to the defaults.
@@ -90,7 +91,7 @@ func (c QUICConfig) Validate() error {
 		return fmt.Errorf("%w: %d octets hold no first octet, %d octets of server id (quic_server_id_len) and the QUIC-LB draft's nonce of at least %d octets: at least %d", ErrQUICCIDLen, c.CIDLen, c.ServerIDLen, MinQUICNonceLen, 1+c.ServerIDLen+MinQUICNonceLen)
 	}
 	if c.ConfigID < 0 || c.ConfigID > MaxQUICConfigID {
-		return fmt.Errorf("%w: %d is outside 0..%d (0b11 is the draft's \"route by 5-tuple\")", ErrQUICConfigID, c.ConfigID, MaxQUICConfigID)
+		return fmt.Errorf("%w: %d is outside 0..%d (0b111 is the draft's \"unroutable\": route by the 5-tuple)", ErrQUICConfigID, c.ConfigID, MaxQUICConfigID)
 	}
 	return nil
 }
@@ -108,7 +109,7 @@ func (c QUICConfig) MaxServerID() uint64 {
 // random bytes). It is what a backend's connection-ID generator does; c
 // must be valid and id at most MaxServerID.
 func (c QUICConfig) PutServerID(cid []byte, id uint64) {
-	cid[0] = byte(c.ConfigID)<<6 | byte(c.CIDLen-1)&0x3f
+	cid[0] = byte(c.ConfigID)<<5 | byte(c.CIDLen-1)&0x1f
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], id)
 	copy(cid[1:1+c.ServerIDLen], b[8-c.ServerIDLen:])
@@ -120,7 +121,7 @@ type QUICHeader uint8
 const (
 	QUICLong  QUICHeader = iota // a long header (or an empty payload): route by the flow hash
 	QUICShort                   // a short header with a server id of this layout
-	QUICNoID                    // a short header without one: too short for the CID, fixed bit clear, or another config rotation (0b11 included)
+	QUICNoID                    // a short header without one: too short for the CID, fixed bit clear, or another config rotation (0b111 included)
 )
 
 // QUICServerID reads the server id from the DCID of a UDP payload sent to
@@ -137,7 +138,7 @@ func QUICServerID(payload []byte, c *QUICConfig) (QUICHeader, uint64) {
 	if payload[0]&0x40 == 0 || len(payload) < 1+c.CIDLen {
 		return QUICNoID, 0
 	}
-	if int(payload[1]>>6) != c.ConfigID {
+	if int(payload[1]>>5) != c.ConfigID {
 		return QUICNoID, 0
 	}
 	var id uint64

@@ -23,14 +23,14 @@ func TestQUICServerID(t *testing.T) {
 		{"version negotiation", def, []byte{0x80, 0, 0, 0, 0}, QUICLong, 0},
 		{"short, id 0x1234", def, []byte{0x41, 0x07, 0x12, 0x34, 1, 2, 3, 4, 5}, QUICShort, 0x1234},
 		{"short, payload after the cid", def, []byte{0x5f, 0x07, 0xff, 0xfe, 1, 2, 3, 4, 5, 9, 9, 9}, QUICShort, 0xfffe},
-		{"length bits are not checked", def, []byte{0x41, 0x3f, 0, 7, 1, 2, 3, 4, 5}, QUICShort, 7},
+		{"length bits are not checked", def, []byte{0x41, 0x1f, 0, 7, 1, 2, 3, 4, 5}, QUICShort, 7},
 		{"one octet short", def, []byte{0x41, 0x07, 0x12, 0x34, 1, 2, 3, 4}, QUICNoID, 0},
 		{"first octet only", def, []byte{0x41}, QUICNoID, 0},
 		{"fixed bit clear", def, []byte{0x01, 0x07, 0x12, 0x34, 1, 2, 3, 4, 5}, QUICNoID, 0},
-		{"config rotation 1", def, []byte{0x41, 0x47, 0x12, 0x34, 1, 2, 3, 4, 5}, QUICNoID, 0},
-		{"5-tuple routing 0b11", def, []byte{0x41, 0xc7, 0x12, 0x34, 1, 2, 3, 4, 5}, QUICNoID, 0},
-		{"8-octet id", long, append([]byte{0x40, 2<<6 | 19, 1, 2, 3, 4, 5, 6, 7, 8}, make([]byte, 11)...), QUICShort, 0x0102030405060708},
-		{"8-octet id, cid cut", long, append([]byte{0x40, 2<<6 | 19, 1, 2, 3, 4, 5, 6, 7, 8}, make([]byte, 10)...), QUICNoID, 0},
+		{"config rotation 1", def, []byte{0x41, 0x27, 0x12, 0x34, 1, 2, 3, 4, 5}, QUICNoID, 0},
+		{"unroutable 0b111", def, []byte{0x41, 0xe7, 0x12, 0x34, 1, 2, 3, 4, 5}, QUICNoID, 0},
+		{"8-octet id", long, append([]byte{0x40, 2<<5 | 19, 1, 2, 3, 4, 5, 6, 7, 8}, make([]byte, 11)...), QUICShort, 0x0102030405060708},
+		{"8-octet id, cid cut", long, append([]byte{0x40, 2<<5 | 19, 1, 2, 3, 4, 5, 6, 7, 8}, make([]byte, 10)...), QUICNoID, 0},
 	} {
 		kind, id := QUICServerID(tc.payload, &tc.cfg)
 		if kind != tc.kind || id != tc.id {
@@ -40,13 +40,13 @@ func TestQUICServerID(t *testing.T) {
 }
 
 // PutServerID writes what QUICServerID reads, in the draft's layout: the
-// config rotation in the top 2 bits, the CID length - 1 in the low 6, the
+// config rotation in the top 3 bits, the CID length - 1 in the low 5, the
 // id big-endian after them; the rest is the caller's.
 func TestPutServerID(t *testing.T) {
 	c := QUICConfig{CIDLen: 12, ServerIDLen: 3, ConfigID: 2}
 	cid := bytes.Repeat([]byte{0xee}, 12)
 	c.PutServerID(cid, 0xabcdef)
-	if want := []byte{2<<6 | 11, 0xab, 0xcd, 0xef, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee}; !bytes.Equal(cid, want) {
+	if want := []byte{2<<5 | 11, 0xab, 0xcd, 0xef, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee}; !bytes.Equal(cid, want) {
 		t.Fatalf("cid % x, want % x", cid, want)
 	}
 	kind, id := QUICServerID(append([]byte{0x40}, cid...), &c)
@@ -72,7 +72,8 @@ func TestQUICConfigValidate(t *testing.T) {
 		{QUICConfig{CIDLen: 8, ServerIDLen: 4}, false},
 		{QUICConfig{CIDLen: 20, ServerIDLen: 9}, false},
 		{QUICConfig{CIDLen: 8, ServerIDLen: 0}, false},
-		{QUICConfig{CIDLen: 8, ServerIDLen: 2, ConfigID: 3}, false},
+		{QUICConfig{CIDLen: 8, ServerIDLen: 2, ConfigID: 6}, true},
+		{QUICConfig{CIDLen: 8, ServerIDLen: 2, ConfigID: 7}, false},
 		{QUICConfig{CIDLen: 8, ServerIDLen: 2, ConfigID: -1}, false},
 	} {
 		if err := tc.c.Validate(); (err == nil) != tc.ok {
@@ -121,7 +122,7 @@ func FuzzQUICServerID(f *testing.F) {
 		back := make([]byte, c.CIDLen)
 		copy(back, cid)
 		c.PutServerID(back, id)
-		if !bytes.Equal(back[1:1+c.ServerIDLen], cid[1:1+c.ServerIDLen]) || int(cid[0]>>6) != c.ConfigID {
+		if !bytes.Equal(back[1:1+c.ServerIDLen], cid[1:1+c.ServerIDLen]) || int(cid[0]>>5) != c.ConfigID {
 			t.Fatalf("id %#x does not match the cid % x", id, cid)
 		}
 	})

@@ -31,7 +31,7 @@ func TestGeneratorWritesTheServerID(t *testing.T) {
 			if len(b) != g.ConnectionIDLen() || len(b) != g.Layout.CIDLen {
 				t.Fatalf("%+v: CID of %d octets", g.Layout, len(b))
 			}
-			if want := byte(g.Layout.ConfigID)<<6 | byte(g.Layout.CIDLen-1); b[0] != want {
+			if want := byte(g.Layout.ConfigID)<<5 | byte(g.Layout.CIDLen-1); b[0] != want {
 				t.Errorf("%+v: first octet %#x, want %#x", g.Layout, b[0], want)
 			}
 			kind, id := packet.QUICServerID(append([]byte{0x40}, b...), &g.Layout)
