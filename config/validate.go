@@ -1022,7 +1022,9 @@ func (ck *checker) finishVIP(c *Config, i int, keys map[flow.VIPKey]int, names m
 		ck.bad(at+".second_chance", "encap ipip has no field to carry a second chance: use gre or gue (docs/second-chance.md)")
 	}
 	if v.SecondChance == nil {
-		v.SecondChance = boolPtr(d.SecondChance != nil && *d.SecondChance)
+		// Inherited, it is off where ipip has no field for it (an explicit
+		// true is refused above), so the effective form parses again.
+		v.SecondChance = boolPtr(d.SecondChance != nil && *d.SecondChance && *v.Encap != encap.IPIP)
 	}
 	if v.OnDown == "" {
 		v.OnDown = "keep"
