@@ -124,18 +124,24 @@ install: build
 		$(DESTDIR)$(SYSCONFDIR)/fulcrum $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/share/doc/fulcrum
 	install -m 0755 $(addprefix $(BIN)/,$(INSTALL_CMDS)) $(DESTDIR)$(PREFIX)/bin/
 	cp -r scripts/hw/. $(DESTDIR)$(PREFIX)/share/fulcrum/hw/
+	chmod -R u+rwX,go+rX,go-w $(DESTDIR)$(PREFIX)/share/fulcrum/hw
 	install -m 0644 examples/fulcrum.toml examples/pcap.toml $(DESTDIR)$(PREFIX)/share/doc/fulcrum/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/fulcrum/fulcrum.toml ] || install -m 0640 examples/fulcrum.toml $(DESTDIR)$(SYSCONFDIR)/fulcrum/fulcrum.toml
 	gzip -9n < packaging/fulcrum.8 > $(DESTDIR)$(PREFIX)/share/man/man8/fulcrum.8.gz
+	chmod 0644 $(DESTDIR)$(PREFIX)/share/man/man8/fulcrum.8.gz
 	sed 's|@PREFIX@|$(PREFIX)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' packaging/fulcrum.service > $(DESTDIR)$(UNITDIR)/fulcrum.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/fulcrum.service
 
 # The Debian package, with dpkg-deb alone (no debhelper): make install
 # into a staging root with PREFIX=/usr, a control file whose Depends are
 # the packages of the shared libraries bin/fulcrum links (ldd + dpkg -S).
-# A tag v1.2.3 gives 1.2.3; an untagged commit 0.0~git<hash>; "-" is not
-# allowed in a Debian version without a revision.
-DEB_VERSION = $(shell echo $(VERSION) | sed -E -e 's/^v([0-9]+\.)/\1/' -e '/^[0-9]+\.[0-9]/!s/^/0.0~git/' -e 's/-/+/g')
+# A tag v1.2.3 gives 1.2.3, v1.2.3-rc1 1.2.3~rc1 (below 1.2.3); an
+# untagged commit 0.0~git<commits>.<hash>: the count orders the builds,
+# which the hash alone does not (a later build must be a newer package,
+# or installing it is a downgrade); "-" is not allowed in a Debian
+# version without a revision.
+DEB_GITCOUNT = $(shell git rev-list --count HEAD 2>/dev/null || echo 0)
+DEB_VERSION = $(shell echo $(VERSION) | sed -E -e 's/^v([0-9]+\.)/\1/' -e 's/^([0-9]+\.[0-9][0-9.]*)-((alpha|beta|rc|pre)[0-9.]*)/\1~\2/' -e '/^[0-9]+\.[0-9]/!s/^/0.0~git$(DEB_GITCOUNT)./' -e 's/-/+/g')
 DEB_ARCH    = $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 deb: setup
 	rm -rf $(BIN)/deb

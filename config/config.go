@@ -337,7 +337,27 @@ func Load(path string) (*Config, error) {
 	if fi, err := f.Stat(); err == nil {
 		c.Warnings = secretWarnings(c, fi.Mode().Perm())
 	}
+	c.Warnings = append(c.Warnings, keyWarnings(c)...)
 	return c, nil
+}
+
+// publishedKeys are hash keys anyone can read: the one of the examples,
+// the shipped /etc/fulcrum/fulcrum.toml and docs/flow-hash.md's test
+// vectors, and all zeros.
+var publishedKeys = map[string]bool{
+	"000102030405060708090a0b0c0d0e0f": true,
+	"00000000000000000000000000000000": true,
+}
+
+// keyWarnings warns of a published dataplane.hash_key. It is not
+// refused: the examples and labs run with it, and a fleet upgraded into a
+// refusal would stop. But with it anyone can aim flows at one conntrack
+// bucket or one backend, which the key is there to prevent.
+func keyWarnings(c *Config) []string {
+	if !publishedKeys[strings.ToLower(c.Dataplane.HashKey)] {
+		return nil
+	}
+	return []string{fmt.Sprintf("dataplane.hash_key %s is published (Fulcrum's examples and documentation): anyone can aim flows at a chosen backend with it; write a key of your own (head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'), the same on every instance", c.Dataplane.HashKey)}
 }
 
 // secretWarnings names each secret written inline in a file of mode perm

@@ -37,7 +37,8 @@ fi
 depends=$(printf '%s\n' "${!deps[@]}" | sort | paste -sd, - | sed 's/,/, /g')
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 
-mkdir -p "$stage/DEBIAN"
+# dpkg-deb refuses a control directory below 0755 (a umask of 027).
+mkdir -p "$stage/DEBIAN" && chmod 0755 "$stage/DEBIAN"
 cat >"$stage/DEBIAN/control" <<CONTROL
 Package: fulcrum
 Version: $version
@@ -83,5 +84,6 @@ if { [ "$1" = remove ] || [ "$1" = purge ]; } && [ -d /run/systemd/system ]; the
 	systemctl daemon-reload >/dev/null 2>&1 || true
 fi
 POSTRM
+chmod 0644 "$stage/DEBIAN/control" "$stage/DEBIAN/conffiles"
 chmod 0755 "$stage/DEBIAN/postinst" "$stage/DEBIAN/prerm" "$stage/DEBIAN/postrm"
 echo "deb-control: Depends: $depends"

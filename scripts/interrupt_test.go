@@ -226,7 +226,10 @@ for m in $(findmnt -rn -o TARGET | grep '^/tmp/fulcrum-debtest\.[^/]*$'); do umo
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	f := strings.Fields(string(out))
+	// The counts are the last line: bash may report the killed job
+	// ("Killed ...") on its stderr before it, at a moment of its own.
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	f := strings.Fields(lines[len(lines)-1])
 	if len(f) != 2 {
 		t.Fatalf("output %q", out)
 	}
