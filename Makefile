@@ -136,11 +136,13 @@ install: build
 # into a staging root with PREFIX=/usr, a control file whose Depends are
 # the packages of the shared libraries bin/fulcrum links (ldd + dpkg -S).
 # A tag v1.2.3 gives 1.2.3, v1.2.3-rc1 1.2.3~rc1 (below 1.2.3); an
-# untagged commit 0.0~git<commits>.<hash>: the count orders the builds,
+# untagged commit 0.0~git<date>.<commits>.<hash>: date and count order the builds,
 # which the hash alone does not (a later build must be a newer package,
 # or installing it is a downgrade); "-" is not allowed in a Debian
 # version without a revision.
-DEB_GITCOUNT = $(shell git rev-list --count HEAD 2>/dev/null || echo 0)
+# The commit's date (UTC) first: a shallow clone (CI's usual checkout)
+# counts 1 commit at every commit, so the count alone orders nothing there.
+DEB_GITCOUNT = $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S 2>/dev/null || echo 0).$(shell git rev-list --count HEAD 2>/dev/null || echo 0)
 DEB_VERSION = $(shell echo $(VERSION) | sed -E -e 's/^v([0-9]+\.)/\1/' -e 's/^([0-9]+\.[0-9][0-9.]*)-((alpha|beta|rc|pre)[0-9.]*)/\1~\2/' -e '/^[0-9]+\.[0-9]/!s/^/0.0~git$(DEB_GITCOUNT)./' -e 's/-/+/g')
 DEB_ARCH    = $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 deb: setup
