@@ -48,6 +48,61 @@ func debVersion(t *testing.T, dir, makefile string) string {
 // The test commits to a repository of its own with fixed dates, so the
 // hashes, and the failure, are the same on every run.
 func TestDebVersionGrowsWithCommits(t *testing.T) {
+	r := newVersionRepo(t)
+	var prev string
+	for i := 0; i < 8; i++ {
+		r.commit("2026-01-01T00:00:00Z") // one date: the count orders them
+		v := debVersion(t, r.dir, r.mk)
+		if prev != "" && !debNewer(v, prev) {
+			t.Errorf("commit %d: package version %s is not newer than the previous commit's %s (an upgrade would be a downgrade)", i+1, v, prev)
+		}
+		prev = v
+	}
+	r.git(r.dir, "tag", "v1.0.0-rc1")
+	rc := debVersion(t, r.dir, r.mk)
+	r.commit("2026-01-01T00:00:00Z")
+	r.git(r.dir, "tag", "v1.0.0")
+	rel := debVersion(t, r.dir, r.mk)
+	if !debNewer(rel, rc) {
+		t.Errorf("tag v1.0.0 gives %s, not newer than v1.0.0-rc1's %s", rel, rc)
+	}
+	if !debNewer(rc, prev) {
+		t.Errorf("tag v1.0.0-rc1 gives %s, not newer than the untagged commit before it, %s", rc, prev)
+	}
+}
+
+// TestDebVersionGrowsInShallowClone: a CI checkout is usually shallow
+// (one commit), where `git rev-list --count HEAD` is 1 at every commit;
+// the builds must still be ordered (by the commit's date). Each build
+// comes from a fresh --depth 1 clone of the next commit, as CI makes
+// them.
+func TestDebVersionGrowsInShallowClone(t *testing.T) {
+	r := newVersionRepo(t)
+	var prev string
+	for i := 0; i < 8; i++ {
+		r.commit("2026-01-01T00:0" + strconv.Itoa(i) + ":00Z") // a minute apart
+		ci := filepath.Join(t.TempDir(), "ci")
+		r.git("", "clone", "-q", "--depth", "1", "file://"+r.dir, ci)
+		v := debVersion(t, ci, r.mk)
+		if prev != "" && !debNewer(v, prev) {
+			t.Errorf("commit %d, shallow clone: package version %s is not newer than the previous commit's %s (an upgrade would be a downgrade)", i+1, v, prev)
+		}
+		prev = v
+	}
+}
+
+// versionRepo is a git repository of the test's own, whose commits have
+// fixed dates, so their hashes (and a failure) are the same on every run.
+type versionRepo struct {
+	t   *testing.T
+	dir string // the repository
+	mk  string // the project's Makefile
+	env []string
+	n   int
+}
+
+func newVersionRepo(t *testing.T) *versionRepo {
+	t.Helper()
 	for _, tool := range []string{"git", "make", "dpkg"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed", tool)
@@ -57,41 +112,36 @@ func TestDebVersionGrowsWithCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org",
-			"GIT_AUTHOR_DATE=2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2026-01-01T00:00:00Z", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
+	r := &versionRepo{t: t, dir: t.TempDir(), mk: mk, env: append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")}
+	r.git(r.dir, "init", "-q", "-b", "main")
+	return r
+}
+
+// git runs git in dir ("" for the current directory).
+func (r *versionRepo) git(dir string, args ...string) {
+	r.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = dir, r.env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		r.t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
-	newer := func(a, b string) bool { // a > b to dpkg
-		return exec.Command("dpkg", "--compare-versions", a, "gt", b).Run() == nil
+}
+
+// commit makes an empty commit dated date.
+func (r *versionRepo) commit(date string) {
+	r.t.Helper()
+	r.n++
+	cmd := exec.Command("git", "commit", "-q", "--allow-empty", "-m", "commit "+strconv.Itoa(r.n))
+	cmd.Dir, cmd.Env = r.dir, append(r.env, "GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		r.t.Fatalf("git commit: %v\n%s", err, out)
 	}
-	git("init", "-q", "-b", "main")
-	var prev string
-	for i := 0; i < 8; i++ {
-		git("commit", "-q", "--allow-empty", "-m", "commit "+string(rune('a'+i)))
-		v := debVersion(t, dir, mk)
-		if prev != "" && !newer(v, prev) {
-			t.Errorf("commit %d: package version %s is not newer than the previous commit's %s (an upgrade would be a downgrade)", i+1, v, prev)
-		}
-		prev = v
-	}
-	git("tag", "v1.0.0-rc1")
-	rc := debVersion(t, dir, mk)
-	git("commit", "-q", "--allow-empty", "-m", "release")
-	git("tag", "v1.0.0")
-	rel := debVersion(t, dir, mk)
-	if !newer(rel, rc) {
-		t.Errorf("tag v1.0.0 gives %s, not newer than v1.0.0-rc1's %s", rel, rc)
-	}
-	if !newer(rc, prev) {
-		t.Errorf("tag v1.0.0-rc1 gives %s, not newer than the untagged commit before it, %s", rc, prev)
-	}
+}
+
+// debNewer reports whether version a is newer than b to dpkg.
+func debNewer(a, b string) bool {
+	return exec.Command("dpkg", "--compare-versions", a, "gt", b).Run() == nil
 }
 
 // unitLines are the command lines of key (ExecStartPre, ExecReload...) in
