@@ -1,7 +1,6 @@
 package control
 
 import (
-	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -50,84 +49,7 @@ func FuzzParseApply(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := config.Parse(data, "f.toml")
-		if err != nil {
-			return
-		}
-		if cfg.Conntrack.Capacity > 1<<20 {
-			cfg.Conntrack.Capacity = 1 << 20 // memory, not behaviour: New builds no table of it
-		}
-		s1 := &dataplane.Shared{}
-		if _, err := New(cfg, s1, nil, log); err != nil {
-			t.Fatalf("Parse accepted a config New refuses: %v\n%s", err, data)
-		}
-		if _, err := healthTargets(cfg, s1.Services.Load()); err != nil {
-			t.Fatalf("Parse accepted a config whose health checks do not build: %v\n%s", err, data)
-		}
-		if _, err := EngineConfig(cfg); err != nil {
-			t.Fatalf("Parse accepted a config whose engine settings fail: %v\n%s", err, data)
-		}
-		_ = EALArgs(cfg)
-		if cfg.BGP != nil {
-			if err := cfg.BGP.Validate(); err != nil {
-				t.Fatalf("Parse accepted a config whose BGP speaker fails: %v\n%s", err, data)
-			}
-		}
-		cfg2, err := config.Parse(data, "f.toml")
-		if err != nil {
-			t.Fatalf("second parse: %v", err)
-		}
-		s2 := &dataplane.Shared{}
-		if _, err := New(cfg2, s2, nil, log); err != nil {
-			t.Fatal(err)
-		}
-		t1, t2 := tablesOf(s1.Services.Load()), tablesOf(s2.Services.Load())
-		if !sameTables(t1, t2) {
-			t.Fatalf("two instances built different tables from one config\n%s", data)
-		}
-		enc, err := cfg.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg3, err := config.Parse([]byte(enc), "encoded")
-		if err != nil {
-			t.Fatalf("effective config rejected: %v\n%s", err, enc)
-		}
-		if enc3, err := cfg3.Encode(); err != nil || enc3 != enc {
-			t.Fatalf("the effective config is not stable: %v\n--- first\n%s\n--- second\n%s", err, enc, enc3)
-		}
-		s3 := &dataplane.Shared{}
-		if _, err := New(cfg3, s3, nil, log); err != nil {
-			t.Fatalf("effective config does not build: %v\n%s", err, enc)
-		}
-		if t3 := tablesOf(s3.Services.Load()); !sameTables(t1, t3) {
-			t.Fatalf("the effective config builds other tables\n--- input\n%s\n--- effective\n%s", data, enc)
-		}
-		// A running plane reloads to it and back.
-		sb := &dataplane.Shared{}
-		p, err := New(base, sb, nil, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Apply(cfg); err != nil && !errors.Is(err, ErrNeedsRestart) {
-			// A refusal by name is allowed; any other error after Parse is not.
-			t.Fatalf("reload to a valid config failed: %v\n%s", err, data)
-		}
-		if err := p.Apply(base); err != nil && !errors.Is(err, ErrNeedsRestart) {
-			t.Fatalf("reload back failed: %v\n%s", err, data)
-		}
-		// The plane running cfg reloads to base's services (with cfg's
-		// restart-only settings: a reload may refuse it, never panic) and
-		// back to cfg, which it ran: that must succeed.
-		mix := *cfg3
-		mix.VIPs, mix.Control, mix.Health = base.VIPs, base.Control, base.Health
-		p3, _ := New(cfg, &dataplane.Shared{}, nil, log)
-		_ = p3.Apply(&mix)
-		if err := p3.Apply(cfg3); err != nil {
-			t.Fatalf("reload back to the config in force failed: %v\n%s", err, data)
-		}
-	})
+	f.Fuzz(func(t *testing.T, data []byte) { checkConfig(t, string(data), base, log) })
 }
 
 func sameTables(a, b map[string][]string) bool {

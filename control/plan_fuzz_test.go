@@ -95,6 +95,12 @@ func checkConfig(t *testing.T, data string, base *config.Config, log *slog.Logge
 	if err != nil {
 		return
 	}
+	capTable := func(c *config.Config) {
+		if c.Conntrack.Capacity > 1<<20 {
+			c.Conntrack.Capacity = 1 << 20 // memory, not behaviour: New builds no table of it
+		}
+	}
+	capTable(cfg)
 	s1 := &dataplane.Shared{}
 	p1, err := New(cfg, s1, nil, log)
 	if err != nil {
@@ -103,7 +109,17 @@ func checkConfig(t *testing.T, data string, base *config.Config, log *slog.Logge
 	if _, err := healthTargets(cfg, s1.Services.Load()); err != nil {
 		t.Fatalf("Parse accepted a config whose health checks do not build: %v\n%s", err, data)
 	}
+	if _, err := EngineConfig(cfg); err != nil {
+		t.Fatalf("Parse accepted a config whose engine settings fail: %v\n%s", err, data)
+	}
+	_ = EALArgs(cfg)
+	if cfg.BGP != nil {
+		if err := cfg.BGP.Validate(); err != nil {
+			t.Fatalf("Parse accepted a config whose BGP speaker fails: %v\n%s", err, data)
+		}
+	}
 	cfg2, _ := config.Parse([]byte(data), "f.toml")
+	capTable(cfg2)
 	s2 := &dataplane.Shared{}
 	if _, err := New(cfg2, s2, nil, log); err != nil {
 		t.Fatal(err)
@@ -147,6 +163,15 @@ func checkConfig(t *testing.T, data string, base *config.Config, log *slog.Logge
 	}
 	if err := pb.Apply(base); err != nil {
 		t.Fatalf("reload back failed: %v\n%s", err, data)
+	}
+	// The plane running cfg reloads to base's services (with cfg's
+	// restart-only settings: a reload may refuse it, never panic) and
+	// back to cfg, which it ran: that must succeed.
+	mix := *cfg3
+	mix.VIPs, mix.Control, mix.Health = base.VIPs, base.Control, base.Health
+	_ = p1.Apply(&mix)
+	if err := p1.Apply(cfg3); err != nil {
+		t.Fatalf("reload back to the config in force failed: %v\n%s", err, data)
 	}
 }
 
