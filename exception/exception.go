@@ -201,16 +201,7 @@ func Configure(ifc Iface, ns string) error {
 // wire port and the advertised MTU. The LB's addresses and routes are
 // the configuration's alone. A kernel without IPv6 has no such setting.
 func noAutoconf(ns, ifc string) error {
-	set := func() error {
-		for _, k := range []string{"accept_ra", "autoconf"} {
-			err := os.WriteFile("/proc/sys/net/ipv6/conf/"+ifc+"/"+k, []byte("0\n"), 0o644)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-		}
-		return nil
-	}
-	return inNamespace(ns, set)
+	return confSysctls(ns, "ipv6", ifc, map[string]string{"accept_ra": "0\n", "autoconf": "0\n"})
 }
 
 // ownARP makes the kernel answer ARP on interface ifc (in network
@@ -221,9 +212,16 @@ func noAutoconf(ns, ifc string) error {
 // port's MAC: it claimed addresses on a LAN where they do not live, and
 // the dataplane drops what then comes for them (not-for-host).
 func ownARP(ns, ifc string) error {
+	return confSysctls(ns, "ipv4", ifc, map[string]string{"arp_ignore": "1\n", "arp_announce": "2\n"})
+}
+
+// confSysctls writes each of values to /proc/sys/net/<family>/conf/<ifc>/
+// in network namespace ns ("" for the current one). A key the kernel does
+// not have (a kernel without IPv6) is left out.
+func confSysctls(ns, family, ifc string, values map[string]string) error {
 	return inNamespace(ns, func() error {
-		for k, v := range map[string]string{"arp_ignore": "1\n", "arp_announce": "2\n"} {
-			err := os.WriteFile("/proc/sys/net/ipv4/conf/"+ifc+"/"+k, []byte(v), 0o644)
+		for k, v := range values {
+			err := os.WriteFile("/proc/sys/net/"+family+"/conf/"+ifc+"/"+k, []byte(v), 0o644)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
