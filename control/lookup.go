@@ -133,18 +133,24 @@ func (p *Plane) Lookup(src, dst netip.Addr, sport, dport uint16, proto uint8) (L
 			// Not for a stale pin: its next segment, SYN or not, is
 			// placed by the scheduler (Worker.selectBackend re-selects
 			// with choose), not by the table.
-			b := svc.Backends[v.Backends[v.Table.Lookup(h)]]
-			res.Untracked = &LookupSlot{Slot: int(h % uint64(v.Table.Size())), Backend: b.Name, Address: b.Addr.String()}
+			at := tableSlot(svc, v, h)
+			res.Untracked = &at
 		}
 		return res, nil
 	}
 	if res.Reason != "conntrack-stale" {
 		res.Reason = "table"
 	}
-	res.Slot = int(h % uint64(v.Table.Size()))
-	b := svc.Backends[v.Backends[v.Table.Lookup(h)]]
-	res.Backend, res.Address = b.Name, b.Addr.String()
+	at := tableSlot(svc, v, h)
+	res.Slot, res.Backend, res.Address = at.Slot, at.Backend, at.Address
 	return res, nil
+}
+
+// tableSlot is the slot of VIP v's Maglev table (not nil) that flow hash
+// h takes, and the backend it names.
+func tableSlot(svc *dataplane.Services, v *dataplane.VIP, h uint64) LookupSlot {
+	b := svc.Backends[v.Backends[v.Table.Lookup(h)]]
+	return LookupSlot{Slot: int(h % uint64(v.Table.Size())), Backend: b.Name, Address: b.Addr.String()}
 }
 
 // candidates lists what a load-aware scheduler picks a VIP's new flow
