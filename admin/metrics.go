@@ -69,7 +69,7 @@ type collector struct {
 	wICMPLimited, wPuntLimited, wPolls, wBusy                                         *prometheus.Desc
 	wCTEntries, wCTCapacity, wCTInsertFailed, wCTLookups                              *prometheus.Desc
 	wCTInserts, wCTExpired, wCTFlushed                                                *prometheus.Desc
-	staleWorkers, flowsMissing                                                        *prometheus.Desc
+	staleWorkers, stalledWorkers, flowsMissing                                        *prometheus.Desc
 	wQUIC                                                                             *prometheus.Desc
 
 	// The wire port.
@@ -159,6 +159,7 @@ func newCollector(s *Server) *collector {
 		wQUIC:              d("worker_quic_packets_total", "Packets to QUIC VIPs by the way they took: long-header (flow hash), routed (by the server id of the connection ID), or a fallback to conntrack and the table: no-id, unknown-id, down-id (docs/quic.md).", "worker", "path"),
 		flowsMissing:       d("workers_flows_missing", "Workers whose flow count did not finish within this scrape's time (busy with another operation): the active flow gauges lack their flows."),
 		staleWorkers:       d("workers_stale", "Workers that did not answer this scrape's counter snapshot (stopped or stuck): their counters keep the last scrape's values, so no counter goes back."),
+		stalledWorkers:     d("workers_stalled", "Workers that have answered no counter snapshot for control.stall_timeout (stuck: their queues' flows are dropped); while one is, every VIP is withdrawn unless stall_timeout = 0."),
 
 		portPackets: d("port_packets_total", "Packets through the wire port, from the driver's counters.", "direction"),
 		portBytes:   d("port_bytes_total", "Bytes through the wire port, from the driver's counters (some virtual drivers leave them 0).", "direction"),
@@ -186,7 +187,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wSYNKept, c.wSYNsByTable, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
 		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPuntLimited, c.wPolls, c.wBusy,
 		c.wCTEntries, c.wCTCapacity, c.wCTInsertFailed, c.wCTLookups, c.wCTInserts, c.wCTExpired, c.wCTFlushed,
-		c.staleWorkers, c.flowsMissing, c.wQUIC,
+		c.staleWorkers, c.stalledWorkers, c.flowsMissing, c.wQUIC,
 		c.portPackets, c.portBytes, c.portMissed, c.portNoMbuf, c.portErrors,
 		c.buildInfo, c.hashKeyInfo, c.configGen, c.reloads, c.lastReload,
 	} {
@@ -276,6 +277,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.wCTFlushed, w.Conntrack.Dropped, id)
 	}
 	gauge(c.staleWorkers, float64(len(st.Stale)))
+	gauge(c.stalledWorkers, float64(len(st.Stalled)))
 	gauge(c.flowsMissing, float64(len(st.FlowsMissing)))
 	// Reasons are summed by name: a label value must appear once.
 	drops := map[string]uint64{}

@@ -128,6 +128,11 @@ type Control struct {
 	// DrainTimeout: a drained backend's established flows are moved away
 	// after this long (0: they stay until they end).
 	DrainTimeout time.Duration `toml:"drain_timeout"`
+	// StallTimeout: a worker (forwarding lcore) that has answered no
+	// counter snapshot for this long is stalled, and the instance
+	// withdraws every VIP until all its workers answer again (default
+	// 5s; 0: the stall is reported, the VIPs stay announced).
+	StallTimeout time.Duration `toml:"stall_timeout"`
 }
 
 // Health is an active health check. In [health] it sets the defaults; in

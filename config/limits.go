@@ -82,6 +82,14 @@ const (
 	// MaxDrainTimeout bounds control.drain_timeout (0: drained flows stay
 	// until they end): a day is longer than any deploy waits.
 	MaxDrainTimeout = 24 * time.Hour
+	// control.stall_timeout: a worker that has answered no counter
+	// snapshot for this long is stalled, and the instance withdraws its
+	// VIPs (control/stall.go). The minimum leaves a worker asleep for
+	// idle_max_sleep (at most 1 s) and a snapshot round that waits 1 s on
+	// each silent worker room to answer twice; 0 only reports.
+	DefaultStallTimeout = 5 * time.Second
+	MinStallTimeout     = 3 * time.Second
+	MaxStallTimeout     = 5 * time.Minute
 
 	// DefaultSecondChanceWindow: how long a VIP keeps its previous table
 	// (docs/second-chance.md): long enough for the routers to settle

@@ -661,6 +661,14 @@ func (ck *checker) finishControl(ct *Control) {
 	if ct.DrainTimeout < 0 || ct.DrainTimeout > MaxDrainTimeout {
 		ck.bad("control.drain_timeout", "%v is outside 0..%v (0: drained flows stay until they end)", ct.DrainTimeout, MaxDrainTimeout)
 	}
+	// 0 keeps the VIPs announced through a stall, so the default applies
+	// only when the key is absent.
+	if !ck.defined("control", "stall_timeout") {
+		ct.StallTimeout = DefaultStallTimeout
+	}
+	if ct.StallTimeout != 0 && (ct.StallTimeout < MinStallTimeout || ct.StallTimeout > MaxStallTimeout) {
+		ck.bad("control.stall_timeout", "%v is outside %v..%v (0: a stalled worker is reported, the VIPs stay announced)", ct.StallTimeout, MinStallTimeout, MaxStallTimeout)
+	}
 }
 
 // finishAdmin fills and checks [admin], stopping at its first problem.

@@ -176,6 +176,11 @@ func (p *Plane) announceLocked() {
 		}
 	}
 	sort.Slice(set, func(i, j int) bool { return set[i].Addr().Less(set[j].Addr()) })
+	if p.stallWithdrawsLocked() {
+		// A worker is stalled (stall.go): the addresses keep their
+		// announced state above and come back as they were.
+		set = nil
+	}
 	key := fmt.Sprint(set)
 	if key == p.announced {
 		return

@@ -145,6 +145,9 @@ type Plane struct {
 	onConfig  []func(cfg *config.Config)          // told of every configuration put in force (OnConfig)
 
 	ops opsStats // reloads and rebuild durations, for metrics (status.go)
+
+	stall   stallWatch // the workers' liveness (stall.go)
+	stallOK []bool     // signalStep's answers, reused
 }
 
 // PeerInfo is one BGP session as the admin API shows it.

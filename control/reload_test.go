@@ -401,6 +401,13 @@ func reloadCases() []reloadCase {
 				t.Errorf("be1 drained 6s ago with drain_timeout 5s: %+v, want down", b)
 			}
 		}},
+		// Behaviour: TestStallTimeoutZeroReportsOnly (a reload while a
+		// worker is stalled withdraws or announces at once).
+		{key: "control.stall_timeout", edit: set("control", "stall_timeout", `"0s"`), want: func(t *testing.T, f *reloadFixture) {
+			if d := f.plane.Config().Control.StallTimeout; d != 0 {
+				t.Errorf("stall_timeout in force %v after a reload set 0s", d)
+			}
+		}},
 
 		{key: "health.kind", edit: set("health", "kind", `"tcp"`), want: func(t *testing.T, f *reloadFixture) {
 			if h := f.webBackend("be1").Health; h != "unknown" {

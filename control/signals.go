@@ -145,16 +145,23 @@ func (p *Plane) RunSignals(done <-chan struct{}) {
 // so nothing is judged and the loads stay; but the ejections whose time
 // is up end all the same: skipping the whole fold kept a passively
 // ejected backend out for as long as one worker did not answer.
+//
+// The same answers tell the stall watch (stall.go) which workers poll.
 func (p *Plane) signalStep(counters []dataplane.Counters) {
 	ok := true
+	if len(p.stallOK) != len(p.workers) {
+		p.stallOK = make([]bool, len(p.workers))
+	}
 	for i, w := range p.workers {
-		if !w.Snapshot(&counters[i], signalPeriod) {
-			ok = false
-		}
+		p.stallOK[i] = w.Snapshot(&counters[i], signalPeriod)
+		ok = ok && p.stallOK[i]
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
+	if p.noteAnswersLocked(p.stallOK, now) {
+		p.announceLocked()
+	}
 	changed := false
 	if ok {
 		changed = p.foldSignals(counters, now)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -68,6 +69,11 @@ type Status struct {
 	// Stale lists the workers that did not answer the counter snapshot in
 	// time (stopped or stuck): their counters read zero.
 	Stale []int
+	// Stalled lists the workers that have answered no counter snapshot
+	// for control.stall_timeout (stall.go); StallWithdrawn is true while
+	// the instance withdraws every VIP for them.
+	Stalled        []int
+	StallWithdrawn bool
 	// FlowsMissing lists the workers whose flow count did not finish in
 	// time (busy with another operation, or a large table on an idle
 	// worker): the per-VIP and per-backend flow counts lack their flows.
@@ -167,6 +173,7 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 	defer p.mu.Unlock()
 	svc := p.shared.Services.Load()
 	st := Status{Generation: svc.Gen, Rebuilds: p.rebuilds, LastRebuildMs: float64(p.lastDur.Microseconds()) / 1000, Workers: counters, Stale: stale, FlowsMissing: missing}
+	st.Stalled, st.StallWithdrawn = slices.Clone(p.stall.stalled), p.stallWithdrawsLocked()
 	// Until the fold that freezes it (the first after convergence), the
 	// count is the running total read now, which the signals fold's older
 	// reading may be behind: a counter in the metrics, it must not fall

@@ -47,8 +47,11 @@ if ((${#need[@]})); then
 		exit 1
 	fi
 	export DEBIAN_FRONTEND=noninteractive
+	# Wait for another apt or dpkg (unattended-upgrades on a fresh box,
+	# another setup) to let go of its lock instead of failing at once.
+	lock=(-o DPkg::Lock::Timeout=600)
 	echo "setup: apt-get update"
-	apt-get update -qq
+	apt-get "${lock[@]}" update -qq
 	# One apt-get per group, so each line is followed by its work and
 	# a failure names its group.
 	for g in "${groups[@]}"; do
@@ -60,7 +63,7 @@ if ((${#need[@]})); then
 		done
 		((${#pkgs[@]})) || continue
 		echo "setup: installing $name: ${pkgs[*]}"
-		apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/tmp/fulcrum-setup.log 2>&1 || {
+		apt-get "${lock[@]}" install -y -qq --no-install-recommends "${pkgs[@]}" >/tmp/fulcrum-setup.log 2>&1 || {
 			cat /tmp/fulcrum-setup.log >&2
 			echo "setup: installing ${pkgs[*]} failed" >&2
 			exit 1

@@ -144,6 +144,11 @@ type Status struct {
 	Total         Worker   `json:"total"`      // the workers summed (Worker is -1)
 	Workers       []Worker `json:"workers"`
 	StaleWorkers  []int    `json:"stale_workers,omitempty"` // did not answer: their counters read 0
+	// StalledWorkers have answered no counter snapshot for
+	// control.stall_timeout (stuck: their queues' flows are dropped);
+	// StallWithdrawn is true while every VIP is withdrawn for them.
+	StalledWorkers []int `json:"stalled_workers,omitempty"`
+	StallWithdrawn bool  `json:"stall_withdrawn,omitempty"`
 	// FlowsMissingWorkers did not finish counting their flows in time:
 	// the active flow counts lack theirs.
 	FlowsMissingWorkers []int     `json:"flows_missing_workers,omitempty"`

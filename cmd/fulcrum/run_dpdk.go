@@ -265,6 +265,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		log.Error("launching forwarding loops", "err", err)
 		return 1
 	}
+	plane.WorkersStarted() // a loop that stops answering from now on is stalled
 	// gomaxprocs: the loops hold one P each; dpdk.LaunchWorkers raised it
 	// to leave two for the rest unless GOMAXPROCS is set.
 	log.Info("forwarding", "vips", len(cfg.VIPs), "config", cfg.File, "gomaxprocs", runtime.GOMAXPROCS(0))

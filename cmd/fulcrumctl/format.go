@@ -142,6 +142,13 @@ func printStatus(w io.Writer, s *api.Status) {
 	if len(s.StaleWorkers) > 0 {
 		fmt.Fprintf(w, "workers not answering (counters read 0): %v\n", s.StaleWorkers)
 	}
+	if len(s.StalledWorkers) > 0 {
+		what := "VIPs still announced: control.stall_timeout = 0"
+		if s.StallWithdrawn {
+			what = "every VIP withdrawn until they answer"
+		}
+		fmt.Fprintf(w, "workers stalled (stuck for control.stall_timeout; %s): %v\n", what, s.StalledWorkers)
+	}
 	if len(s.BGPPeers) > 0 {
 		fmt.Fprintln(w)
 		tw := table(w, "BGP PEER", "ASN", "STATE", "UPTIME", "PREFIXES-SENT", "RECEIVED", "LAST-ERROR")

@@ -1,0 +1,151 @@
+package control
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/conntrack"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/flow"
+)
+
+// stallFixture is baseConfig's plane with a second worker that nobody
+// polls (a stuck lcore) until resume is called, and an announcer that
+// records every set.
+type stallFixture struct {
+	*fixture
+	stuck *dataplane.Worker
+	calls [][]netip.Prefix
+	stop  func()
+}
+
+func newStallFixture(t *testing.T, toml string) *stallFixture {
+	t.Helper()
+	f := &stallFixture{fixture: newFixture(t, toml)}
+	key, err := flow.ParseKey(f.cfg.Dataplane.HashKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.stuck, err = dataplane.NewWorker(1, f.shared, f.cfg.Conntrack, key, [6]byte{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.plane.workers = append(f.plane.workers, f.stuck)
+	f.plane.SetAnnouncer(func(s []netip.Prefix) { f.calls = append(f.calls, slices.Clone(s)) }, nil)
+	if len(lastAnnounced(f.calls)) != 1 {
+		t.Fatalf("not announced at start: %v", f.calls)
+	}
+	t.Cleanup(func() {
+		if f.stop != nil {
+			f.stop()
+		}
+	})
+	return f
+}
+
+// resume starts polling the stuck worker, as its loop would.
+func (f *stallFixture) resume() {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			f.stuck.Idle(conntrack.Time(0))
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	var once sync.Once
+	f.stop = func() { once.Do(func() { close(done); <-stopped }) }
+}
+
+// fold runs one signals fold (each silent worker costs it 1 s of waiting).
+func (f *stallFixture) fold() {
+	f.plane.signalStep(make([]dataplane.Counters, len(f.plane.workers)))
+}
+
+// A worker that stops polling black-holes its queue's flows while
+// everything else looks alive. Once it has answered no snapshot for
+// stall_timeout (5 s by default), the instance withdraws every VIP; when
+// it answers again, they are announced as before.
+func TestStalledWorkerWithdrawsEveryVIP(t *testing.T) {
+	f := newStallFixture(t, baseConfig)
+	// Silence before the loops run does not count.
+	f.fold()
+	f.advance(time.Minute)
+	f.plane.WorkersStarted()
+	f.fold()
+	if st := f.plane.Status(false); len(st.Stalled) != 0 || len(lastAnnounced(f.calls)) != 1 {
+		t.Fatalf("a worker silent only before WorkersStarted judged stalled: stalled %v, announced %v", st.Stalled, lastAnnounced(f.calls))
+	}
+	f.advance(4 * time.Second)
+	f.fold()
+	if st := f.plane.Status(false); len(st.Stalled) != 0 || len(lastAnnounced(f.calls)) != 1 {
+		t.Fatalf("silent for 4 s of a 5 s stall_timeout: stalled %v, announced %v", st.Stalled, lastAnnounced(f.calls))
+	}
+	f.advance(time.Second)
+	f.fold()
+	st := f.plane.Status(false)
+	if !slices.Equal(st.Stalled, []int{1}) || !st.StallWithdrawn {
+		t.Fatalf("silent for 5 s: Stalled %v, StallWithdrawn %v; want [1], true", st.Stalled, st.StallWithdrawn)
+	}
+	if got := lastAnnounced(f.calls); len(got) != 0 {
+		t.Fatalf("worker 1 stalled, yet announced %v", got)
+	}
+	if len(st.Announced) != 0 {
+		t.Errorf("Status.Announced %v while withdrawn", st.Announced)
+	}
+	// The table is untouched: only the announcement goes.
+	if f.shared.Services.Load().VIPs[0].Table == nil {
+		t.Fatal("a stall took the VIP's table")
+	}
+	f.resume()
+	f.advance(time.Second)
+	f.fold()
+	st = f.plane.Status(false)
+	if len(st.Stalled) != 0 || st.StallWithdrawn {
+		t.Fatalf("worker answers again: Stalled %v, StallWithdrawn %v", st.Stalled, st.StallWithdrawn)
+	}
+	if got := lastAnnounced(f.calls); len(got) != 1 || got[0].Addr() != netip.MustParseAddr("203.0.113.7") {
+		t.Fatalf("worker answers again, announced %v; want 203.0.113.7/32", got)
+	}
+}
+
+// stall_timeout = 0 reports a stall (after the default's 5 s) and keeps
+// announcing; a reload that sets it while a worker is stalled announces
+// at once, and one that sets it back withdraws at once.
+func TestStallTimeoutZeroReportsOnly(t *testing.T) {
+	zero := strings.Replace(baseConfig, "[control]\n", "[control]\nstall_timeout = \"0s\"\n", 1)
+	if zero == baseConfig {
+		zero = baseConfig + "\n[control]\nstall_timeout = \"0s\"\n"
+	}
+	f := newStallFixture(t, zero)
+	if f.cfg.Control.StallTimeout != 0 {
+		t.Fatalf("stall_timeout = %v, want 0", f.cfg.Control.StallTimeout)
+	}
+	f.plane.WorkersStarted()
+	f.advance(6 * time.Second)
+	f.fold()
+	st := f.plane.Status(false)
+	if !slices.Equal(st.Stalled, []int{1}) || st.StallWithdrawn {
+		t.Fatalf("stall_timeout = 0, silent 6 s: Stalled %v, StallWithdrawn %v; want [1], false", st.Stalled, st.StallWithdrawn)
+	}
+	if len(lastAnnounced(f.calls)) != 1 {
+		t.Fatalf("stall_timeout = 0 withdrew: %v", f.calls)
+	}
+	f.apply(baseConfig) // stall_timeout back to its 5 s default
+	if len(lastAnnounced(f.calls)) != 0 {
+		t.Fatalf("a reload set stall_timeout while worker 1 is stalled: still announced %v", lastAnnounced(f.calls))
+	}
+	f.apply(zero)
+	if len(lastAnnounced(f.calls)) != 1 {
+		t.Fatalf("a reload set stall_timeout = 0 while worker 1 is stalled: not announced again %v", f.calls)
+	}
+}
