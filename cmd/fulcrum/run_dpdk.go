@@ -43,11 +43,22 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// its runtime files behind: the write fails instead, and is handled
 	// (before the first line is logged).
 	signal.Ignore(syscall.SIGPIPE)
-	log, err := newLogger(opt.logFormat, opt.logLevel, stderr)
-	if err != nil {
+	if _, err := newLogger(opt.logFormat, opt.logLevel, io.Discard); err != nil {
 		fmt.Fprintf(stderr, "fulcrum run: %v\n", err)
 		return 2
 	}
+	// A reader that stays but stops reading (a stalled journald, `| less`
+	// left open) must not block the daemon: everything written to stderr
+	// and stdout from here on goes through a queue that drops what it
+	// cannot hold (outqueue.go), and is flushed, for a bounded time, at
+	// exit.
+	errQ := newOutQueue(stderr, outQueueBytes, nil)
+	errQ.notice = droppedNotice(opt.logFormat, "stderr")
+	outQ := newOutQueue(stdout, outQueueBytes, nil)
+	defer outQ.flush(exitFlushTimeout)
+	defer errQ.flush(exitFlushTimeout)
+	stderr, stdout = errQ, outQ
+	log, _ := newLogger(opt.logFormat, opt.logLevel, errQ)
 	// One logger for everything: the standard log package's lines and
 	// DPDK's own (EAL, drivers) go through it too.
 	slog.SetDefault(log)
@@ -93,6 +104,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 					startStop <- s
 				default:
 					log.Error("second signal during start-up: exiting now, without clean-up", "signal", s.String())
+					errQ.flush(exitFlushTimeout)
 					os.Exit(1)
 				}
 			}
@@ -368,7 +380,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if reloadPending.Load() { // a SIGHUP during start-up
 		reload()
 	}
-	var lastRx uint64
+	var lastRx, statsDropped uint64
 	lastChange := time.Now()
 	for {
 		select {
@@ -395,6 +407,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 				logStats(log, eng, sr, "counters")
 			} else if err := sr.writeJSON(stdout, t); err != nil {
 				log.Error("writing --stats-json", "err", err)
+			} else if n := outQ.Dropped(); n != statsDropped {
+				statsDropped = n
+				log.Warn("--stats-json lines dropped: stdout is not being read", "dropped_total", n)
 			}
 		case <-idleTick:
 			rx := sr.totalRx()
