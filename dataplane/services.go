@@ -366,14 +366,21 @@ func NewServicesAt(prev *Services, enc *encap.Encapsulator, nh NextHop, vips []V
 			}
 		}
 		if len(mb) > 0 {
-			t, err := maglev.Build(mb, cv.TableSize)
-			if err != nil {
-				return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
-			}
-			v.Table = t
-			v.Backends = make([]uint32, t.Len())
-			for i := range v.Backends {
-				v.Backends[i] = ids[t.Backend(i).Key]
+			if old := sameTableInputs(prev, vid, vk, mb, ids, cv.TableSize); old != nil {
+				// Maglev is a pure function of the keys, weights and
+				// size: the previous table is this one, and a rebuild
+				// for another VIP's change does not build it again.
+				v.Table, v.Backends = old.Table, old.Backends
+			} else {
+				t, err := maglev.Build(mb, cv.TableSize)
+				if err != nil {
+					return nil, fmt.Errorf("vip %s: %w", cv.Name, err)
+				}
+				v.Table = t
+				v.Backends = make([]uint32, t.Len())
+				for i := range v.Backends {
+					v.Backends[i] = ids[t.Backend(i).Key]
+				}
 			}
 		}
 		if cv.QUIC != nil {
@@ -494,4 +501,30 @@ type Loads struct {
 // For reports whether the figures of id belong to be's incarnation.
 func (l *Loads) For(id uint32, be *Backend) bool {
 	return int(id) < len(l.Active) && (l.Gen == nil || (int(id) < len(l.Gen) && be != nil && l.Gen[id] == be.Gen))
+}
+
+// sameTableInputs returns the VIP of prev under id vid and key vk if its
+// table was built from exactly mb (keys and weights, in any order) at
+// size m, with the same backend ids: its table and index are the ones a
+// build would give. nil otherwise.
+func sameTableInputs(prev *Services, vid uint16, vk flow.VIPKey, mb []maglev.Backend, ids map[string]uint32, m uint64) *VIP {
+	if prev == nil || int(vid) >= len(prev.VIPs) {
+		return nil
+	}
+	old := prev.VIPs[vid]
+	if old == nil || old.Key != vk || old.Table == nil || uint64(old.Table.Size()) != m || old.Table.Len() != len(mb) || len(old.Backends) != len(mb) {
+		return nil
+	}
+	// old.Table's backends are in key order, and keys are unique.
+	at := make(map[string]int, len(mb))
+	for i := range old.Table.Len() {
+		at[old.Table.Backend(i).Key] = i
+	}
+	for _, b := range mb {
+		i, ok := at[b.Key]
+		if !ok || old.Table.Backend(i).Weight != b.Weight || old.Backends[i] != ids[b.Key] {
+			return nil
+		}
+	}
+	return old
 }
