@@ -126,6 +126,13 @@ type passiveState struct {
 	stableSince       time.Time
 	retrans           uint64
 	suspectSince      time.Time // judged an outlier at every fold since; zero: not
+	// suspectN counts those judgements: a whole window of them is needed
+	// too, not only a window of time. A late fold (the ticker drops ticks
+	// while the fold waits for the lock, or a worker did not answer) puts
+	// the counts of several seconds in one period, and the window in
+	// periods then spans more than passive_window: timed by the clock
+	// alone, one bad second was judged twice and ejected.
+	suspectN int
 
 	// Latency for peak-ewma: handshake times (SYN to the client's first
 	// ACK, a client round trip through the backend) and health-check round
@@ -234,7 +241,7 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 		// again, and it held the backend out for its whole backoff.
 		ended := false
 		for _, st := range members {
-			st.passive.suspectSince = time.Time{}
+			st.passive.suspectSince, st.passive.suspectN = time.Time{}, 0
 			if !st.passive.until.IsZero() {
 				st.passive.until = now
 				if p.endEjection(st, now) {
@@ -262,12 +269,12 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 			// nothing but take the VIP's one-in-ten slot (and hold the
 			// backend out after its checks pass), and its failures are
 			// no norm for its peers.
-			st.passive.suspectSince = time.Time{}
+			st.passive.suspectSince, st.passive.suspectN = time.Time{}, 0
 			continue
 		}
 		att, done := st.passive.windowTotals()
 		if att < uint64(h.PassiveMin) {
-			st.passive.suspectSince = time.Time{} // no evidence: not an outlier now
+			st.passive.suspectSince, st.passive.suspectN = time.Time{}, 0 // no evidence: not an outlier now
 			st.passive.forgetIfStable(h, now)
 			continue
 		}
@@ -276,7 +283,7 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 	}
 	if len(js) < 2 { // nobody to compare with
 		for _, j := range js {
-			j.st.passive.suspectSince = time.Time{}
+			j.st.passive.suspectSince, j.st.passive.suspectN = time.Time{}, 0
 			j.st.passive.forgetIfStable(h, now)
 		}
 		return false
@@ -296,18 +303,19 @@ func (p *Plane) judgePassive(v *dataplane.VIP, members []*backendState, h *confi
 		pooled := float64(allDone) / float64(allAtt)
 		se := math.Sqrt(pooled * (1 - pooled) * (1/float64(j.att) + 1/float64(pAtt)))
 		if j.share < h.PassiveThreshold || j.rate > passiveRelative*peer || peer-j.rate <= passiveZ*se {
-			ps.suspectSince = time.Time{}
+			ps.suspectSince, ps.suspectN = time.Time{}, 0
 			ps.forgetIfStable(h, now)
 			continue
 		}
 		if ps.suspectSince.IsZero() {
 			ps.suspectSince = now
 		}
+		ps.suspectN++
 		ps.stableSince = now // an outlier now (ejected or not): not well behaved
-		if now.Sub(ps.suspectSince) < h.PassiveWindow || out >= limit || p.lastHealthyLocked(v, j.st) {
+		if now.Sub(ps.suspectSince) < h.PassiveWindow || ps.suspectN <= len(ps.syns) || out >= limit || p.lastHealthyLocked(v, j.st) {
 			continue
 		}
-		ps.suspectSince = time.Time{}
+		ps.suspectSince, ps.suspectN = time.Time{}, 0
 		p.eject(j.st, h, now, fmt.Sprintf("passive: %d of %d handshakes failed in %v, its peers' %d of %d (%d SYN retransmissions)",
 			j.att-j.done, j.att, h.PassiveWindow, pAtt-pDone, pAtt, j.st.passive.retrans))
 		out++
