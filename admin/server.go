@@ -76,6 +76,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -329,9 +330,16 @@ func removeStaleSocket(path string) error {
 	if fi.Mode().Type() != fs.ModeSocket {
 		return fmt.Errorf("admin listen unix:%s: the file exists and is not a socket; not removing it", path)
 	}
-	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
 		c.Close()
 		return fmt.Errorf("admin listen unix:%s: another process is serving this socket", path)
+	}
+	// Only a refused connection means nothing listens: EAGAIN is a
+	// listener whose accept queue is full (busy, not gone), and any
+	// other failure proves nothing either.
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("admin listen unix:%s: the socket exists and may be served by another process (connecting: %v); not removing it", path, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("admin listen unix:%s: removing the stale socket: %w", path, err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
@@ -185,6 +186,9 @@ func (s *Speaker) Start(ctx context.Context) error {
 	}}); err != nil {
 		s.srv.Stop()
 		s.stopped = true
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("bgp: start: listen_port %d is in use by another program (another BGP daemon, or another Fulcrum): stop it, or set another bgp.listen_port or bgp.listen_addresses: %w", c.cfg.ListenPort, err)
+		}
 		return fmt.Errorf("bgp: start: %w", err)
 	}
 	if err := s.onlyLocalRoutes(ctx); err != nil {

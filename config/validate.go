@@ -219,7 +219,13 @@ func (ck *checker) checkPuntHealth(c *Config) {
 			window = min(window, h.Jitter*h.Interval.Seconds())
 		}
 	}
-	n := min(int(math.Ceil(max(2*need, 1.25*round/(0.1+window)))), punt.MaxRate)
+	want := math.Ceil(max(2*need, 1.25*round/(0.1+window)))
+	// Over the most a budget may be, the budget is that most, and the
+	// checks' answers beyond it are dropped: Load warns (puntWarnings).
+	// Not refused, since such a configuration ran before the warning was
+	// added (VIPs that share backends check each one per VIP).
+	c.puntNeed = want
+	n := min(int(want), punt.MaxRate)
 	switch {
 	case n <= p.Health:
 	case !ck.puntHealthSet:
@@ -318,6 +324,22 @@ func ealOwned(a string) (opt, key string, ok bool) {
 	return "", "", false
 }
 
+// procType reports the value of --proc-type (or an abbreviation getopt_long
+// takes for it: "--proc") if args[i] sets it, inline (--proc-type=auto)
+// or as the next argument.
+func procType(args []string, i int) (string, bool) {
+	name, val, inline := strings.Cut(args[i], "=")
+	if len(name) <= 2 || !strings.HasPrefix(name, "--") || !strings.HasPrefix("--proc-type", name) {
+		return "", false
+	}
+	if !inline {
+		if i+1 < len(args) {
+			val = args[i+1]
+		}
+	}
+	return val, true
+}
+
 // clusterOption is the first short option of the EAL argument a that is
 // not -v: getopt takes clustered short options, and -v takes no argument,
 // so "-vm512" is -v then -m 512.
@@ -364,6 +386,8 @@ func (ck *checker) finishEAL(e *EAL) {
 			ck.bad("eal.extra_args", "entry %d (%q) sets %s, which the [eal] section sets itself (%s): set it there (DPDK takes the last of two, so %s would override the checked value)", i, a, opt, key, opt)
 		} else if ealHelp(a) {
 			ck.bad("eal.extra_args", "entry %d (%q) asks DPDK for its usage: rte_eal_init would print it and exit 0, and the daemon would never forward", i, a)
+		} else if v, ok := procType(e.ExtraArgs, i); ok && v != "primary" {
+			ck.bad("eal.extra_args", "entry %d (%q) sets --proc-type %s: Fulcrum runs only as DPDK's primary process (as a secondary, beside a running daemon of the same file_prefix, it would attach to that one's memory, and its exit would remove that one's runtime directory); leave --proc-type out", i, a, v)
 		}
 	}
 	if e.MainLcore < 0 || e.MainLcore >= MaxLcores {

@@ -103,16 +103,34 @@ func noForwarding(h *netlink.Handle, ifc Iface) error {
 			}
 			return fmt.Errorf("list rules: %w", err)
 		}
+		// A "nop" of ours (edited by hand) has no table and no goto
+		// either, like the blackhole, and the rules listed do not say
+		// which is which: the kernel deletes it by its action.
+		for range 16 {
+			nop := netlink.NewRule()
+			nop.Family, nop.Priority, nop.IifName = fam, ForwardRulePriority, ifc.Name
+			nop.Type, nop.Protocol = unix.FR_ACT_NOP, RouteProtocol
+			if h.RuleDel(nop) != nil {
+				break
+			}
+		}
+		if len(have) > 0 {
+			if have, err = h.RuleListFiltered(fam, &netlink.Rule{Priority: ForwardRulePriority}, netlink.RT_FILTER_PRIORITY); err != nil {
+				return fmt.Errorf("list rules: %w", err)
+			}
+		}
 		found := false
 		for _, r := range have {
 			if r.IifName != ifc.Name || r.Protocol != RouteProtocol {
 				continue
 			}
-			// A blackhole names no table and no goto target. A rule of
-			// ours that does (a leftover, or edited by hand) would match
-			// before a blackhole added beside it, at the same priority,
-			// and the kernel would forward: it goes.
-			if r.Table == 0 && r.Goto < 0 {
+			// A blackhole names no table and no goto target, and
+			// selects every packet from the interface. A rule of ours
+			// that does otherwise (a leftover, or edited by hand) would
+			// match before a blackhole added beside it, at the same
+			// priority, and the kernel would forward, or blackholes only
+			// some: it goes.
+			if r.Table == 0 && r.Goto < 0 && allFromIface(r) {
 				found = true
 				continue
 			}
@@ -134,4 +152,12 @@ func noForwarding(h *netlink.Handle, ifc Iface) error {
 		}
 	}
 	return nil
+}
+
+// allFromIface reports whether rule r selects by its input interface
+// alone: no source, destination, mark, TOS, ports, protocol, UID range,
+// output interface, and not inverted.
+func allFromIface(r netlink.Rule) bool {
+	return r.Src == nil && r.Dst == nil && !r.Invert && r.Mark == 0 && r.Tos == 0 && r.OifName == "" &&
+		r.Dport == nil && r.Sport == nil && r.IPProto == 0 && r.UIDRange == nil && r.TunID == 0
 }

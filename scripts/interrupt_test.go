@@ -151,7 +151,7 @@ func TestLabScriptRespectsLabLock(t *testing.T) {
 		t.Skip("needs root (network namespaces)")
 	}
 	holdLabLock(t)
-	const probe = "fl-lockprobe"
+	const probe = "fl-lb9" // a lab name: down would remove it without the lock
 	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add: %v %s", err, out)
 	}

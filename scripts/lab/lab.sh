@@ -349,7 +349,10 @@ down() {
 		[ -e "$f" ] && stop_pid "$f" KILL
 	done
 	pid=$(lab_pid "$LAB/bird.pid") && kill "$pid" 2>/dev/null || true
-	for n in $(ip netns list | awk '{print $1}' | grep '^fl-' || true); do
+	# The lab's namespaces only (up makes these names and no others): a
+	# namespace of another program's whose name merely begins with fl-,
+	# and its processes, are not the lab's to kill.
+	for n in $(ip netns list | awk '{print $1}' | grep -E '^fl-(router|client|lb[0-9]+|be[0-9]+)$' || true); do
 		ip netns pids "$n" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
 		ip netns del "$n" 2>/dev/null || true
 	done
