@@ -56,6 +56,9 @@ type Config struct {
 
 	// File is the path the config was read from (not a TOML key).
 	File string `toml:"-"`
+	// puntNeed is the health budget the checks need (checkPuntHealth),
+	// before it is capped at punt.MaxRate.
+	puntNeed float64
 	// Warnings are what Load saw that is allowed but unsafe: a secret
 	// written inline in a file every user can read. `fulcrum check`
 	// prints them, `fulcrum run` logs them at start and on each reload.
@@ -343,7 +346,18 @@ func Load(path string) (*Config, error) {
 		c.Warnings = secretWarnings(c, fi.Mode().Perm())
 	}
 	c.Warnings = append(c.Warnings, keyWarnings(c)...)
+	c.Warnings = append(c.Warnings, puntWarnings(c)...)
 	return c, nil
+}
+
+// puntWarnings says when the health checks' answers need more of the
+// exception path's health budget than it can be (punt.MaxRate): some are
+// dropped in every round, and healthy backends may be called down.
+func puntWarnings(c *Config) []string {
+	if c.puntNeed <= punt.MaxRate {
+		return nil
+	}
+	return []string{fmt.Sprintf("dataplane.punt.health: the health checks' answers need %.0f packets a second (twice their packets at every checked backend's interval, and a whole round starting within jitter × interval), over the most a budget can be (%d): some are dropped and healthy backends may be called down; lengthen the checks' interval, raise their jitter, or check fewer backends (a backend shared by several VIPs is checked once per VIP)", c.puntNeed, punt.MaxRate)}
 }
 
 // publishedKeys are hash keys anyone can read: the one of the examples,
