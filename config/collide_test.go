@@ -29,6 +29,13 @@ func TestEALSecondaryRefused(t *testing.T) {
 		{"--proc=auto abbreviated", eal(`extra_args = ["--proc=auto"]`), false},
 		{"--proc-type=primary", eal(`extra_args = ["--proc-type=primary"]`), true},
 		{"--proc-type primary", eal(`extra_args = ["--proc-type", "primary"]`), true},
+		// Without the runtime directory's lock two daemons on one
+		// prefix both start (and fight over the NIC).
+		{"--in-memory", eal(`extra_args = ["--in-memory"]`), false},
+		{"--in-mem abbreviated", eal(`extra_args = ["--in-mem"]`), false},
+		{"--no-shconf", eal(`extra_args = ["--no-shconf"]`), false},
+		{"--no-sh abbreviated", eal(`extra_args = ["--no-sh"]`), false},
+		{"--no-telemetry", eal(`extra_args = ["--no-telemetry"]`), true},
 	} {
 		_, err := Parse([]byte(c.toml), "p.toml")
 		if (err == nil) != c.ok {

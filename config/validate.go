@@ -340,6 +340,19 @@ func procType(args []string, i int) (string, bool) {
 	return val, true
 }
 
+// noSharedConfig reports whether the EAL argument a is --in-memory or
+// --no-shconf (or an abbreviation getopt_long takes for one: "--in-m",
+// "--no-sh"), which run DPDK without its runtime directory's lock.
+func noSharedConfig(a string) (string, bool) {
+	name, _, _ := strings.Cut(a, "=")
+	for _, o := range []struct{ full, least string }{{"--in-memory", "--in-"}, {"--no-shconf", "--no-s"}} {
+		if len(name) >= len(o.least) && strings.HasPrefix(o.full, name) {
+			return o.full, true
+		}
+	}
+	return "", false
+}
+
 // clusterOption is the first short option of the EAL argument a that is
 // not -v: getopt takes clustered short options, and -v takes no argument,
 // so "-vm512" is -v then -m 512.
@@ -386,6 +399,8 @@ func (ck *checker) finishEAL(e *EAL) {
 			ck.bad("eal.extra_args", "entry %d (%q) sets %s, which the [eal] section sets itself (%s): set it there (DPDK takes the last of two, so %s would override the checked value)", i, a, opt, key, opt)
 		} else if ealHelp(a) {
 			ck.bad("eal.extra_args", "entry %d (%q) asks DPDK for its usage: rte_eal_init would print it and exit 0, and the daemon would never forward", i, a)
+		} else if opt, ok := noSharedConfig(a); ok {
+			ck.bad("eal.extra_args", "entry %d (%q) sets %s: Fulcrum needs DPDK's runtime directory, whose lock keeps a second daemon off the same file_prefix (and its NIC) and through which dpdk-dumpcap attaches; leave %s out", i, a, opt, opt)
 		} else if v, ok := procType(e.ExtraArgs, i); ok && v != "primary" {
 			ck.bad("eal.extra_args", "entry %d (%q) sets --proc-type %s: Fulcrum runs only as DPDK's primary process (as a secondary, beside a running daemon of the same file_prefix, it would attach to that one's memory, and its exit would remove that one's runtime directory); leave --proc-type out", i, a, v)
 		}

@@ -163,6 +163,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var bgpCfg bgp.Config
 	if cfg.BGP != nil {
 		bgpCfg = *cfg.BGP // validated, defaults filled in, by config.Load
+		// A BGP port another program holds is named now, before the
+		// NIC, the tap and the tables are set up and systemd is told
+		// the daemon is ready.
+		if err := bgp.CheckListen(bgpCfg); err != nil {
+			log.Error("BGP", "err", err)
+			return 1
+		}
 	}
 
 	// The exception tap's name must be free before anything is set up:

@@ -1,0 +1,52 @@
+//go:build dpdk
+
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// TestRunBGPPortTakenBeforeEAL: with bgp.listen_port held by another
+// program (bird, a second Fulcrum), the daemon exits 1 before it starts
+// the EAL (no runtime directory, no READY): before, it took the NIC and
+// the tap, built the tables and told systemd it was ready, and only then
+// failed, naming no key.
+func TestRunBGPPortTakenBeforeEAL(t *testing.T) {
+	needDPDKRoot(t)
+	bin := buildFulcrum(t)
+	dir := t.TempDir()
+	other, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	port := other.Addr().(*net.TCPAddr).Port
+	bgpSection := fmt.Sprintf(`
+[bgp]
+asn = 64512
+router_id = "192.0.2.10"
+next_hop_v6 = "2001:db8:100::10"
+listen_port = %d
+listen_addresses = ["127.0.0.1"]
+
+  [[bgp.neighbor]]
+  address = "127.0.0.1"
+  peer_asn = 64512
+  passive = true
+`, port)
+	cfg, runDir := lifecycleConfig(t, dir, "../../examples/in.pcap", bgpSection)
+	d := startDaemon(t, bin, dir, runDir, nil, "run", "-c", cfg, "--stats-interval", "0")
+	if code := d.wait(30 * time.Second); code != 1 {
+		t.Fatalf("exit code %d, want 1\n%s", code, d.out.String())
+	}
+	if got := d.next(200 * time.Millisecond); got != "" {
+		t.Errorf("notified %q before failing on a taken BGP port", got)
+	}
+	if _, err := os.Stat(runDir); !os.IsNotExist(err) {
+		t.Errorf("runtime directory %s exists (%v): the EAL started before the BGP port was checked", runDir, err)
+	}
+}
