@@ -148,6 +148,9 @@ type Plane struct {
 
 	stall   stallWatch // the workers' liveness (stall.go)
 	stallOK []bool     // signalStep's answers, reused
+
+	probeMu sync.Mutex
+	probe   chan struct{} // Responsive's pending probe of mu; nil: none
 }
 
 // PeerInfo is one BGP session as the admin API shows it.

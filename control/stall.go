@@ -99,3 +99,37 @@ func stallLimit(timeout time.Duration) time.Duration {
 func (p *Plane) stallWithdrawsLocked() bool {
 	return len(p.stall.stalled) > 0 && p.cfg.Control.StallTimeout > 0
 }
+
+// Responsive reports whether the control plane's lock could be taken
+// within d: the systemd watchdog's test that the control plane still
+// works (a deadlock or a lock held for ever would leave the instance
+// announcing tables that health and reloads no longer change). At most
+// one probe waits for the lock at a time; a call after a timeout waits
+// on the same probe.
+func (p *Plane) Responsive(d time.Duration) bool {
+	p.probeMu.Lock()
+	if p.probe == nil {
+		ch := make(chan struct{})
+		p.probe = ch
+		go func() {
+			p.mu.Lock()
+			p.mu.Unlock() // empty: that the lock can be taken is the answer
+			close(ch)
+		}()
+	}
+	ch := p.probe
+	p.probeMu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		p.probeMu.Lock()
+		if p.probe == ch {
+			p.probe = nil
+		}
+		p.probeMu.Unlock()
+		return true
+	case <-t.C:
+		return false
+	}
+}

@@ -2,6 +2,7 @@ package control
 
 import (
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -147,5 +148,31 @@ func TestStallTimeoutZeroReportsOnly(t *testing.T) {
 	f.apply(zero)
 	if len(lastAnnounced(f.calls)) != 1 {
 		t.Fatalf("a reload set stall_timeout = 0 while worker 1 is stalled: not announced again %v", f.calls)
+	}
+}
+
+// Responsive is the systemd watchdog's test of the control plane: false
+// while its lock is held (a deadlock), true once it is free; calls while
+// it is held share one probe, so a long deadlock does not pile up
+// goroutines.
+func TestResponsiveFollowsTheLock(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	if !f.plane.Responsive(time.Second) {
+		t.Fatal("lock free, yet not responsive")
+	}
+	f.plane.mu.Lock()
+	before := runtime.NumGoroutine()
+	for range 20 {
+		if f.plane.Responsive(time.Millisecond) {
+			f.plane.mu.Unlock()
+			t.Fatal("lock held, yet responsive")
+		}
+	}
+	if n := runtime.NumGoroutine() - before; n > 1 {
+		t.Errorf("20 probes of a held lock left %d goroutines waiting, want at most 1", n)
+	}
+	f.plane.mu.Unlock()
+	if !f.plane.Responsive(5 * time.Second) {
+		t.Fatal("lock free again, yet not responsive")
 	}
 }

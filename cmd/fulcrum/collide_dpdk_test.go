@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,5 +49,28 @@ listen_addresses = ["127.0.0.1"]
 	}
 	if _, err := os.Stat(runDir); !os.IsNotExist(err) {
 		t.Errorf("runtime directory %s exists (%v): the EAL started before the BGP port was checked", runDir, err)
+	}
+}
+
+// TestRunWatchdog: under a unit with WatchdogSec= (systemd sets
+// WATCHDOG_USEC), the daemon tells the watchdog it works after READY,
+// again and again, while its control plane answers.
+func TestRunWatchdog(t *testing.T) {
+	needDPDKRoot(t)
+	bin := buildFulcrum(t)
+	dir := t.TempDir()
+	cfg, runDir := lifecycleConfig(t, dir, "../../examples/in.pcap", "")
+	t.Setenv("WATCHDOG_USEC", "400000") // 0.4 s: a WATCHDOG=1 every 0.1 s
+	t.Setenv("WATCHDOG_PID", "")
+	d := startDaemon(t, bin, dir, runDir, nil, "run", "-c", cfg, "--stats-interval", "0")
+	d.waitReady()
+	for i := range 3 {
+		if got := d.next(5 * time.Second); got != "WATCHDOG=1" {
+			t.Fatalf("notification %d after READY: %q, want WATCHDOG=1\n%s", i, got, d.out.String())
+		}
+	}
+	d.signal(syscall.SIGTERM)
+	if code := d.wait(15 * time.Second); code != 0 {
+		t.Fatalf("exit code %d, want 0\n%s", code, d.out.String())
 	}
 }

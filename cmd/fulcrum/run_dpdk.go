@@ -291,6 +291,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// Ports up, tables built, loops running: systemd may now start what
 	// is ordered after fulcrum.service (Type=notify).
 	notify(log, sdnotify.Ready)
+	if wd := sdnotify.WatchdogInterval(); wd > 0 { // the unit's WatchdogSec=
+		go watchdog(ctx, plane, wd, log)
+	}
 
 	// BGP: the VIPs are announced only now that the loops forward, and only
 	// those that can serve (the control plane decides, after every rebuild).
@@ -434,6 +437,37 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 // notify tells systemd the daemon's state when it runs as a Type=notify
 // unit; elsewhere it does nothing.
+// watchdog tells systemd's watchdog (WatchdogSec=) that the daemon
+// works, every quarter of its interval, as long as the control plane's
+// lock can be taken within a quarter of it: a control plane deadlocked
+// (or its lock held for ever) leaves the instance announcing tables that
+// health checks and reloads no longer change, and systemd then restarts
+// it (SIGABRT first: Go's goroutine dump in the journal shows where).
+// The forwarding loops are the stall watch's (control/stall.go), which
+// withdraws the VIPs instead. It ends with ctx.
+func watchdog(ctx context.Context, plane *control.Plane, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval / 4)
+	defer t.Stop()
+	silent := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if plane.Responsive(interval / 4) {
+			if silent {
+				silent = false
+				log.Warn("the control plane answers again; telling systemd's watchdog")
+			}
+			notify(log, sdnotify.Watchdog)
+		} else if !silent {
+			silent = true
+			log.Error("the control plane's lock was not free within a quarter of the watchdog interval: not telling systemd's watchdog, which restarts the daemon once the interval passes without a word", "watchdog_interval", interval)
+		}
+	}
+}
+
 func notify(log *slog.Logger, state string) {
 	if _, err := sdnotify.Notify(state); err != nil {
 		log.Warn("telling systemd", "state", state, "err", err)

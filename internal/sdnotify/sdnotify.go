@@ -6,8 +6,11 @@ package sdnotify
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
+	"strconv"
+	"time"
 )
 
 // The states a unit's Type=notify protocol uses (sd_notify(3)).
@@ -15,7 +18,25 @@ const (
 	Ready     = "READY=1"
 	Reloading = "RELOADING=1"
 	Stopping  = "STOPPING=1"
+	// Watchdog tells systemd the service is alive (WatchdogSec=): sent
+	// at least once every WatchdogInterval.
+	Watchdog = "WATCHDOG=1"
 )
+
+// WatchdogInterval is the time within which systemd expects each
+// WATCHDOG=1 ($WATCHDOG_USEC, set for a unit with WatchdogSec=), or 0
+// when the watchdog is off, the value is not a positive number, or it is
+// meant for another process ($WATCHDOG_PID names another pid).
+func WatchdogInterval() time.Duration {
+	if pid := os.Getenv("WATCHDOG_PID"); pid != "" && pid != strconv.Itoa(os.Getpid()) {
+		return 0
+	}
+	us, err := strconv.ParseUint(os.Getenv("WATCHDOG_USEC"), 10, 63)
+	if err != nil || us == 0 || us > uint64(math.MaxInt64/int64(time.Microsecond)) {
+		return 0
+	}
+	return time.Duration(us) * time.Microsecond
+}
 
 // Notify sends state (one or more "KEY=value" lines) to the socket in
 // $NOTIFY_SOCKET. It returns false and no error when the variable is

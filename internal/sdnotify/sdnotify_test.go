@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -63,6 +64,29 @@ func TestNotifyErrors(t *testing.T) {
 		t.Setenv("NOTIFY_SOCKET", env)
 		if sent, err := Notify(Ready); sent || err == nil {
 			t.Errorf("NOTIFY_SOCKET=%q: %v, %v; want an error", env, sent, err)
+		}
+	}
+}
+
+func TestWatchdogInterval(t *testing.T) {
+	self := strconv.Itoa(os.Getpid())
+	for _, c := range []struct {
+		usec, pid string
+		want      time.Duration
+	}{
+		{"", "", 0},
+		{"90000000", "", 90 * time.Second},
+		{"90000000", self, 90 * time.Second},
+		{"90000000", "1", 0}, // another process's
+		{"0", "", 0},
+		{"-5", "", 0},
+		{"abc", "", 0},
+		{"99999999999999999999", "", 0},
+	} {
+		t.Setenv("WATCHDOG_USEC", c.usec)
+		t.Setenv("WATCHDOG_PID", c.pid)
+		if got := WatchdogInterval(); got != c.want {
+			t.Errorf("WATCHDOG_USEC=%q WATCHDOG_PID=%q: %v, want %v", c.usec, c.pid, got, c.want)
 		}
 	}
 }
