@@ -775,23 +775,6 @@ func (m *msRun) addrRef() map[netip.Addr]msRef {
 	return a
 }
 
-func (m *msRun) process(r *rig, frames [][]byte) ([][]byte, []Verdict) {
-	pkts := make([]Pkt, len(frames))
-	for i, f := range frames {
-		b := make([]byte, headroom+len(f)+64)
-		copy(b[headroom:], f)
-		pkts[i] = Pkt{Buf: b, Off: headroom, Len: len(f)}
-	}
-	r.w.Process(pkts, r.now)
-	out := make([][]byte, len(frames))
-	v := make([]Verdict, len(frames))
-	for i := range pkts {
-		out[i] = pkts[i].Buf[pkts[i].Off : pkts[i].Off+pkts[i].Len]
-		v[i] = r.w.Verdicts[i]
-	}
-	return out, v
-}
-
 func (m *msRun) step(step int) {
 	t := m.t
 	n := 1 + m.rng.IntN(MaxBurst)
@@ -823,9 +806,9 @@ func (m *msRun) step(step int) {
 	c0.VIPs, c0.Backends = append([]PacketBytes(nil), c0.VIPs...), append([]PacketBytes(nil), c0.Backends...)
 	ev0 := m.ev
 	sameBefore := reflect.DeepEqual(entries(m.fast.w.ct), entries(m.slow.w.ct)) && reflect.DeepEqual(m.fast.w.c, m.slow.w.c)
-	out, verd := m.process(m.fast, frames)
+	out, verd := m.fast.runAtNow(frames...)
 	evicting := m.fast.w.ct.Evictions()+m.fast.w.ct.Counters().InsertFailed != ev0
-	gout, gverd := m.process(m.slow, frames)
+	gout, gverd := m.slow.runAtNow(frames...)
 	fail := func(i int, format string, a ...any) {
 		t.Helper()
 		var desc string

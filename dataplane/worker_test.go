@@ -153,17 +153,23 @@ func frame(t *testing.T, src, dst string, sport, dport uint16, proto layers.IPPr
 
 const headroom = 128
 
-// run pushes frames through one Process call, with the capture hooks
-// around it as the engine's loop runs them (they do nothing while no
-// capture runs), and returns the output frames and verdicts.
+// run advances the clock by 10 ms and pushes frames through one Process
+// call (runAtNow).
 func (r *rig) run(frames ...[]byte) ([][]byte, []Verdict) {
+	r.now += 10
+	return r.runAtNow(frames...)
+}
+
+// runAtNow pushes frames through one Process call at r.now, with the capture
+// hooks around it as the engine's loop runs them (they do nothing while
+// no capture runs), and returns the output frames and verdicts.
+func (r *rig) runAtNow(frames ...[]byte) ([][]byte, []Verdict) {
 	pkts := make([]Pkt, len(frames))
 	for i, f := range frames {
 		b := make([]byte, headroom+len(f)+64)
 		copy(b[headroom:], f)
 		pkts[i] = Pkt{Buf: b, Off: headroom, Len: len(f)}
 	}
-	r.now += 10
 	r.w.ProcessCaptured(pkts, r.now)
 	out := make([][]byte, len(frames))
 	v := make([]Verdict, len(frames))

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -85,77 +84,45 @@ func (p *stalledPipe) fill(t *testing.T) {
 	}
 }
 
-// TestStderrStalledSIGTERM: a daemon whose stderr reader stopped
-// reading (journald stalled, `fulcrum run 2>&1 | less` left open) must
-// still stop on SIGTERM: report STOPPING, withdraw, exit 0 and remove its
+// TestStalledReaderSIGTERM: a daemon whose stderr reader stopped
+// reading (journald stalled, `fulcrum run 2>&1 | less` left open), or
+// whose stdout reader did with --stats-json (`| less` again), must still
+// stop on SIGTERM: report STOPPING, withdraw, exit 0 and remove its
 // runtime directory. Before, the main loop's first act on the signal was
-// to log "stopping", which blocks for ever on the full pipe.
-func TestStderrStalledSIGTERM(t *testing.T) {
+// to log "stopping", and it wrote the counters every interval, each a
+// write that blocks for ever on the full pipe.
+func TestStalledReaderSIGTERM(t *testing.T) {
 	needDPDKRoot(t)
 	bin := buildFulcrum(t)
-	dir := t.TempDir()
-	cfg, runDir := blockedOutConfig(t, dir, "")
-	p := newStalledPipe(t)
-	d := startDaemon(t, bin, dir, runDir, p.w, "run", "-c", cfg, "--stats-interval", "0")
-	d.waitReady()
-	p.fill(t)
-	d.signal(syscall.SIGTERM)
-	if got := d.next(15 * time.Second); got != "STOPPING=1" {
-		t.Fatalf("after SIGTERM with stderr stalled: notification %q, want STOPPING=1", got)
+	for _, c := range []struct {
+		name   string
+		stdout bool // the stalled pipe is stdout (stderr to the test)
+		flags  []string
+	}{
+		{"stderr", false, []string{"--stats-interval", "0"}},
+		{"stdout with --stats-json", true, []string{"--stats-json", "--stats-interval", "20ms"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg, runDir := blockedOutConfig(t, dir, "")
+			p := newStalledPipe(t)
+			out, errs := p.w, p.w
+			if c.stdout {
+				errs = nil
+			}
+			d := startDaemonIO(t, bin, dir, runDir, out, errs, append([]string{"run", "-c", cfg}, c.flags...)...)
+			d.waitReady()
+			p.fill(t)
+			d.signal(syscall.SIGTERM)
+			if got := d.next(15 * time.Second); got != "STOPPING=1" {
+				t.Fatalf("after SIGTERM with %s stalled: notification %q, want STOPPING=1\n%s", c.name, got, d.out.String())
+			}
+			if code := d.wait(15 * time.Second); code != 0 {
+				t.Fatalf("exit code %d, want 0\n%s", code, d.out.String())
+			}
+			d.runDirGone()
+		})
 	}
-	if code := d.wait(15 * time.Second); code != 0 {
-		t.Fatalf("exit code %d, want 0", code)
-	}
-	d.runDirGone()
-}
-
-// TestStdoutStalledStatsJSON: with --stats-json the counters go to
-// stdout every interval; a stdout reader that stopped reading (`fulcrum
-// run --stats-json | less` left open) must not take the daemon's signal
-// handling with it: SIGTERM still stops it (STOPPING, exit 0). Before,
-// the main loop blocked in the stats write and never saw the signal.
-func TestStdoutStalledStatsJSON(t *testing.T) {
-	needDPDKRoot(t)
-	bin := buildFulcrum(t)
-	dir := t.TempDir()
-	cfg, runDir := blockedOutConfig(t, dir, "")
-	p := newStalledPipe(t)
-	d := startDaemonStdout(t, bin, dir, runDir, p.w, "run", "-c", cfg, "--stats-json", "--stats-interval", "20ms")
-	d.waitReady()
-	p.fill(t)
-	d.signal(syscall.SIGTERM)
-	if got := d.next(15 * time.Second); got != "STOPPING=1" {
-		t.Fatalf("after SIGTERM with stdout stalled: notification %q, want STOPPING=1\n%s", got, d.out.String())
-	}
-	if code := d.wait(15 * time.Second); code != 0 {
-		t.Fatalf("exit code %d, want 0\n%s", code, d.out.String())
-	}
-	d.runDirGone()
-}
-
-// startDaemonStdout is startDaemon with stdout to stdout and stderr to
-// d.out.
-func startDaemonStdout(t *testing.T, bin, dir, runDir string, stdout *os.File, args ...string) *daemon {
-	t.Helper()
-	sock := filepath.Join(dir, "notify.sock")
-	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	d := &daemon{t: t, notify: ln, runDir: runDir, done: make(chan struct{})}
-	d.cmd = exec.Command(bin, args...)
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
-	d.cmd.Stdout, d.cmd.Stderr = stdout, &d.out
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { d.err = d.cmd.Wait(); close(d.done) }()
-	t.Cleanup(func() {
-		d.cmd.Process.Kill()
-		<-d.done
-	})
-	return d
 }
 
 // TestStderrStalledAdmin: with stderr stalled, an operator's drain

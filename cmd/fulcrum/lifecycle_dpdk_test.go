@@ -60,6 +60,13 @@ func lifecycleConfig(t *testing.T, dir, in, extra string) (string, string) {
 // Its stdout and stderr go to d.out, or to stdio if that is not nil.
 func startDaemon(t *testing.T, bin, dir, runDir string, stdio *os.File, args ...string) *daemon {
 	t.Helper()
+	return startDaemonIO(t, bin, dir, runDir, stdio, stdio, args...)
+}
+
+// startDaemonIO is startDaemon with stdout and stderr each to its own
+// file, or to d.out where nil.
+func startDaemonIO(t *testing.T, bin, dir, runDir string, stdout, stderr *os.File, args ...string) *daemon {
+	t.Helper()
 	sock := filepath.Join(dir, "notify.sock")
 	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
@@ -70,8 +77,11 @@ func startDaemon(t *testing.T, bin, dir, runDir string, stdio *os.File, args ...
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+sock)
 	d.cmd.Stdout, d.cmd.Stderr = &d.out, &d.out
-	if stdio != nil {
-		d.cmd.Stdout, d.cmd.Stderr = stdio, stdio
+	if stdout != nil {
+		d.cmd.Stdout = stdout
+	}
+	if stderr != nil {
+		d.cmd.Stderr = stderr
 	}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
