@@ -338,6 +338,9 @@ func removeStaleSocket(path string) error {
 	// Only a refused connection means nothing listens: EAGAIN is a
 	// listener whose accept queue is full (busy, not gone), and any
 	// other failure proves nothing either.
+	if errors.Is(err, syscall.ENOENT) {
+		return nil // gone since the Lstat: nothing to remove
+	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("admin listen unix:%s: the socket exists and may be served by another process (connecting: %v); not removing it", path, err)
 	}

@@ -29,6 +29,7 @@ func TestEALSecondaryRefused(t *testing.T) {
 		{"--proc=auto abbreviated", eal(`extra_args = ["--proc=auto"]`), false},
 		{"--proc-type=primary", eal(`extra_args = ["--proc-type=primary"]`), true},
 		{"--proc-type primary", eal(`extra_args = ["--proc-type", "primary"]`), true},
+		{"--proc-type=PRIMARY (DPDK ignores case)", eal(`extra_args = ["--proc-type=PRIMARY"]`), true},
 		// Without the runtime directory's lock two daemons on one
 		// prefix both start (and fight over the NIC).
 		{"--in-memory", eal(`extra_args = ["--in-memory"]`), false},

@@ -401,7 +401,7 @@ func (ck *checker) finishEAL(e *EAL) {
 			ck.bad("eal.extra_args", "entry %d (%q) asks DPDK for its usage: rte_eal_init would print it and exit 0, and the daemon would never forward", i, a)
 		} else if opt, ok := noSharedConfig(a); ok {
 			ck.bad("eal.extra_args", "entry %d (%q) sets %s: Fulcrum needs DPDK's runtime directory, whose lock keeps a second daemon off the same file_prefix (and its NIC) and through which dpdk-dumpcap attaches; leave %s out", i, a, opt, opt)
-		} else if v, ok := procType(e.ExtraArgs, i); ok && v != "primary" {
+		} else if v, ok := procType(e.ExtraArgs, i); ok && !strings.EqualFold(v, "primary") { // DPDK reads it without case
 			ck.bad("eal.extra_args", "entry %d (%q) sets --proc-type %s: Fulcrum runs only as DPDK's primary process (as a secondary, beside a running daemon of the same file_prefix, it would attach to that one's memory, and its exit would remove that one's runtime directory); leave --proc-type out", i, a, v)
 		}
 	}

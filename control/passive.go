@@ -113,6 +113,14 @@ const (
 // signalPeriod is how often the signals are folded and the loads published.
 const signalPeriod = time.Second
 
+// foldWait is how long a fold waits for each worker's counters: a
+// period, and the longest idle sleep (idle_max_sleep, at most 1 s) on
+// top. An idle worker at that sleep answers once a second plus its poll's
+// work, and a fold whose request lands just after a poll that answered
+// another reader (the stats log, the admin API) waited only a period
+// before: it missed every time, and passive health was never judged.
+const foldWait = signalPeriod + config.MaxIdleMaxSleep
+
 // passiveState is one backend's window of handshake counts.
 type passiveState struct {
 	lastSYNs, lastEst uint64 // totals at the previous fold

@@ -146,8 +146,10 @@ type Plane struct {
 
 	ops opsStats // reloads and rebuild durations, for metrics (status.go)
 
-	stall   stallWatch // the workers' liveness (stall.go)
-	stallOK []bool     // signalStep's answers, reused
+	stall     stallWatch    // the workers' liveness (stall.go)
+	stallOK   []bool        // signalStep's answers, reused
+	stallSeen []uint64      // each worker's Answers at the last fold
+	foldWait  time.Duration // signalStep's wait for each worker (foldWait; tests shorten it)
 
 	probeMu sync.Mutex
 	probe   chan struct{} // Responsive's pending probe of mu; nil: none
@@ -175,7 +177,8 @@ func New(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Work
 
 func newPlane(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Worker, log *slog.Logger, now func() time.Time) (*Plane, error) {
 	p := &Plane{log: log, shared: shared, workers: workers, now: now, cfg: cfg,
-		backends: map[dataplane.BackendRef]*backendState{}, panicked: map[string]bool{}, kick: make(chan struct{}, 1), gwChanged: make(chan struct{}, 1)}
+		backends: map[dataplane.BackendRef]*backendState{}, panicked: map[string]bool{}, kick: make(chan struct{}, 1), gwChanged: make(chan struct{}, 1),
+		foldWait: foldWait}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncBackends(cfg, true)

@@ -73,15 +73,14 @@ func (p *Plane) clearRemovedVIPs(prev, cur *dataplane.Services) {
 	}
 	stop := p.runDone // the plane's lifetime: a stopped plane's workers stopped too
 	go func() {
-		for _, id := range gone {
-			for i, w := range p.workers {
-				err := w.RunUntil(dataplane.DropRemovedVIPOp(id), 10*time.Second, stop)
-				if errors.Is(err, dataplane.ErrStopped) {
-					return
-				}
-				if err != nil {
-					p.log.Warn("clearing conntrack of a removed VIP", "vip_id", id, "worker", i, "err", err)
-				}
+		// One pass over each worker's table for all of them.
+		for i, w := range p.workers {
+			err := w.RunUntil(dataplane.DropRemovedVIPOp(gone...), 10*time.Second, stop)
+			if errors.Is(err, dataplane.ErrStopped) {
+				return
+			}
+			if err != nil {
+				p.log.Warn("clearing conntrack of removed VIPs", "vip_ids", gone, "worker", i, "err", err)
 			}
 		}
 	}()

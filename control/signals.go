@@ -152,9 +152,17 @@ func (p *Plane) signalStep(counters []dataplane.Counters) {
 	if len(p.stallOK) != len(p.workers) {
 		p.stallOK = make([]bool, len(p.workers))
 	}
+	if len(p.stallSeen) != len(p.workers) {
+		p.stallSeen = make([]uint64, len(p.workers))
+	}
 	for i, w := range p.workers {
-		p.stallOK[i] = w.Snapshot(&counters[i], signalPeriod)
-		ok = ok && p.stallOK[i]
+		answered := w.Snapshot(&counters[i], p.foldWait)
+		ok = ok && answered
+		// Polling, for the stall watch: this answer, or one to another
+		// reader since the last fold.
+		n := w.Answers()
+		p.stallOK[i] = answered || n != p.stallSeen[i]
+		p.stallSeen[i] = n
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -13,7 +13,8 @@ import (
 // instance its share. The signals fold (RunSignals) asks every worker for
 // a counter snapshot once a second, and a worker answers at the end of
 // each burst or idle poll (a sleeping one within idle_max_sleep, at most
-// 1 s); one that has answered none for control.stall_timeout is stalled.
+// 1 s); one that has answered no reader (the fold, the stats log, the
+// admin API: Worker.Answers) for control.stall_timeout is stalled.
 // While any worker is stalled the instance withdraws every VIP (a fleet's
 // other instances build the same tables, so the flows moved to them keep
 // their backends), logs it, and reports it (Status.Stalled, the admin

@@ -36,6 +36,7 @@ func newStallFixture(t *testing.T, toml string) *stallFixture {
 		t.Fatal(err)
 	}
 	f.plane.workers = append(f.plane.workers, f.stuck)
+	f.plane.foldWait = 100 * time.Millisecond // each silent worker costs a fold this much
 	f.plane.SetAnnouncer(func(s []netip.Prefix) { f.calls = append(f.calls, slices.Clone(s)) }, nil)
 	if len(lastAnnounced(f.calls)) != 1 {
 		t.Fatalf("not announced at start: %v", f.calls)
@@ -67,7 +68,15 @@ func (f *stallFixture) resume() {
 	f.stop = func() { once.Do(func() { close(done); <-stopped }) }
 }
 
-// fold runs one signals fold (each silent worker costs it 1 s of waiting).
+// stalled is the stall watch's verdict (Status has it too, but waits
+// 2 s for the silent worker's counters).
+func (f *stallFixture) stalled() []int {
+	f.plane.mu.Lock()
+	defer f.plane.mu.Unlock()
+	return slices.Clone(f.plane.stall.stalled)
+}
+
+// fold runs one signals fold.
 func (f *stallFixture) fold() {
 	f.plane.signalStep(make([]dataplane.Counters, len(f.plane.workers)))
 }
@@ -174,5 +183,79 @@ func TestResponsiveFollowsTheLock(t *testing.T) {
 	f.plane.mu.Unlock()
 	if !f.plane.Responsive(5 * time.Second) {
 		t.Fatal("lock free again, yet not responsive")
+	}
+}
+
+// Counter readers take turns on a worker: one that answers another
+// reader (the stats log, the admin API) between two folds polls, though
+// the fold's own request missed it. Before, an idle worker at
+// idle_max_sleep = 1 s whose every answer went to a reader just ahead of
+// the fold was judged stalled, and a healthy daemon withdrew every VIP.
+func TestStallWatchCountsAnswersToOtherReaders(t *testing.T) {
+	f := newStallFixture(t, baseConfig)
+	f.plane.WorkersStarted()
+	other := func() { // another reader, answered by one poll of the worker
+		var c dataplane.Counters
+		done := make(chan bool)
+		go func() { done <- f.stuck.Snapshot(&c, 10*time.Second) }()
+		for {
+			select {
+			case ok := <-done:
+				if !ok {
+					t.Fatal("the other reader's snapshot was not answered")
+				}
+				return
+			default:
+				f.stuck.Idle(conntrack.Time(0))
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}
+	for range 4 { // 12 s: over twice stall_timeout
+		other()
+		f.advance(3 * time.Second)
+		f.fold() // its own request: no poll answers it
+		if st := f.stalled(); len(st) != 0 || len(lastAnnounced(f.calls)) != 1 {
+			t.Fatalf("worker 1 answered another reader in every period: stalled %v, announced %v", st, lastAnnounced(f.calls))
+		}
+	}
+	f.advance(3 * time.Second)
+	f.fold()
+	f.advance(3 * time.Second)
+	f.fold()
+	if st := f.stalled(); !slices.Equal(st, []int{1}) {
+		t.Fatalf("worker 1 answered nobody for 6 s: stalled %v, want [1]", st)
+	}
+}
+
+// A fold waits for each worker longer than the longest idle sleep: an
+// idle worker that polls once every 1.2 s (idle_max_sleep = 1 s plus its
+// poll's work) answers the fold itself, so passive health is judged and
+// the loads published. Before, the fold waited 1 s and could miss such a
+// worker at every turn.
+func TestFoldWaitsForTheLongestIdleSleep(t *testing.T) {
+	f := newStallFixture(t, baseConfig)
+	f.plane.foldWait = foldWait
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() { // the engine's idle loop at its longest sleep, and a little work
+		defer close(stopped)
+		for {
+			f.stuck.Local().IdlePolls++
+			f.stuck.Idle(conntrack.Time(0))
+			select {
+			case <-stop:
+				return
+			case <-time.After(1200 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-stopped }()
+	counters := make([]dataplane.Counters, len(f.plane.workers))
+	for i := range 2 {
+		clear(counters)
+		f.plane.signalStep(counters)
+		if counters[1].IdlePolls == 0 {
+			t.Fatalf("fold %d: worker 1, polling every 1.2 s, did not answer within the fold's wait (%v)", i, foldWait)
+		}
 	}
 }

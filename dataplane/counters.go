@@ -314,12 +314,20 @@ func (w *Worker) Snapshot(dst *Counters, timeout time.Duration) bool {
 			for !w.snap.done.Load() {
 				time.Sleep(10 * time.Microsecond)
 			}
+			w.answers.Add(1)
 			return true
 		}
 		time.Sleep(50 * time.Microsecond)
 	}
+	w.answers.Add(1)
 	return true
 }
+
+// Answers is how many snapshots the worker has answered, to any reader:
+// an answer to the stats path or the admin API is proof of polling too
+// (readers take turns, and the one behind another waits from just after
+// a poll: with idle_max_sleep at 1 s, longer than its timeout).
+func (w *Worker) Answers() uint64 { return w.answers.Load() }
 
 // Local gives the I/O loop (same lcore) direct access to the counters it
 // maintains itself: tx, idle polls, drops after tx.

@@ -28,16 +28,16 @@ const (
 	opLookup                       // find one flow's entry
 	opList                         // copy live entries from a cursor, up to a limit
 	opFlush                        // opDrop, counting the removed entries as moved
-	opDropRemovedVIP               // opDrop of a VIP id's entries, sparing those of the VIP that holds the id now
+	opDropRemovedVIP               // opDrop of some VIP ids' entries, sparing those of the VIP that holds an id now
 )
 
 // Op is a request to a worker. Fields after the request part are results,
 // valid once Wait returned true.
 type Op struct {
-	kind    opKind
-	sel     conntrack.Selector
-	dropVIP uint16 // opDropRemovedVIP
-	tuple   flow.Tuple
+	kind     opKind
+	sel      conntrack.Selector
+	dropVIPs *vipSet // opDropRemovedVIP
+	tuple    flow.Tuple
 
 	cursor int
 	done   atomic.Bool
@@ -88,14 +88,35 @@ var ErrBusy = errors.New("worker busy with another operation")
 // is not polling: stopped or stuck).
 var ErrTimeout = errors.New("worker did not answer in time")
 
-// DropRemovedVIPOp removes the conntrack entries of a removed VIP, whose
-// id was vip. The op may run after a later snapshot gave the id to another
+// DropRemovedVIPOp removes the conntrack entries of removed VIPs, whose
+// ids were vips, in one pass over the table (a reload that removes 4,096
+// VIPs is one pass, not 4,096 that hold the worker's op slot for
+// minutes). The op may run after a later snapshot gave an id to another
 // VIP (the removed one put back, or a new one): entries pinned to a
 // backend of the VIP that holds the id when the op runs (its id and
 // incarnation: Services.Holder) are that VIP's flows, and stay. The
-// removed VIP's backends are gone or other incarnations now, so its own
+// removed VIPs' backends are gone or other incarnations now, so their own
 // entries all go.
-func DropRemovedVIPOp(vip uint16) *Op { return &Op{kind: opDropRemovedVIP, dropVIP: vip} }
+func DropRemovedVIPOp(vips ...uint16) *Op {
+	set := &vipSet{}
+	for _, v := range vips {
+		set.add(v)
+	}
+	return &Op{kind: opDropRemovedVIP, dropVIPs: set}
+}
+
+// vipSet is a set of VIP ids (conntrack.MaxVIPs bits).
+type vipSet [conntrack.MaxVIPs / 64]uint64
+
+func (s *vipSet) add(v uint16) {
+	if int(v) < conntrack.MaxVIPs {
+		s[v/64] |= 1 << (v % 64)
+	}
+}
+
+func (s *vipSet) has(v uint16) bool {
+	return int(v) < conntrack.MaxVIPs && s[v/64]&(1<<(v%64)) != 0
+}
 
 // DropOp removes a VIP's or a backend's conntrack entries.
 func DropOp(sel conntrack.Selector) *Op { return &Op{kind: opDrop, sel: sel} }
@@ -225,7 +246,7 @@ func (w *Worker) serveOp(now conntrack.Time) {
 	case opDropRemovedVIP:
 		svc := w.shared.Services.Load()
 		op.cursor, finished = w.ct.DropIf(func(e *conntrack.Entry) bool {
-			if e.VIP() != op.dropVIP {
+			if !op.dropVIPs.has(e.VIP()) {
 				return false
 			}
 			if svc != nil {

@@ -123,3 +123,40 @@ func TestFlushOpCountsMoved(t *testing.T) {
 			op.Flushed, r.w.c.Moved, r.w.ct.Len(), r.w.ct.BackendFlows(3, gen3), be3, be3, len(all)-int(be3))
 	}
 }
+
+// TestDropRemovedVIPsOnePass: a reload that removes several VIPs clears
+// their entries in one pass over the table (one op), and only theirs.
+// Before, it posted one op, a whole pass, per removed VIP: a reload that
+// removed thousands held each worker's op slot for minutes, and flow
+// counts, listings and lookups failed as busy meanwhile.
+func TestDropRemovedVIPsOnePass(t *testing.T) {
+	r := newRig(t, testConfig)
+	h := flow.NewHasher(r.key)
+	ids := []uint16{100, 101, 102} // ids no VIP of the snapshot holds
+	for i := range 900 {
+		tu, _ := flow.TupleFrom(netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("203.0.113.7"), uint16(1024+i), 80, 6)
+		if r.w.ct.Insert(h.Hash(&tu), &tu, conntrack.StateEstablished, ids[i%3], uint32(i%4), 0, r.now) == nil {
+			t.Fatalf("insert %d failed", i)
+		}
+	}
+	count := func() map[uint16]int {
+		n := map[uint16]int{}
+		r.w.ct.ForEach(func(e *conntrack.Entry) { n[e.VIP()]++ })
+		return n
+	}
+	before := count()
+	op := DropRemovedVIPOp(100, 102)
+	if err := r.w.Post(op); err != nil {
+		t.Fatal(err)
+	}
+	for steps := 0; !op.done.Load(); steps++ {
+		if steps > r.w.ct.Buckets()+1 {
+			t.Fatal("the op does not finish")
+		}
+		r.w.serveOp(r.now)
+	}
+	after := count()
+	if after[100] != 0 || after[102] != 0 || after[101] != before[101] || before[101] == 0 {
+		t.Errorf("entries by VIP id before %v, after dropping 100 and 102 in one op %v: want 100 and 102 gone, all %d of 101 kept", before, after, before[101])
+	}
+}

@@ -153,6 +153,8 @@ type Worker struct {
 	// the table for a tcp_syn timeout after it (handshakesEvicted).
 	evictedNew       uint64
 	handshakeEvicted windowMark
+
+	answers atomic.Uint64 // snapshots answered, to any reader (Answers); control side only
 }
 
 // windowMark dates the last time something happened, for a window after
