@@ -1,12 +1,15 @@
 package bgp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // CheckListen binds, and closes at once, every address the speaker will
@@ -41,13 +44,33 @@ func CheckListen(cfg Config) error {
 }
 
 // bindOnce listens on a:port as GoBGP's listener does (network tcp4 or
-// tcp6, the latter IPv6-only in Go) and closes at once.
+// tcp6, the latter IPv6-only in Go) and closes at once. The socket is
+// free-bound (IP_FREEBIND, IPV6_FREEBIND): the check is of the port, and
+// an address the host has not got yet is no refusal. The daemon puts
+// dataplane.lb_ipv4 and lb_ipv6 on its exception tap only after this
+// check, and GoBGP binds after that.
 func bindOnce(a netip.Addr, port int) error {
 	network := "tcp4"
 	if a.Is6() {
 		network = "tcp6"
 	}
-	l, err := net.Listen(network, net.JoinHostPort(a.String(), strconv.Itoa(port)))
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if a.Is6() {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
+			} else {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		_ = serr // an old kernel without IPV6_FREEBIND: bound as before
+		return nil
+	}}
+	lc.SetMultipathTCP(false) // as GoBGP's listener
+	l, err := lc.Listen(context.Background(), network, net.JoinHostPort(a.String(), strconv.Itoa(port)))
 	if err != nil {
 		return err
 	}

@@ -149,6 +149,7 @@ type Plane struct {
 	stall     stallWatch    // the workers' liveness (stall.go)
 	stallOK   []bool        // signalStep's answers, reused
 	stallSeen []uint64      // each worker's Answers at the last fold
+	foldAns   []bool        // signalStep's snapshot answers, reused
 	foldWait  time.Duration // signalStep's wait for each worker (foldWait; tests shorten it)
 
 	probeMu sync.Mutex

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"sync"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
@@ -155,8 +156,23 @@ func (p *Plane) signalStep(counters []dataplane.Counters) {
 	if len(p.stallSeen) != len(p.workers) {
 		p.stallSeen = make([]uint64, len(p.workers))
 	}
+	if len(p.foldAns) != len(p.workers) {
+		p.foldAns = make([]bool, len(p.workers))
+	}
+	// Every worker is asked at once: one after the other, each silent
+	// worker added foldWait to the fold, and the stall watch judges only
+	// at its end (k stuck lcores: a withdrawal k x 2 s late).
+	var wg sync.WaitGroup
 	for i, w := range p.workers {
-		answered := w.Snapshot(&counters[i], p.foldWait)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.foldAns[i] = w.Snapshot(&counters[i], p.foldWait)
+		}()
+	}
+	wg.Wait()
+	for i, w := range p.workers {
+		answered := p.foldAns[i]
 		ok = ok && answered
 		// Polling, for the stall watch: this answer, or one to another
 		// reader since the last fold.

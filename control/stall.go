@@ -109,6 +109,15 @@ func (p *Plane) stallWithdrawsLocked() bool {
 // on the same probe.
 func (p *Plane) Responsive(d time.Duration) bool {
 	p.probeMu.Lock()
+	if p.probe != nil {
+		select {
+		case <-p.probe:
+			// An earlier probe that timed out has taken the lock since:
+			// that says nothing of now (the lock may be held again).
+			p.probe = nil
+		default:
+		}
+	}
 	if p.probe == nil {
 		ch := make(chan struct{})
 		p.probe = ch

@@ -259,3 +259,32 @@ func TestFoldWaitsForTheLongestIdleSleep(t *testing.T) {
 		}
 	}
 }
+
+// A probe that timed out and took the lock later says nothing of a lock
+// held again since: the next call probes anew (a deadlock that began
+// after a brief hold was reported a watchdog tick late).
+func TestResponsiveDoesNotReuseAnOldProbe(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	f.plane.mu.Lock()
+	if f.plane.Responsive(time.Millisecond) {
+		t.Fatal("lock held, yet responsive")
+	}
+	f.plane.mu.Unlock()
+	// The timed-out probe takes the lock and lets it go.
+	f.plane.probeMu.Lock()
+	ch := f.plane.probe
+	f.plane.probeMu.Unlock()
+	if ch == nil {
+		t.Fatal("no probe pending after a timeout")
+	}
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the probe never took the free lock")
+	}
+	f.plane.mu.Lock()
+	defer f.plane.mu.Unlock()
+	if f.plane.Responsive(50 * time.Millisecond) {
+		t.Error("lock held again, yet responsive (the old probe's answer)")
+	}
+}
