@@ -115,6 +115,10 @@ func (p *Plane) Status(withFlows bool) Status {
 	return p.StatusInto(withFlows, &StatusBuf{})
 }
 
+// stalledSnapshotWait is how long StatusInto waits for a stalled
+// worker's counters (it may have just come back).
+const stalledSnapshotWait = 10 * time.Millisecond
+
 // flowsOpTimeout bounds one worker's flow count in StatusInto: a worker
 // that misses it is named in Status.FlowsMissing.
 const flowsOpTimeout = 5 * time.Second
@@ -145,9 +149,27 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 	counters := buf.workers
 	var flows, vipFlows []uint64
 	var stale, missing []int
+	// A stalled worker (stall.go) is not waited for: with the 2 s of its
+	// snapshot and the 5 s of its flow count, each stuck worker made a
+	// status read, and every read queued behind it, 7 s longer (a
+	// /metrics scrape with two stuck workers outlived Prometheus's 10 s
+	// scrape_timeout, so fulcrum_workers_stalled went unseen).
+	p.mu.Lock()
+	stalled := slices.Clone(p.stall.stalled)
+	p.mu.Unlock()
 	for i, w := range p.workers {
-		if !w.Snapshot(&counters[i], 2*time.Second) {
+		wait := 2 * time.Second
+		if slices.Contains(stalled, i) {
+			wait = stalledSnapshotWait
+		}
+		if !w.Snapshot(&counters[i], wait) {
 			stale = append(stale, i)
+			if withFlows {
+				// It did not answer: its flow count would time out too,
+				// and stay posted for the next reader to wait on.
+				missing = append(missing, i)
+			}
+			continue
 		}
 		if withFlows {
 			svc := p.shared.Services.Load()

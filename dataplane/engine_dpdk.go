@@ -307,6 +307,26 @@ func (e *Engine) Stop() error {
 	return err
 }
 
+// ErrLoopsStuck: a forwarding loop did not return within StopWithin's
+// time (stuck: control.stall_timeout's stalled worker).
+var ErrLoopsStuck = errors.New("a forwarding loop did not stop (stuck)")
+
+// StopWithin is Stop that waits at most d for the loops: ErrLoopsStuck
+// if one still runs then. The engine must then not be closed (the stuck
+// loop may still use its ports and memory); the process should exit.
+func (e *Engine) StopWithin(d time.Duration) error {
+	e.stop.Store(true)
+	if e.launch == nil {
+		return nil
+	}
+	ok, err := e.launch.WaitWithin(d)
+	if !ok {
+		return ErrLoopsStuck
+	}
+	e.launch = nil
+	return err
+}
+
 // Close stops the loops and the ports and retires the pools (freed once
 // a later engine has set their ports up again: retire). The EAL stays
 // up (dpdk.CleanupEAL ends it).

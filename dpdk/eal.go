@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/yerden/go-dpdk/eal"
@@ -243,6 +244,19 @@ func (l *Launch) Lcores() []uint { return l.lcores }
 func (l *Launch) Wait() error {
 	<-l.done
 	return errors.Join(l.errs...)
+}
+
+// WaitWithin is Wait for at most d: ok is false if a launched function
+// still runs then (a loop stuck in a driver or a Go loop).
+func (l *Launch) WaitWithin(d time.Duration) (ok bool, err error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.done:
+		return true, errors.Join(l.errs...)
+	case <-t.C:
+		return false, nil
+	}
 }
 
 // ReserveProcs raises GOMAXPROCS to loops+2 when it is lower, unless the

@@ -33,7 +33,7 @@ const dpdkSupport = "22.11+ built in"
 
 func dpdkVersion() string { return dpdk.Version() }
 
-func cmdRun(args []string, stdout, stderr io.Writer) int {
+func cmdRun(args []string, stdout, stderr io.Writer) (code int) {
 	opt, code, done := parseRun(args, stdout, stderr)
 	if done {
 		return code
@@ -207,7 +207,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	runDir := dpdk.RuntimeDir()
+	loopsStuck := false // a forwarding loop did not stop: the EAL is left as it is
 	defer func() {
+		if loopsStuck {
+			if runDir != "" {
+				if err := dpdk.RemoveRuntimeDir(runDir); err != nil {
+					log.Warn("DPDK runtime files", "err", err)
+				}
+			}
+			return
+		}
 		if err := dpdk.CleanupEAL(); err != nil {
 			log.Warn("EAL cleanup", "err", err)
 		}
@@ -228,6 +237,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer func() {
+		// A loop stuck in a driver or in Go (control.stall_timeout) never
+		// returns: waiting for it kept a SIGTERM'd daemon running until
+		// systemd killed it (TimeoutStopSec, 11 minutes). Its ports and
+		// memory are then left to the process's exit.
+		if err := eng.StopWithin(loopStopTimeout); errors.Is(err, dataplane.ErrLoopsStuck) {
+			log.Error("a forwarding loop did not stop; exiting without closing the ports and the EAL", "waited", loopStopTimeout)
+			loopsStuck = true
+			code = 1
+			return
+		}
 		if err := eng.Close(); err != nil {
 			log.Warn("dataplane close", "err", err)
 		}
@@ -435,8 +454,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// notify tells systemd the daemon's state when it runs as a Type=notify
-// unit; elsewhere it does nothing.
+// loopStopTimeout bounds the wait for the forwarding loops at exit: a
+// loop ends its burst within microseconds when asked.
+const loopStopTimeout = 5 * time.Second
+
 // watchdog tells systemd's watchdog (WatchdogSec=) that the daemon
 // works, every quarter of its interval, as long as the control plane's
 // lock can be taken within a quarter of it: a control plane deadlocked
@@ -468,6 +489,8 @@ func watchdog(ctx context.Context, plane *control.Plane, interval time.Duration,
 	}
 }
 
+// notify tells systemd the daemon's state when it runs as a Type=notify
+// unit; elsewhere it does nothing.
 func notify(log *slog.Logger, state string) {
 	if _, err := sdnotify.Notify(state); err != nil {
 		log.Warn("telling systemd", "state", state, "err", err)
