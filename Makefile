@@ -40,7 +40,7 @@ unit: setup
 	$(GO) test $(GOFLAGS_TAGS) -count=1 ./...
 
 fuzz: setup
-	GOTAGS="$(TAGS)" FUZZTIME=$${FUZZTIME:-4s} scripts/fuzz.sh
+	GOTAGS="$(TAGS)" FUZZTIME=$${FUZZTIME:-2s} scripts/fuzz.sh
 
 # The README's test command: setup first, then vet, the unit tests (with
 # the DPDK ones wherever libdpdk is installed: a binary built without them
