@@ -9,7 +9,7 @@ import (
 )
 
 // DPDK parses its arguments with getopt_long, which takes any unambiguous
-// prefix of a long option (ealOwned says so, and refuses --file-pre=..).
+// prefix of a long option (ealArgProblem judges it so, and refuses --file-pre=..).
 // Among EAL's long options only "help" begins with "he": "--he" and
 // "--hel" are --help, and rte_eal_init prints its usage and exits 0
 // (checked by hand: `dpdk-testpmd --no-huge --he` prints the usage, rc 0).

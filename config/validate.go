@@ -3,12 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"net"
 	"net/netip"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -289,68 +287,95 @@ func (ck *checker) checkSnapshotLimits(c *Config) {
 // "..", "." and anything with a '/' would remove something else.
 var filePrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
-// ealOwned reports whether the EAL argument a sets an option that EALArgs
-// writes from the [eal] section's keys (key names them): in extra_args,
-// appended after them, it would override the checked value (a
-// --file-prefix of "..", which eal.file_prefix refuses, names the
-// directory shutdown removes).
-func ealOwned(a string) (opt, key string, ok bool) {
-	long := map[string]string{
-		"--file-prefix": "file_prefix", "--lcores": "worker_lcores, main_lcore or lcore_map",
-		"--main-lcore": "main_lcore", "--no-huge": "hugepages", "--no-pci": "pci",
-		"--allow": "pci", "--pci-whitelist": "pci", "--vdev": "vdevs",
-	}
-	short := map[byte]string{'l': "worker_lcores or lcore_map", 'c': "worker_lcores", 'm': "memory_mb", 'a': "pci", 'w': "pci"}
-	if strings.HasPrefix(a, "--") {
-		name, _, _ := strings.Cut(a, "=")
-		if k, ok := long[name]; ok {
-			return name, k, true
-		}
-		// DPDK parses with getopt_long, which takes any unambiguous
-		// prefix of a long option: --file-pre=.. is --file-prefix=..
-		// (sorted, so that the error names the same one every time).
-		for _, full := range slices.Sorted(maps.Keys(long)) {
-			if len(name) > 2 && strings.HasPrefix(full, name) {
-				return full, long[full], true
-			}
-		}
-		return "", "", false
-	}
-	if c, ok := clusterOption(a); ok {
-		if k, ok := short[c]; ok {
-			return "-" + string(c), k, true
-		}
-	}
-	return "", "", false
+// ealLongOptions are the long options of DPDK's EAL (22.11's usage, and
+// three that older releases took). DPDK parses with getopt_long, which
+// takes any unambiguous prefix of one: --file-pre=.. is --file-prefix=..
+var ealLongOptions = []string{
+	"--allow", "--base-virtaddr", "--block", "--create-uio-dev", "--file-prefix",
+	"--force-max-simd-bitwidth", "--help", "--huge-dir", "--huge-unlink",
+	"--huge-worker-stack", "--in-memory", "--iova-mode", "--lcores", "--legacy-mem",
+	"--log-level", "--main-lcore", "--master-lcore", "--match-allocations",
+	"--mbuf-pool-ops-name", "--no-hpet", "--no-huge", "--no-pci", "--no-shconf",
+	"--no-telemetry", "--pci-blacklist", "--pci-whitelist", "--proc-type",
+	"--single-file-segments", "--socket-limit", "--socket-mem", "--syslog",
+	"--telemetry", "--trace", "--trace-bufsz", "--trace-dir", "--trace-mode",
+	"--vdev", "--vfio-intr", "--vfio-vf-token", "--vmware-tsc-map",
 }
 
-// procType reports the value of --proc-type (or an abbreviation getopt_long
-// takes for it: "--proc") if args[i] sets it, inline (--proc-type=auto)
-// or as the next argument.
-func procType(args []string, i int) (string, bool) {
-	name, val, inline := strings.Cut(args[i], "=")
-	if len(name) <= 2 || !strings.HasPrefix(name, "--") || !strings.HasPrefix("--proc-type", name) {
-		return "", false
-	}
-	if !inline {
-		if i+1 < len(args) {
-			val = args[i+1]
-		}
-	}
-	return val, true
-}
-
-// noSharedConfig reports whether the EAL argument a is --in-memory or
-// --no-shconf (or an abbreviation getopt_long takes for one: "--in-m",
-// "--no-sh"), which run DPDK without its runtime directory's lock.
-func noSharedConfig(a string) (string, bool) {
+// ealLongOption names the EAL long option that the argument a sets, as
+// getopt_long reads it: the option itself, or the options it abbreviates
+// when it abbreviates more than one (getopt_long refuses it then). It
+// returns nil for a short option, an operand or an unknown option.
+func ealLongOption(a string) []string {
 	name, _, _ := strings.Cut(a, "=")
-	for _, o := range []struct{ full, least string }{{"--in-memory", "--in-"}, {"--no-shconf", "--no-s"}} {
-		if len(name) >= len(o.least) && strings.HasPrefix(o.full, name) {
-			return o.full, true
+	if len(name) <= 2 || !strings.HasPrefix(name, "--") {
+		return nil
+	}
+	var matches []string
+	for _, full := range ealLongOptions {
+		if full == name {
+			return []string{full}
+		}
+		if strings.HasPrefix(full, name) {
+			matches = append(matches, full)
 		}
 	}
-	return "", false
+	return matches
+}
+
+// ealOwnedLong are the long options that EALArgs writes from the [eal]
+// section's keys (the value names them): in extra_args, appended after
+// them, one would override the checked value (a --file-prefix of "..",
+// which eal.file_prefix refuses, names the directory shutdown removes).
+var ealOwnedLong = map[string]string{
+	"--file-prefix": "file_prefix", "--lcores": "worker_lcores, main_lcore or lcore_map",
+	"--main-lcore": "main_lcore", "--master-lcore": "main_lcore", "--no-huge": "hugepages",
+	"--no-pci": "pci", "--allow": "pci", "--pci-whitelist": "pci", "--vdev": "vdevs",
+}
+
+// ealOwnedShort are the short options EALArgs writes, likewise.
+var ealOwnedShort = map[byte]string{'l': "worker_lcores or lcore_map", 'c': "worker_lcores", 'm': "memory_mb", 'a': "pci", 'w': "pci"}
+
+// ealArgProblem says why extra_args may not hold args[i] (and the value
+// after it, for an option given as two arguments), or "" when it may.
+func ealArgProblem(args []string, i int) string {
+	a := args[i]
+	if c, ok := clusterOption(a); ok {
+		switch k, owned := ealOwnedShort[c]; {
+		case owned:
+			return fmt.Sprintf("sets -%c, which the [eal] section sets itself (%s): set it there (DPDK takes the last of two, so -%c would override the checked value)", c, k, c)
+		case c == 'h':
+			return "asks DPDK for its usage: rte_eal_init would print it and exit 0, and the daemon would never forward"
+		}
+		return ""
+	}
+	opts := ealLongOption(a)
+	if len(opts) > 1 {
+		// Refused by DPDK too, but only once the daemon starts.
+		return fmt.Sprintf("abbreviates several EAL options (%s): DPDK would refuse it at start; write the option in full", strings.Join(opts, ", "))
+	}
+	if len(opts) == 0 {
+		return ""
+	}
+	opt := opts[0]
+	if k, owned := ealOwnedLong[opt]; owned {
+		return fmt.Sprintf("sets %s, which the [eal] section sets itself (%s): set it there (DPDK takes the last of two, so %s would override the checked value)", opt, k, opt)
+	}
+	switch opt {
+	case "--help":
+		return "asks DPDK for its usage: rte_eal_init would print it and exit 0, and the daemon would never forward"
+	case "--in-memory", "--no-shconf":
+		return fmt.Sprintf("sets %s: Fulcrum needs DPDK's runtime directory, whose lock keeps a second daemon off the same file_prefix (and its NIC) and through which dpdk-dumpcap attaches; leave %s out", opt, opt)
+	case "--proc-type":
+		_, v, inline := strings.Cut(a, "=")
+		if !inline && i+1 < len(args) {
+			v = args[i+1]
+		}
+		if !strings.EqualFold(v, "primary") { // DPDK reads it without case
+			return fmt.Sprintf("sets --proc-type %s: Fulcrum runs only as DPDK's primary process (as a secondary, beside a running daemon of the same file_prefix, it would attach to that one's memory, and its exit would remove that one's runtime directory); leave --proc-type out", v)
+		}
+	}
+	return ""
 }
 
 // clusterOption is the first short option of the EAL argument a that is
@@ -368,19 +393,6 @@ func clusterOption(a string) (byte, bool) {
 	return 0, false
 }
 
-// ealHelp reports whether the EAL argument a is -h or --help (or a prefix
-// getopt_long takes for it: --he), alone or in
-// a cluster of short options after -v ("-vh").
-func ealHelp(a string) bool {
-	if strings.HasPrefix(a, "--") {
-		// getopt_long takes an unambiguous prefix: only "help" of EAL's
-		// long options begins with "he" ("--h" is ambiguous: huge-dir).
-		return len(a) >= 4 && strings.HasPrefix("--help", a)
-	}
-	c, ok := clusterOption(a)
-	return ok && c == 'h'
-}
-
 func (ck *checker) finishEAL(e *EAL) {
 	if e.MemoryMB == 0 {
 		e.MemoryMB = DefaultMemoryMB
@@ -395,14 +407,8 @@ func (ck *checker) finishEAL(e *EAL) {
 		ck.bad("eal.file_prefix", "%q is not a plain name: letters, digits, '-', '_' and '.', not \".\" or \"..\", at most %d bytes", e.FilePrefix, MaxFilePrefixLen)
 	}
 	for i, a := range e.ExtraArgs {
-		if opt, key, ok := ealOwned(a); ok {
-			ck.bad("eal.extra_args", "entry %d (%q) sets %s, which the [eal] section sets itself (%s): set it there (DPDK takes the last of two, so %s would override the checked value)", i, a, opt, key, opt)
-		} else if ealHelp(a) {
-			ck.bad("eal.extra_args", "entry %d (%q) asks DPDK for its usage: rte_eal_init would print it and exit 0, and the daemon would never forward", i, a)
-		} else if opt, ok := noSharedConfig(a); ok {
-			ck.bad("eal.extra_args", "entry %d (%q) sets %s: Fulcrum needs DPDK's runtime directory, whose lock keeps a second daemon off the same file_prefix (and its NIC) and through which dpdk-dumpcap attaches; leave %s out", i, a, opt, opt)
-		} else if v, ok := procType(e.ExtraArgs, i); ok && !strings.EqualFold(v, "primary") { // DPDK reads it without case
-			ck.bad("eal.extra_args", "entry %d (%q) sets --proc-type %s: Fulcrum runs only as DPDK's primary process (as a secondary, beside a running daemon of the same file_prefix, it would attach to that one's memory, and its exit would remove that one's runtime directory); leave --proc-type out", i, a, v)
+		if why := ealArgProblem(e.ExtraArgs, i); why != "" {
+			ck.bad("eal.extra_args", "entry %d (%q) %s", i, a, why)
 		}
 	}
 	if e.MainLcore < 0 || e.MainLcore >= MaxLcores {

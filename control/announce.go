@@ -17,8 +17,10 @@ import (
 //
 // The grace covers a normal re-resolution of the gateway's MAC. The
 // resolver (exception.Resolver, run by cmd/fulcrum) reads the kernel's
-// neighbour table every second, and only an INCOMPLETE or FAILED entry
-// counts as lost (STALE, DELAY and PROBE keep their MAC); the kernel's
+// neighbour table every second, and only a FAILED entry counts as lost
+// (STALE, DELAY and PROBE keep their MAC, and an entry gone or INCOMPLETE
+// after a MAC was published keeps it up to 5 s while the kernel
+// resolves it again); the kernel's
 // re-solicitation of a lost entry (mcast_solicit 3 x retrans_time 1 s) or
 // a gateway's VRRP failover (about 3 advertisement intervals) takes a few
 // seconds. 15 s is several of those, and short against the minutes a

@@ -146,11 +146,9 @@ type Plane struct {
 
 	ops opsStats // reloads and rebuild durations, for metrics (status.go)
 
-	stall     stallWatch    // the workers' liveness (stall.go)
-	stallOK   []bool        // signalStep's answers, reused
-	stallSeen []uint64      // each worker's Answers at the last fold
-	foldAns   []bool        // signalStep's snapshot answers, reused
-	foldWait  time.Duration // signalStep's wait for each worker (foldWait; tests shorten it)
+	stall    stallWatch    // the workers' liveness (stall.go)
+	folds    []workerFold  // signalStep's view of each worker, reused
+	foldWait time.Duration // signalStep's wait for each worker (foldWait; tests shorten it)
 
 	probeMu sync.Mutex
 	probe   chan struct{} // Responsive's pending probe of mu; nil: none

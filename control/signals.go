@@ -117,6 +117,19 @@ func (p *Plane) latencyCold(st *backendState) bool {
 	return at.IsZero() || at.Before(st.upSince) || st.drained || p.baseWeight(st) == 0 || st.health != HealthUp
 }
 
+// workerFold is what one fold learnt of one worker.
+type workerFold struct {
+	answered bool   // it answered this fold's snapshot
+	seen     uint64 // its Answers count at the end of the fold
+	polling  bool   // answered, or answered another reader since the last fold (the stall watch's test)
+}
+
+// note records the worker's answer count at the end of a fold.
+func (f *workerFold) note(answers uint64) {
+	f.polling = f.answered || answers != f.seen
+	f.seen = answers
+}
+
 func sat(a, b uint64) uint64 {
 	if a < b {
 		return 0
@@ -149,15 +162,8 @@ func (p *Plane) RunSignals(done <-chan struct{}) {
 //
 // The same answers tell the stall watch (stall.go) which workers poll.
 func (p *Plane) signalStep(counters []dataplane.Counters) {
-	ok := true
-	if len(p.stallOK) != len(p.workers) {
-		p.stallOK = make([]bool, len(p.workers))
-	}
-	if len(p.stallSeen) != len(p.workers) {
-		p.stallSeen = make([]uint64, len(p.workers))
-	}
-	if len(p.foldAns) != len(p.workers) {
-		p.foldAns = make([]bool, len(p.workers))
+	if len(p.folds) != len(p.workers) {
+		p.folds = make([]workerFold, len(p.workers))
 	}
 	// Every worker is asked at once: one after the other, each silent
 	// worker added foldWait to the fold, and the stall watch judges only
@@ -167,23 +173,19 @@ func (p *Plane) signalStep(counters []dataplane.Counters) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.foldAns[i] = w.Snapshot(&counters[i], p.foldWait)
+			p.folds[i].answered = w.Snapshot(&counters[i], p.foldWait)
 		}()
 	}
 	wg.Wait()
+	ok := true
 	for i, w := range p.workers {
-		answered := p.foldAns[i]
-		ok = ok && answered
-		// Polling, for the stall watch: this answer, or one to another
-		// reader since the last fold.
-		n := w.Answers()
-		p.stallOK[i] = answered || n != p.stallSeen[i]
-		p.stallSeen[i] = n
+		ok = ok && p.folds[i].answered
+		p.folds[i].note(w.Answers())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	if p.noteAnswersLocked(p.stallOK, now) {
+	if p.noteAnswersLocked(p.folds, now) {
 		p.announceLocked()
 	}
 	changed := false

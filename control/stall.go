@@ -46,17 +46,17 @@ func (p *Plane) WorkersStarted() {
 	}
 }
 
-// noteAnswers folds one round of snapshots: ok[i] tells whether worker i
-// answered. It returns whether the set of stalled workers changed.
-func (p *Plane) noteAnswersLocked(ok []bool, now time.Time) bool {
+// noteAnswersLocked folds one round of snapshots: folds[i].polling tells
+// whether worker i answered any reader since the last round. It returns whether the set of stalled workers changed.
+func (p *Plane) noteAnswersLocked(folds []workerFold, now time.Time) bool {
 	w := &p.stall
-	if !w.watching || len(w.answered) != len(ok) {
+	if !w.watching || len(w.answered) != len(folds) {
 		return false
 	}
 	timeout := p.cfg.Control.StallTimeout
 	var stalled []int
-	for i, answered := range ok {
-		if answered {
+	for i, f := range folds {
+		if f.polling {
 			w.answered[i] = now
 			continue
 		}

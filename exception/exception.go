@@ -237,22 +237,23 @@ func confSysctls(ns, family, ifc string, values map[string]string) error {
 // link-layer address an ARP or ND packet claims, so anyone on the LAN can
 // make the gateway's entry the broadcast address.
 func Lookup(ns, ifc string, ip netip.Addr) ([6]byte, bool) {
-	mac, _, ok, _ := lookup(ns, ifc, ip)
+	mac, _, ok, _, _ := lookup(ns, ifc, ip)
 	return mac, ok
 }
 
-// lookup is Lookup with the entry's NUD state, and bogus: the entry holds
+// lookup is Lookup with the entry's NUD state, bogus: the entry holds
 // a MAC that cannot be a next hop (what a claim at a group, zero or the
-// port's own MAC leaves), which ok refuses.
-func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok, bogus bool) {
+// port's own MAC leaves), which ok refuses, and failed: the kernel's entry
+// is FAILED (its solicitations went unanswered), or it could not be read.
+func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok, bogus, failed bool) {
 	h, err := handle(ns)
 	if err != nil {
-		return mac, 0, false, false
+		return mac, 0, false, false, true
 	}
 	defer h.Close()
 	link, err := h.LinkByName(ifc)
 	if err != nil {
-		return mac, 0, false, false
+		return mac, 0, false, false, true
 	}
 	fam := netlink.FAMILY_V4
 	if ip.Is6() {
@@ -260,12 +261,15 @@ func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok, bogus bo
 	}
 	neighs, err := h.NeighList(link.Attrs().Index, fam)
 	if err != nil {
-		return mac, 0, false, false
+		return mac, 0, false, false, true
 	}
 	for _, n := range neighs {
 		a, ok := netip.AddrFromSlice(n.IP)
 		if !ok || a.Unmap() != ip.Unmap() {
 			continue
+		}
+		if n.State&netlink.NUD_FAILED != 0 {
+			failed = true
 		}
 		if n.State == netlink.NUD_NONE || n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0 || len(n.HardwareAddr) != 6 {
 			continue
@@ -277,9 +281,9 @@ func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok, bogus bo
 			bogus = true
 			continue
 		}
-		return m, n.State, true, false
+		return m, n.State, true, false, false
 	}
-	return mac, 0, false, bogus
+	return mac, 0, false, bogus, failed
 }
 
 // confirmed reports whether a neighbour entry's MAC is one the kernel has
@@ -419,6 +423,12 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 	var curG Gateways
 	var cur dataplane.NextHop
 	var held [2][6]byte // the unconfirmed MAC last logged as held, per family
+	// claims: per family, when the last claim warning was written and the
+	// claims seen since.
+	var claims [2]struct {
+		at time.Time
+		n  int
+	}
 	// good is the MAC the kernel last confirmed for each family's
 	// gateway: the reference an unconfirmed claim is held against while
 	// nothing is published (the entry failed and is being resolved
@@ -427,15 +437,26 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 		ip  netip.Addr
 		mac [6]byte
 	}
+	// lost is when each family's gateway entry went missing (absent, or
+	// INCOMPLETE: being resolved) while a MAC was published for it.
+	var lost [2]time.Time
 	first := true
 	// force: changed fired. The plane may have forgotten what was
 	// published (a static next_hop_mac set and removed by two reloads
 	// within one round: the resolver never saw Gateways() empty), so the
 	// next round's answer is published even if it is the last one.
 	force := false
+	// retry: a gateway was looked up and not found, and the kernel was
+	// poked to ask ARP/ND, which answers within milliseconds on a LAN:
+	// look again soon (doubling from pokeRetryMin up to Interval), not
+	// one Interval later. Until the MAC is published every packet toward
+	// the backends is dropped as no-next-hop, the checks through the
+	// tunnel of a freshly started instance included.
+	retry := time.Duration(0)
 	for {
 		g := gateways()
 		var nh dataplane.NextHop
+		unresolved := false
 		for i, x := range []struct {
 			ip      netip.Addr
 			mac     *[6]byte
@@ -447,7 +468,10 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 			if !x.ip.IsValid() {
 				continue
 			}
-			m, st, ok, bogus := lookup(r.Netns, r.Iface, x.ip)
+			m, st, ok, bogus, failed := lookup(r.Netns, r.Iface, x.ip)
+			if ok || bogus || failed || first || x.prevIP != x.ip || !x.prevHas {
+				lost[i] = time.Time{}
+			}
 			switch {
 			case !ok && bogus && !first && x.prevIP == x.ip && x.prevHas:
 				// Claimed at a MAC that can be no next hop (one
@@ -457,8 +481,23 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 				// gateway again, or fails it).
 				poke(r.Netns, r.Iface, x.ip)
 				m = x.prevMAC
+			case !ok && !bogus && !failed && !first && x.prevIP == x.ip && x.prevHas &&
+				(lost[i].IsZero() || time.Since(lost[i]) < reResolveHold):
+				// The entry is gone (the kernel's neighbour GC drops an
+				// unused entry over 5 s old whenever the table, shared by
+				// every namespace, is over gc_thresh2: what a flood of ARP
+				// from spoofed senders makes it) or being resolved again:
+				// no sign that the gateway left. The last MAC stays
+				// while the kernel resolves it; a FAILED entry (no
+				// answer) ends the hold, and so does reResolveHold.
+				if lost[i].IsZero() {
+					lost[i] = time.Now()
+				}
+				poke(r.Netns, r.Iface, x.ip)
+				m = x.prevMAC
 			case !ok:
 				poke(r.Netns, r.Iface, x.ip)
+				unresolved = true
 				continue
 			case confirmed(st):
 				good[i].ip, good[i].mac = x.ip, m
@@ -472,8 +511,15 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 				}
 				if !first && x.prevIP == x.ip && known && ref != m {
 					if held[i] != m && r.Log != nil {
-						r.Log.Warn("gateway claimed at another MAC, not followed until the kernel confirms it",
-							"gateway", x.ip, "mac", macStr(ref, true), "claimed", macStr(m, true))
+						// At most one warning per claimLogEvery: a station
+						// claiming the address at two MACs in turn would
+						// otherwise write one a round for ever.
+						claims[i].n++
+						if now := time.Now(); claims[i].at.IsZero() || now.Sub(claims[i].at) >= claimLogEvery {
+							r.Log.Warn("gateway claimed at another MAC, not followed until the kernel confirms it",
+								"gateway", x.ip, "mac", macStr(ref, true), "claimed", macStr(m, true), "claims", claims[i].n)
+							claims[i].at, claims[i].n = now, 0
+						}
 					}
 					held[i] = m
 					if !x.prevHas {
@@ -493,15 +539,46 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 				curG, cur, first, force = g, nh, false, false
 			}
 		}
+		var soon <-chan time.Time
+		var tm *time.Timer
+		if unresolved {
+			retry = min(max(2*retry, pokeRetryMin), r.Interval)
+			if retry < r.Interval {
+				tm = time.NewTimer(retry)
+				soon = tm.C
+			}
+		} else {
+			retry = 0
+		}
 		select {
 		case <-ctx.Done():
-			return
 		case <-t.C:
+		case <-soon:
 		case <-changed:
 			force = true
 		}
+		if tm != nil {
+			tm.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
 	}
 }
+
+// pokeRetryMin is the first wait before the resolver looks again for a
+// gateway it has just asked the kernel to resolve.
+const pokeRetryMin = 10 * time.Millisecond
+
+// reResolveHold bounds how long the resolver keeps publishing a gateway's
+// last MAC while its kernel entry is missing or INCOMPLETE: the kernel's
+// own resolution (mcast_solicit 3 x retrans_time 1 s) ends in FAILED
+// sooner.
+const reResolveHold = 5 * time.Second
+
+// claimLogEvery is the least time between two warnings of claims at
+// another MAC for one family's gateway.
+const claimLogEvery = time.Minute
 
 func macStr(m [6]byte, ok bool) string {
 	if !ok {
