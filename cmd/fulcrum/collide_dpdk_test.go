@@ -26,19 +26,7 @@ func TestRunBGPPortTakenBeforeEAL(t *testing.T) {
 	}
 	defer other.Close()
 	port := other.Addr().(*net.TCPAddr).Port
-	bgpSection := fmt.Sprintf(`
-[bgp]
-asn = 64512
-router_id = "192.0.2.10"
-next_hop_v6 = "2001:db8:100::10"
-listen_port = %d
-listen_addresses = ["127.0.0.1"]
-
-  [[bgp.neighbor]]
-  address = "127.0.0.1"
-  peer_asn = 64512
-  passive = true
-`, port)
+	bgpSection := passiveBGP(port, "127.0.0.1", "127.0.0.1")
 	cfg, runDir := lifecycleConfig(t, dir, "../../examples/in.pcap", bgpSection)
 	d := startDaemon(t, bin, dir, runDir, nil, "run", "-c", cfg, "--stats-interval", "0")
 	if code := d.wait(30 * time.Second); code != 1 {
@@ -73,4 +61,22 @@ func TestRunWatchdog(t *testing.T) {
 	if code := d.wait(15 * time.Second); code != 0 {
 		t.Fatalf("exit code %d, want 0\n%s", code, d.out.String())
 	}
+}
+
+// passiveBGP is a [bgp] section with one passive neighbour, listening on
+// port at the addresses listen (a TOML list's items).
+func passiveBGP(port int, listen, neighbor string) string {
+	return fmt.Sprintf(`
+[bgp]
+asn = 64512
+router_id = "192.0.2.10"
+next_hop_v6 = "2001:db8:100::10"
+listen_port = %d
+listen_addresses = [%q]
+
+  [[bgp.neighbor]]
+  address = %q
+  peer_asn = 64512
+  passive = true
+`, port, listen, neighbor)
 }

@@ -46,19 +46,7 @@ func TestRunBGPListensOnLBAddress(t *testing.T) {
 	if !strings.Contains(string(b), `lb_ipv4 = "192.0.2.10"`) {
 		t.Fatal("examples/pcap.toml's lb_ipv4 is not 192.0.2.10")
 	}
-	bgpSection := fmt.Sprintf(`
-[bgp]
-asn = 64512
-router_id = "192.0.2.10"
-next_hop_v6 = "2001:db8:100::10"
-listen_port = %d
-listen_addresses = ["192.0.2.10"]
-
-  [[bgp.neighbor]]
-  address = "192.0.2.1"
-  peer_asn = 64512
-  passive = true
-`, port)
+	bgpSection := passiveBGP(port, "192.0.2.10", "192.0.2.1")
 	if err := os.WriteFile(cfg, append(b, bgpSection...), 0o644); err != nil {
 		t.Fatal(err)
 	}

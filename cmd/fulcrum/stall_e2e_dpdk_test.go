@@ -110,7 +110,7 @@ type stallDaemon struct {
 
 // startStallDaemon starts `fulcrum run` with two workers, each on its own
 // FIFO-fed rx queue, and the [control] lines extra.
-func startStallDaemon(t *testing.T, bin, control, dataplane string) *stallDaemon {
+func startStallDaemon(t *testing.T, bin, control string) *stallDaemon {
 	t.Helper()
 	dir := t.TempDir()
 	frames := readPcap(t, "../../examples/in.pcap")
@@ -136,17 +136,11 @@ func startStallDaemon(t *testing.T, bin, control, dataplane string) *stallDaemon
 		{old, prefix},
 		{"tx_pcap=" + filepath.Join(dir, "out.pcap"), "tx_pcap=" + s.out[0] + ",tx_pcap=" + s.out[1]},
 		{"worker_lcores = [1]", "worker_lcores = [1, 2]\nlcore_map = \"0@0,1@1,2@1\""},
-		{"[dataplane]\n", "[dataplane]\n" + dataplane + "\n"},
 	} {
 		if !strings.Contains(txt, r[0]) {
 			t.Fatalf("config has no %q", r[0])
 		}
 		txt = strings.Replace(txt, r[0], r[1], 1)
-	}
-	// idle_backoff appears in pcap.toml; a dataplane override of it
-	// must not be defined twice.
-	if strings.Contains(dataplane, "idle_backoff") {
-		txt = strings.Replace(txt, "idle_backoff = true", "", 1)
 	}
 	if err := os.WriteFile(cfg, []byte(txt), 0o644); err != nil {
 		t.Fatal(err)
@@ -225,7 +219,7 @@ func TestStallE2EStuckWorkers(t *testing.T) {
 	needDPDKRoot(t)
 	bin := buildFulcrum(t)
 	t.Setenv("GOGC", "off")
-	s := startStallDaemon(t, bin, `stall_timeout = "3s"`, "")
+	s := startStallDaemon(t, bin, `stall_timeout = "3s"`)
 	s.feed[0].on.Store(false)
 	s.feed[1].on.Store(false)
 	pollUntil(t, 30*time.Second, "both workers stalled", func() (bool, string) {
