@@ -173,11 +173,14 @@ func growLen(s []PacketBytes, n int) []PacketBytes {
 // not allocate (the reader allocates, on its own goroutine, and only when
 // a snapshot grew).
 func (c *Counters) reserve(nVIPs, nBackends int) {
+	// The contents are kept: a worker that does not answer leaves dst as
+	// the last reading, which the metrics show again (no counter of a
+	// stale worker may go back, also after a reload that grew the ids).
 	if cap(c.VIPs) < nVIPs {
-		c.VIPs = make([]PacketBytes, 0, nVIPs)
+		c.VIPs = append(make([]PacketBytes, 0, nVIPs), c.VIPs...)
 	}
 	if cap(c.Backends) < nBackends {
-		c.Backends = make([]PacketBytes, 0, nBackends)
+		c.Backends = append(make([]PacketBytes, 0, nBackends), c.Backends...)
 	}
 }
 

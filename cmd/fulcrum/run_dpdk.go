@@ -502,7 +502,7 @@ func logStats(log *slog.Logger, eng *dataplane.Engine, sr *statsReader, msg stri
 	for i := range cs {
 		c := &cs[i]
 		log.Info(msg, "worker", i, "rx", c.RxPackets, "tx", c.TxPackets, "forwarded", c.Encap[encap.Forward],
-			"icmp_replies", c.Encap[encap.ICMPReply], "punted", c.Punted, "from_kernel", c.FromKernel, "dropped", c.Dropped(),
+			"icmp_replies", c.Encap[encap.ICMPReply], "echo_replies", c.EchoReplies, "punted", c.Punted, "from_kernel", c.FromKernel, "dropped", c.Dropped(),
 			"ct_hits", c.CTHits, "ct_misses", c.CTMisses, "flows", c.Flows, "moved", c.Moved, "tx_full", c.TxFull,
 			"drops_by_reason", dataplane.DropSummary(c), "quic", dataplane.QUICSummary(c))
 	}

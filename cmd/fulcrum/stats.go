@@ -131,6 +131,7 @@ func appendCounterFields(b []byte, c *dataplane.Counters, newFlows uint64) []byt
 	b = field(b, "tx_bytes", c.TxBytes, true)
 	b = field(b, "forwarded", c.Encap[encap.Forward], true)
 	b = field(b, "icmp_replies", c.Encap[encap.ICMPReply], true)
+	b = field(b, "echo_replies", c.EchoReplies, true)
 	b = field(b, "punted", c.Punted, true)
 	b = field(b, "from_kernel", c.FromKernel, true)
 	b = field(b, "dropped", c.Dropped(), true)

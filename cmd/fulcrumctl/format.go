@@ -130,7 +130,10 @@ func printStatus(w io.Writer, s *api.Status) {
 		for _, n := range wk.Conntrack.Evictions {
 			evicted += n
 		}
-		row(tw, name, wk.RxPackets, wk.TxPackets, wk.Forwarded, wk.ICMPReplies, wk.Punted, wk.Dropped, wk.TxFull,
+		// ICMP-REPLIES is every reply the LB sent itself, too-big and
+		// echo, as fulcrum_worker_icmp_replies_total summed over its
+		// types: RX = FORWARDED + ICMP-REPLIES + PUNTED + DROPPED.
+		row(tw, name, wk.RxPackets, wk.TxPackets, wk.Forwarded, wk.ICMPReplies+wk.EchoReplies, wk.Punted, wk.Dropped, wk.TxFull,
 			wk.Conntrack.Flows, wk.Conntrack.Hits, wk.Conntrack.Misses, evicted, wk.Conntrack.InsertFailed)
 	}
 	tw.Flush()
