@@ -27,3 +27,7 @@ func SetMetricsWait(t interface{ Cleanup(func()) }, d time.Duration) {
 	metricsWait = d
 	t.Cleanup(func() { metricsWait = old })
 }
+
+// SetAfterResolve makes fn run between a backend action's look-up of its
+// VIP and backend and the action.
+func (s *Server) SetAfterResolve(fn func()) { s.afterResolve = fn }

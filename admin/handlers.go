@@ -566,31 +566,42 @@ func (s *Server) postAction(r *http.Request) (any, error) {
 	default:
 		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no backend action %q (drain, undrain, weight, flush)", action)}
 	}
-	vip, backend, err := s.resolveBackend(r.PathValue("vip"), r.PathValue("backend"))
+	w := 0
+	if action == api.ActionWeight {
+		var err error
+		if w, err = weightOf(r); err != nil {
+			return nil, err
+		}
+	}
+	// The VIP and backend named by address (or "address:port") are the
+	// ones acted on: no reload between the look-up and the action.
+	var vip, backend string
+	var flushed uint64
+	err := s.plane.HoldReloads(func() error {
+		var err error
+		if vip, backend, err = s.resolveBackend(r.PathValue("vip"), r.PathValue("backend")); err != nil {
+			return err
+		}
+		if s.afterResolve != nil {
+			s.afterResolve()
+		}
+		switch action {
+		case api.ActionFlush:
+			flushed, err = s.plane.Flush(vip, backend)
+		case api.ActionDrain:
+			err = s.plane.Drain(vip, backend)
+		case api.ActionUndrain:
+			err = s.plane.Undrain(vip, backend)
+		case api.ActionWeight:
+			err = s.plane.SetWeight(vip, backend, w)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	if action == api.ActionFlush {
-		n, err := s.plane.Flush(vip, backend)
-		if err != nil {
-			return nil, err
-		}
-		return api.Flush{VIP: vip, Backend: backend, Flushed: n}, nil
-	}
-	switch action {
-	case api.ActionDrain:
-		err = s.plane.Drain(vip, backend)
-	case api.ActionUndrain:
-		err = s.plane.Undrain(vip, backend)
-	case api.ActionWeight:
-		var w int
-		if w, err = weightOf(r); err != nil {
-			return nil, err
-		}
-		err = s.plane.SetWeight(vip, backend, w)
-	}
-	if err != nil {
-		return nil, err
+		return api.Flush{VIP: vip, Backend: backend, Flushed: flushed}, nil
 	}
 	return s.backendNow(vip, backend)
 }

@@ -129,6 +129,8 @@ var ErrDisabled = errors.New("admin API is off")
 
 // Server is the admin API of one control plane.
 type Server struct {
+	afterResolve func() // tests: runs between an action's look-up and the action
+
 	plane      *control.Plane
 	cfg        config.Admin
 	reloadPath string

@@ -196,6 +196,17 @@ func (p *Plane) Config() *config.Config {
 	return p.cfg
 }
 
+// HoldReloads runs fn with reloads held off: the configuration in force
+// when fn starts (Config) stays in force until it returns, so a backend
+// fn found by its address in it is the one fn acts on (a reload that
+// swapped two backends' addresses between fn's look-up and its drain
+// drained the other). A reload waits meanwhile; fn must not reload.
+func (p *Plane) HoldReloads(fn func() error) error {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	return fn()
+}
+
 // Kick asks for a rebuild; rebuilds asked for in a burst are coalesced.
 func (p *Plane) Kick() {
 	select {
