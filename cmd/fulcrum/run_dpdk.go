@@ -389,6 +389,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) (code int) {
 		workers[i] = w
 	}
 	sr := newStatsReader(workers)
+	defer sr.stop()
 	// finalStats logs the counters at exit, and writes them as a last
 	// --stats-json line too.
 	finalStats := func() {

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/dataplane"
@@ -23,6 +24,8 @@ type statsReader struct {
 	bufs    []dataplane.Counters
 	line    []byte // the last --stats-json line
 	flows   []newFlowCount
+	asks    []chan struct{} // asks[i-1] makes worker i's helper goroutine read it (worker 0: read's own goroutine)
+	asked   sync.WaitGroup  // the helpers' readings in flight
 }
 
 // newFlowCount keeps one worker's new_flows cumulative. The worker counts
@@ -52,15 +55,43 @@ func (f *newFlowCount) update(vips []dataplane.PacketBytes) uint64 {
 }
 
 func newStatsReader(workers []snapshotter) *statsReader {
-	return &statsReader{workers: workers, bufs: make([]dataplane.Counters, len(workers)), flows: make([]newFlowCount, len(workers))}
+	r := &statsReader{workers: workers, bufs: make([]dataplane.Counters, len(workers)), flows: make([]newFlowCount, len(workers))}
+	// One goroutine per further worker, for the reader's life: a
+	// goroutine started per reading allocates (its first sleep's timer).
+	for i := 1; i < len(workers); i++ {
+		ask := make(chan struct{}, 1)
+		r.asks = append(r.asks, ask)
+		go func() {
+			for range ask {
+				workers[i].Snapshot(&r.bufs[i], time.Second)
+				r.asked.Done()
+			}
+		}()
+	}
+	return r
+}
+
+// stop ends the reader's goroutines.
+func (r *statsReader) stop() {
+	for _, ask := range r.asks {
+		close(ask)
+	}
 }
 
 // read snapshots every worker; a worker that does not answer within a
-// second (stopped or stuck) keeps its last reading.
+// second (stopped or stuck) keeps its last reading. The workers are asked
+// at once: one after the other, k stuck workers held the main loop (and
+// the signals it serves) k seconds at every interval. Snapshot takes
+// turns with the admin API's readers.
 func (r *statsReader) read() []dataplane.Counters {
-	for i, w := range r.workers {
-		w.Snapshot(&r.bufs[i], time.Second) // takes turns with the admin API's readers
+	r.asked.Add(len(r.asks))
+	for _, ask := range r.asks {
+		ask <- struct{}{}
 	}
+	if len(r.workers) > 0 {
+		r.workers[0].Snapshot(&r.bufs[0], time.Second)
+	}
+	r.asked.Wait()
 	return r.bufs
 }
 
