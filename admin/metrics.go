@@ -51,15 +51,15 @@ type collector struct {
 
 	vipPackets, vipBytes, vipNewFlows, vipPanic *prometheus.Desc
 
-	bePackets, beBytes, beNewFlows, beActive    *prometheus.Desc
-	beHealthy, beWeight, beEffective, beDrained *prometheus.Desc
-	beOutlier, beEjections                      *prometheus.Desc
-	drops, workerRx, workerTx                   *prometheus.Desc
-	ctFlows, ctEvictions, ctInsertFailed        *prometheus.Desc
-	rebuilds, rebuildSeconds, generation        *prometheus.Desc
-	bgpEstablished, bgpAnnounced, bgpReceived   *prometheus.Desc
-	converging, convergingNewFlows              *prometheus.Desc
-	adminConns, adminRefused                    *prometheus.Desc
+	bePackets, beBytes, beNewFlows, beActive     *prometheus.Desc
+	beHealthy, beWeight, beEffective, beDrained  *prometheus.Desc
+	beOutlier, beEjections                       *prometheus.Desc
+	drops, workerRx, workerTx                    *prometheus.Desc
+	ctFlows, ctEvictions, ctInsertFailed         *prometheus.Desc
+	rebuilds, rebuildSeconds, generation         *prometheus.Desc
+	bgpEstablished, bgpAnnounced, bgpReceived    *prometheus.Desc
+	converging, convergingNewFlows, healthProbes *prometheus.Desc
+	adminConns, adminRefused                     *prometheus.Desc
 
 	// Per worker (lcore).
 	wRxBytes, wTxBytes, wTxFull, wMoved, wSYNKept, wSYNsByTable, wPunted, wFromKernel *prometheus.Desc
@@ -126,6 +126,7 @@ func newCollector(s *Server) *collector {
 
 		converging:         d("converging", "1 from start until every health check has given its first verdict (nothing is announced meanwhile)."),
 		convergingNewFlows: d("converging_new_flows_total", "New flows forwarded while converging (before the first announcement)."),
+		healthProbes:       d("health_probes", "Health checks run each round: backends of several VIPs at one address, checked the same way, share one."),
 
 		adminConns:   d("admin_connections", "Open admin API connections (at most admin.max_conns)."),
 		adminRefused: d("admin_connections_refused_total", "Admin API connections closed at accept because admin.max_conns were open."),
@@ -182,7 +183,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.bePackets, c.beBytes, c.beNewFlows, c.beActive, c.beHealthy, c.beWeight, c.beEffective, c.beDrained, c.beOutlier, c.beEjections,
 		c.drops, c.workerRx, c.workerTx, c.ctFlows, c.ctEvictions, c.ctInsertFailed,
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced, c.bgpReceived,
-		c.converging, c.convergingNewFlows,
+		c.converging, c.convergingNewFlows, c.healthProbes,
 		c.adminConns, c.adminRefused,
 		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wSYNKept, c.wSYNsByTable, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
 		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPuntLimited, c.wPolls, c.wBusy,
@@ -343,6 +344,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.bgpAnnounced, float64(len(st.Announced)))
 	gauge(c.converging, bool01(st.Converging))
+	gauge(c.healthProbes, float64(st.HealthProbes))
 	counter(c.convergingNewFlows, st.ConvergingNewFlows)
 	conns := c.s.Conns()
 	gauge(c.adminConns, float64(conns.Open))

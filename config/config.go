@@ -357,7 +357,7 @@ func puntWarnings(c *Config) []string {
 	if c.puntNeed <= punt.MaxRate {
 		return nil
 	}
-	return []string{fmt.Sprintf("dataplane.punt.health: the health checks' answers need %.0f packets a second (twice their packets at every checked backend's interval, and a whole round starting within jitter × interval), over the most a budget can be (%d): some are dropped and healthy backends may be called down; lengthen the checks' interval, raise their jitter, or check fewer backends (a backend shared by several VIPs is checked once per VIP)", c.puntNeed, punt.MaxRate)}
+	return []string{fmt.Sprintf("dataplane.punt.health: the health checks' answers need %.0f packets a second (twice their packets at every checked backend's interval, and a whole round starting within jitter × interval), over the most a budget can be (%d): some are dropped and healthy backends may be called down; lengthen the checks' interval, raise their jitter, or check fewer backends", c.puntNeed, punt.MaxRate)}
 }
 
 // publishedKeys are hash keys anyone can read: the one of the examples,

@@ -75,3 +75,36 @@ func TestPuntHealthSizedByChecks(t *testing.T) {
 		t.Errorf("3 backends: %v, health %d, want the default", err, c.Dataplane.Punt.Health)
 	}
 }
+
+// A server that is a backend of several VIPs, checked the same way by
+// each, gets one check a round (health.ShareKey): the budget counts it
+// once. Four VIPs over the same 500 servers need what one does; another
+// path is another check, and so doubles it.
+func TestPuntHealthCountsSharedChecksOnce(t *testing.T) {
+	build := func(paths ...string) (*config.Config, error) {
+		b := configtest.New().Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`)
+		for v, path := range paths {
+			b.VIP(fmt.Sprintf("v%d", v), fmt.Sprintf("203.0.113.%d", 7+v), 80).
+				Sub("[vip.health]", `kind = "http"`, `interval = "100ms"`, `timeout = "50ms"`, fmt.Sprintf("path = %q", path), fmt.Sprintf("rise = %d", 2+v))
+			for i := range 500 {
+				b.Backend(fmt.Sprintf("b%d", i), fmt.Sprintf("10.0.%d.%d", 1+i/250, 1+i%250))
+			}
+		}
+		return config.Parse([]byte(b.String()), "punt.toml")
+	}
+	need := 2 * 500 * health.AnswersPerCheck(health.KindHTTP) * 10
+	c, err := build("/", "/", "/", "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dataplane.Punt.Health != need {
+		t.Errorf("4 VIPs over the same 500 servers, one check each: health %d, want %d (one VIP's)", c.Dataplane.Punt.Health, need)
+	}
+	c, err = build("/", "/", "/ready", "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dataplane.Punt.Health != 2*need {
+		t.Errorf("two checks of the same 500 servers: health %d, want %d", c.Dataplane.Punt.Health, 2*need)
+	}
+}

@@ -204,9 +204,22 @@ func (ck *checker) checkPuntHealth(c *Config) {
 		return // refused at its key already
 	}
 	need, round, window := 0.0, 0.0, math.Inf(1)
+	shared := map[health.Target]bool{} // the checks that run once for several VIPs (health.ShareKey)
 	for _, v := range c.VIPs {
 		if h := v.Health; h.Kind != HealthNone && h.Interval > 0 {
-			answers := float64(len(v.Backends) * health.AnswersPerCheck(h.Kind))
+			checks := 0
+			for _, b := range v.Backends {
+				if h.Tunnelled() {
+					checks++ // from a source port of its own: never shared
+					continue
+				}
+				k := health.ShareKey(health.Target{Addr: netip.AddrPortFrom(b.Address.Addr, uint16(v.Port)), Config: h.Config})
+				if !shared[k] {
+					shared[k] = true
+					checks++
+				}
+			}
+			answers := float64(checks * health.AnswersPerCheck(h.Kind))
 			need += answers / h.Interval.Seconds()
 			// A configuration's first checks all start within
 			// jitter×interval (every round, with jitter 0): the
@@ -221,7 +234,7 @@ func (ck *checker) checkPuntHealth(c *Config) {
 	// Over the most a budget may be, the budget is that most, and the
 	// checks' answers beyond it are dropped: Load warns (puntWarnings).
 	// Not refused, since such a configuration ran before the warning was
-	// added (VIPs that share backends check each one per VIP).
+	// added.
 	c.puntNeed = want
 	n := min(int(want), punt.MaxRate)
 	switch {

@@ -92,6 +92,9 @@ type Status struct {
 	// up to one fold period (1 s) more.
 	Converging         bool
 	ConvergingNewFlows uint64
+	// HealthProbes is how many health checks run each round: one for the
+	// backends of every VIP that are checked the same way at one address.
+	HealthProbes int
 }
 
 // StatusBuf is the memory of a Status reading that a periodic reader (the
@@ -205,6 +208,9 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 		p.foldConverging(counters)
 	}
 	st.ConvergingNewFlows = p.convergingFlows
+	if p.checks != nil {
+		st.HealthProbes = p.checks.Probes()
+	}
 	if p.peers != nil {
 		st.BGP = p.peers()
 	}

@@ -175,29 +175,34 @@ func (c *Checker) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		start := time.Now()
-		rtt, err := c.check(ctx, cfg.Timeout)
+		rtt, err := probeOnce(ctx, c.prober, c.addr, cfg.Timeout)
 		if ctx.Err() != nil {
 			return
 		}
-		c.mu.Lock()
-		ev, changed := c.m.observe(time.Now(), rtt, err)
-		c.mu.Unlock()
-		if changed && c.notify != nil {
-			ev.Target, ev.Checker = c.target.Addr, c.id
-			c.notify(ev)
-		}
+		c.judge(time.Now(), rtt, err)
 		next := start.Add(jitterDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
 		t.Reset(max(0, time.Until(next)))
 	}
 }
 
-// check runs one probe under the timeout. Whatever a prober says when its
-// time ran out, the failure is a timeout: that is what the operator must
-// read, whichever layer noticed first.
-func (c *Checker) check(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+// judge takes one check's answer at now and tells notify of a change.
+func (c *Checker) judge(now time.Time, rtt time.Duration, err error) {
+	c.mu.Lock()
+	ev, changed := c.m.observe(now, rtt, err)
+	c.mu.Unlock()
+	if changed && c.notify != nil {
+		ev.Target, ev.Checker = c.target.Addr, c.id
+		c.notify(ev)
+	}
+}
+
+// probeOnce runs one probe of addr under the timeout. Whatever a prober
+// says when its time ran out, the failure is a timeout: that is what the
+// operator must read, whichever layer noticed first.
+func probeOnce(ctx context.Context, p Prober, addr netip.AddrPort, timeout time.Duration) (time.Duration, error) {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	rtt, err := c.prober.Probe(pctx, c.addr)
+	rtt, err := p.Probe(pctx, addr)
 	if err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded) {
 		return 0, timeoutError(timeout)
 	}

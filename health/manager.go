@@ -35,6 +35,7 @@ type Manager struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	checkers map[string]*running
+	shares   map[Target]*share // by ShareKey: the probes the checkers take their answers from
 	closed   bool
 	lastID   uint64 // the last Event.Checker given
 }
@@ -42,8 +43,7 @@ type Manager struct {
 type running struct {
 	target Target
 	c      *Checker
-	cancel context.CancelFunc
-	done   chan struct{}
+	share  *share
 }
 
 // NewManager returns a Manager with no targets.
@@ -55,6 +55,7 @@ func NewManager(opts ManagerOptions) *Manager {
 		ctx:       ctx,
 		cancel:    cancel,
 		checkers:  map[string]*running{},
+		shares:    map[Target]*share{},
 	}
 	if m.newProber == nil {
 		m.newProber = func(_ string, t Target) (Prober, error) { return NewTargetProber(t) }
@@ -145,16 +146,24 @@ func (m *Manager) SetRenamed(targets map[string]Target, from map[string]string) 
 		}
 	}
 	// Stop first, so a replaced checker's final state is what its
-	// successor inherits. Cancelling aborts a check in flight.
+	// successor inherits. Cancelling a share left without members aborts
+	// its check in flight.
+	var ended []*share
 	for _, r := range stops {
-		r.cancel()
+		if r.share.remove(r.c) {
+			r.share.cancel()
+			ended = append(ended, r.share)
+			delete(m.shares, r.share.key)
+		}
 	}
 	renamedAway := map[string]bool{}
 	for _, was := range from {
 		renamedAway[was] = true
 	}
+	for _, s := range ended {
+		<-s.done
+	}
 	for _, r := range stops {
-		<-r.done
 		if t, kept := targets[r.c.key]; !kept || r.target.Addr != t.Addr || renamedAway[r.c.key] || from[r.c.key] != "" {
 			m.events.drop(r.c.key) // nobody wants a gone backend's pending change, nor a renamed one's under its old key
 		}
@@ -168,14 +177,27 @@ func (m *Manager) SetRenamed(targets map[string]Target, from map[string]string) 
 	return nil
 }
 
+// start makes c take the answers of the checks of its ShareKey, started
+// for it if none run yet.
 func (m *Manager) start(c *Checker) *running {
-	ctx, cancel := context.WithCancel(m.ctx)
-	r := &running{target: c.target, c: c, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		c.Run(ctx)
-	}()
-	return r
+	k := ShareKey(c.target)
+	s := m.shares[k]
+	if s == nil {
+		s = newShare(m.ctx, k, c)
+		m.shares[k] = s
+	} else {
+		s.add(c)
+	}
+	return &running{target: c.target, c: c, share: s}
+}
+
+// Probes is how many checks run a round: one for each set of checkers
+// that ask the same thing of the same address (fewer than the checked
+// backends when VIPs share backends).
+func (m *Manager) Probes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.shares)
 }
 
 func sortedKeys(m map[string]Target) []string { return slices.Sorted(maps.Keys(m)) }
@@ -232,10 +254,11 @@ func (m *Manager) Close() {
 	}
 	m.closed = true
 	m.cancel()
-	for k, r := range m.checkers {
-		<-r.done
-		delete(m.checkers, k)
+	for k, s := range m.shares {
+		<-s.done
+		delete(m.shares, k)
 	}
+	clear(m.checkers)
 	m.events.close()
 }
 

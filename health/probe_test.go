@@ -69,7 +69,7 @@ func checkOnce(t *testing.T, cfg Config, addr netip.AddrPort) (error, time.Durat
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = c.check(context.Background(), cfg.Timeout)
+	_, err = probeOnce(context.Background(), c.prober, c.addr, cfg.Timeout)
 	return err, time.Since(start)
 }
 

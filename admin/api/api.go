@@ -161,6 +161,9 @@ type Status struct {
 	// while converging (traffic the router sent over an old route).
 	Converging         bool   `json:"converging"`
 	ConvergingNewFlows uint64 `json:"converging_new_flows"`
+	// HealthProbes is how many health checks run each round: backends of
+	// several VIPs at one address, checked the same way, share one.
+	HealthProbes int `json:"health_probes"`
 }
 
 // BGPPeer is one BGP session.
