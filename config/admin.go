@@ -176,14 +176,15 @@ func (a *Admin) checkAdminTLS() error {
 			return errAt(f.key, relativeFile, f.path)
 		}
 	}
-	certPEM, err := readTLSFile(a.TLSCert)
+	certPEM, _, err := readTLSFile(a.TLSCert)
 	if err != nil {
 		return errAt("admin.tls_cert", "%v", err)
 	}
-	keyPEM, err := readTLSFile(a.TLSKey)
+	keyPEM, keyPerm, err := readTLSFile(a.TLSKey)
 	if err != nil {
 		return errAt("admin.tls_key", "%v", err)
 	}
+	a.keyPerm = keyPerm
 	// The certificate on its own first, so that its problems name
 	// tls_cert; whatever X509KeyPair refuses after that is the key's.
 	if err := checkCertPEM(certPEM); err != nil {
@@ -207,11 +208,17 @@ func (a *Admin) Certificate() *tls.Certificate { return a.cert }
 // Like the configuration, it must be a regular file (a FIFO is refused,
 // never waited on: a reload reads it on the daemon's main loop) of at
 // most MaxFileSize bytes.
-func readTLSFile(path string) ([]byte, error) {
+// It returns the file's permission bits too (the key's are warned of by
+// Load when every user can read them).
+func readTLSFile(path string) ([]byte, fs.FileMode, error) {
 	f, err := openRegular(path)
 	var b []byte
+	var perm fs.FileMode
 	if err == nil {
 		defer f.Close()
+		if fi, serr := f.Stat(); serr == nil {
+			perm = fi.Mode().Perm()
+		}
 		b, err = io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	}
 	if err != nil {
@@ -219,12 +226,12 @@ func readTLSFile(path string) ([]byte, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, fmt.Errorf("%s: %w", showPath(path), err)
+		return nil, 0, fmt.Errorf("%s: %w", showPath(path), err)
 	}
 	if len(b) > MaxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d MiB", showPath(path), MaxFileSize>>20)
+		return nil, 0, fmt.Errorf("%s: larger than %d MiB", showPath(path), MaxFileSize>>20)
 	}
-	return b, nil
+	return b, perm, nil
 }
 
 // checkCertPEM checks what tls.X509KeyPair takes from the certificate

@@ -178,8 +178,9 @@ type Admin struct {
 	// cannot exhaust the process's file descriptors.
 	MaxConns int `toml:"max_conns"`
 
-	secret string           // the token read from TokenFile; see Secret
-	cert   *tls.Certificate // the pair TLSCert and TLSKey hold, as Load read it; see Certificate
+	secret  string           // the token read from TokenFile; see Secret
+	cert    *tls.Certificate // the pair TLSCert and TLSKey hold, as Load read it; see Certificate
+	keyPerm fs.FileMode      // TLSKey's permission bits, as Load read it (secretWarnings)
 }
 
 // VIP is one virtual service: an address, a port (0: every port) and a
@@ -384,10 +385,15 @@ func keyWarnings(c *Config) []string {
 // inline secret is not, since refusing it would stop a fleet on upgrade,
 // but it guards nothing either, and the operator is told.
 func secretWarnings(c *Config, perm fs.FileMode) []string {
-	if perm&0o004 == 0 {
-		return nil
-	}
 	var w []string
+	if c.Admin.cert != nil && c.Admin.keyPerm&0o004 != 0 {
+		// Not refused, as an inline token is not: a fleet upgraded into
+		// a refusal would stop.
+		w = append(w, fmt.Sprintf("admin.tls_key %s is a private key every user can read (mode %04o): anyone on the host can impersonate the admin API to fulcrumctl; chmod o-r it", showPath(c.Admin.TLSKey), c.Admin.keyPerm))
+	}
+	if perm&0o004 == 0 {
+		return w
+	}
 	say := func(key, instead string) {
 		w = append(w, fmt.Sprintf("%s is written in %s, which every user can read (mode %04o): chmod o-r the file%s", key, showPath(c.File), perm, instead))
 	}
@@ -443,6 +449,11 @@ func Parse(data []byte, name string) (*Config, error) {
 	// is no content either.
 	if len(strings.TrimSpace(stripComments(strings.TrimPrefix(string(data), "\ufeff")))) == 0 {
 		return nil, Errors{{File: name, Line: 1, Msg: "empty file: a configuration needs at least [dataplane] and one [[vip]]"}}
+	}
+	// Before the decoder: what nests thousands deep costs it (and the
+	// locator) gigabytes and minutes, and is refused at once.
+	if p := checkShape(data, name); p != nil {
+		return nil, Errors{p}
 	}
 	var c Config
 	md, err := toml.Decode(string(data), &c)

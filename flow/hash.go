@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 )
 
 // Key is the 128-bit cluster hash key. Every instance of a fleet must use the
@@ -16,11 +18,18 @@ type Key [16]byte
 // ParseKey reads a key written as 32 hexadecimal digits.
 func ParseKey(s string) (Key, error) {
 	var k Key
+	// The errors never quote s: a key mistyped by a character is still
+	// nearly all of the fleet's secret, and they reach logs and the
+	// journal.
 	if len(s) != 32 {
-		return k, fmt.Errorf("cluster hash key %q: want 32 hex digits (128 bits), have %d characters", s, len(s))
+		return k, fmt.Errorf("cluster hash key: want 32 hex digits (128 bits), have %d characters", len(s))
 	}
 	if _, err := hex.Decode(k[:], []byte(s)); err != nil {
-		return k, fmt.Errorf("cluster hash key %q: %w", s, err)
+		var ib hex.InvalidByteError
+		if errors.As(err, &ib) {
+			return Key{}, fmt.Errorf("cluster hash key: character %d is not a hex digit", strings.IndexByte(s, byte(ib))+1)
+		}
+		return Key{}, errors.New("cluster hash key: want 32 hex digits (128 bits)")
 	}
 	return k, nil
 }
