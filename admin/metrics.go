@@ -93,12 +93,12 @@ func newCollector(s *Server) *collector {
 	return &collector{
 		s:           s,
 		vipPackets:  d("vip_packets_total", "Packets forwarded for a VIP.", "vip"),
-		vipBytes:    d("vip_bytes_total", "Bytes forwarded for a VIP.", "vip"),
+		vipBytes:    d("vip_bytes_total", "Bytes forwarded for a VIP: the frames as received, up to the end of the IP packet (Ethernet padding and trailing bytes left out), before encapsulation.", "vip"),
 		vipNewFlows: d("vip_new_flows_total", "New flows (conntrack misses) a VIP sent to a backend.", "vip"),
 		vipPanic:    d("vip_panic_mode", "1 while too few of a VIP's backends are healthy and all of them take new flows (fail open).", "vip"),
 
 		bePackets:   d("backend_packets_total", "Packets forwarded to a backend.", vb...),
-		beBytes:     d("backend_bytes_total", "Bytes forwarded to a backend.", vb...),
+		beBytes:     d("backend_bytes_total", "Bytes forwarded to a backend, counted as vip_bytes_total.", vb...),
 		beNewFlows:  d("backend_new_flows_total", "New flows pinned to a backend.", vb...),
 		beActive:    d("backend_active_flows", "Live conntrack entries pinned to a backend, over all workers.", vb...),
 		beHealthy:   d("backend_healthy", "1 unless the backend fails its health checks (unchecked backends, and checked ones without a verdict yet, count as healthy).", vb...),

@@ -418,7 +418,7 @@ func (w *Worker) fuse(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.Enca
 		}
 		c.SecondChance++
 	}
-	countForward(c, v, be, p.Len)
+	countForward(c, v, be, int(ps.L3Off)+int(ps.IPLen))
 	p.Off, p.Len = start, length
 	return true, encap.Forward
 }
@@ -463,7 +463,7 @@ func (w *Worker) fuseNew(p *Pkt, i int, svc *Services, nh *NextHop, enc *encap.E
 	if res != encap.Forward {
 		return true, res
 	}
-	countForward(c, v, be, p.Len)
+	countForward(c, v, be, int(ps.L3Off)+int(ps.IPLen))
 	p.Off, p.Len = start, length
 	return true, encap.Forward
 }

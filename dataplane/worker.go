@@ -362,7 +362,7 @@ func (w *Worker) process(pkts []Pkt, svc *Services, now conntrack.Time) {
 			if cht != nil && length-int(ps.IPLen) > header.EthernetMinimumSize+encap.Overhead(v.Encap, be.Target.OuterV6()) {
 				c.SecondChance++
 			}
-			countForward(c, v, be, p.Len)
+			countForward(c, v, be, int(ps.L3Off)+int(ps.IPLen))
 			if ps.Proto == packet.ProtoICMP || ps.Proto == packet.ProtoICMPv6 {
 				c.ICMPErrors++ // the only ICMP a VIP forwards (classify): routed, not merely parsed
 			}
@@ -579,12 +579,13 @@ func (w *Worker) selectBackend(svc *Services, v *VIP, i int, e *conntrack.Entry,
 						be = ch
 					}
 					w.ct.Keep(e, now)
-					// A new flow, but no handshake the passive checks
-					// can judge: the entry keeps its state, so its ACK
-					// never counts one completed, and counted as tried
-					// every kept SYN (a spoofer's, on one tuple, all on
-					// one backend) was a failure of the pinned backend.
-					w.countNew(c, v, be, false)
+					// No new flow (the entry, its pin and its state
+					// stay: SYNKept counts it), and no handshake the
+					// passive checks can judge: its ACK never counts one
+					// completed, so counted as tried every kept SYN (a
+					// spoofer's, on one tuple, all on one backend) was a
+					// failure of the pinned backend; counted as a new
+					// flow, a drained backend showed new flows.
 					c.SYNKept++
 					return be
 				}
