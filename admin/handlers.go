@@ -577,6 +577,7 @@ func (s *Server) postAction(r *http.Request) (any, error) {
 	// ones acted on: no reload between the look-up and the action.
 	var vip, backend string
 	var flushed uint64
+	var flush func() (uint64, error)
 	err := s.plane.HoldReloads(func() error {
 		var err error
 		if vip, backend, err = s.resolveBackend(r.PathValue("vip"), r.PathValue("backend")); err != nil {
@@ -587,7 +588,10 @@ func (s *Server) postAction(r *http.Request) (any, error) {
 		}
 		switch action {
 		case api.ActionFlush:
-			flushed, err = s.plane.Flush(vip, backend)
+			// Found under the hold, flushed outside it: the workers'
+			// operation may take connsOpTimeout each, and a reload
+			// (the daemon's main loop) must not wait for it.
+			flush, err = s.plane.FlushOf(vip, backend)
 		case api.ActionDrain:
 			err = s.plane.Drain(vip, backend)
 		case api.ActionUndrain:
@@ -597,6 +601,9 @@ func (s *Server) postAction(r *http.Request) (any, error) {
 		}
 		return err
 	})
+	if err == nil && flush != nil {
+		flushed, err = flush()
+	}
 	if err != nil {
 		return nil, err
 	}

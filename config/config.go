@@ -475,6 +475,13 @@ func Parse(data []byte, name string) (*Config, error) {
 			if path := newLocator(data).pathAt(p.Line, pe.LastKey); path != "" {
 				p.Key, p.Msg = path, path+": "+p.Msg
 			}
+			if strings.HasPrefix(pe.LastKey, "dataplane.hash_key") {
+				// The decoder's words quote the value (a key written
+				// as 0x...: "... is out of range for int64"): the
+				// fleet's secret, in the journal.
+				p.Key = "dataplane.hash_key"
+				p.Msg = p.Key + ": not a string of 32 hex digits (the TOML decoder refused it; its message is left out, as it would quote the key)"
+			}
 		} else if m := typeErrRE.FindStringSubmatch(err.Error()); m != nil {
 			p.Line, _ = strconv.Atoi(m[1])
 			p.Key, p.Msg = m[2], m[2]+": "+m[3]

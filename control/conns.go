@@ -124,34 +124,48 @@ func connOf(svc *dataplane.Services, e *dataplane.ConnEntry, worker int) Conn {
 // table again (counted as moved: dataplane.FlushOp). The backend keeps its
 // place in the table: drain it first to move its flows elsewhere.
 func (p *Plane) Flush(vip, backend string) (uint64, error) {
+	flush, err := p.FlushOf(vip, backend)
+	if err != nil {
+		return 0, err
+	}
+	return flush()
+}
+
+// FlushOf looks the backend up now and returns what flushes its
+// connections (Flush's work). The look-up is what a caller holds reloads
+// off for (HoldReloads); the flush waits for every worker (up to
+// connsOpTimeout each) and is called outside the hold: it acts on the
+// incarnation found, whatever a reload meanwhile makes of the names.
+func (p *Plane) FlushOf(vip, backend string) (func() (uint64, error), error) {
 	svc := p.shared.Services.Load()
 	v := findVIPByName(svc, vip)
 	if v == nil {
-		return 0, fmt.Errorf("vip %q: %w", vip, ErrNotFound)
+		return nil, fmt.Errorf("vip %q: %w", vip, ErrNotFound)
 	}
 	id, ok := findMember(svc, v, backend)
 	if !ok {
-		return 0, fmt.Errorf("vip %q backend %q: %w", vip, backend, ErrNotFound)
+		return nil, fmt.Errorf("vip %q backend %q: %w", vip, backend, ErrNotFound)
 	}
-	var n uint64
-	for i, w := range p.workers {
-		// This backend's own entries (its id may have served a removed
-		// backend, even of another VIP, whose entries are still there),
-		// and the VIP's flows whose second chance names it: the API
-		// counts those as its flows, and they reach it through their
-		// pin's agent.
-		sel := conntrack.ByIncarnation(id, svc.Backends[id].Gen, v.ID)
-		if v.SecondChance > 0 {
-			sel = sel.AndChances()
-		}
-		op := dataplane.FlushOp(sel)
-		if err := w.Run(op, connsOpTimeout); err != nil {
-			return n, fmt.Errorf("worker %d: %w", i, err)
-		}
-		n += op.Flushed
+	// This backend's own entries (its id may have served a removed
+	// backend, even of another VIP, whose entries are still there), and
+	// the VIP's flows whose second chance names it: the API counts those
+	// as its flows, and they reach it through their pin's agent.
+	sel := conntrack.ByIncarnation(id, svc.Backends[id].Gen, v.ID)
+	if v.SecondChance > 0 {
+		sel = sel.AndChances()
 	}
-	p.log.Info("backend connections flushed", "vip", vip, "backend", backend, "flows", n)
-	return n, nil
+	return func() (uint64, error) {
+		var n uint64
+		for i, w := range p.workers {
+			op := dataplane.FlushOp(sel)
+			if err := w.Run(op, connsOpTimeout); err != nil {
+				return n, fmt.Errorf("worker %d: %w", i, err)
+			}
+			n += op.Flushed
+		}
+		p.log.Info("backend connections flushed", "vip", vip, "backend", backend, "flows", n)
+		return n, nil
+	}, nil
 }
 
 func findVIPByName(svc *dataplane.Services, name string) *dataplane.VIP {

@@ -556,6 +556,7 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 		case <-soon:
 		case <-changed:
 			force = true
+			retry = 0 // other gateways: asked quickly again from the start
 		}
 		if tm != nil {
 			tm.Stop()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -165,24 +164,8 @@ func (c *Checker) Run(ctx context.Context) {
 		return
 	}
 	defer c.running.Store(false)
-	cfg := c.target.Config
-	t := time.NewTimer(firstDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		start := time.Now()
-		rtt, err := probeOnce(ctx, c.prober, c.addr, cfg.Timeout)
-		if ctx.Err() != nil {
-			return
-		}
-		c.judge(time.Now(), rtt, err)
-		next := start.Add(jitterDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
-		t.Reset(max(0, time.Until(next)))
-	}
+	s := &share{prober: c.prober, addr: c.addr, done: make(chan struct{}), members: []*Checker{c}, kick: make(chan struct{}, 1)}
+	s.run(ctx, c.target.Config)
 }
 
 // judge takes one check's answer at now and tells notify of a change.

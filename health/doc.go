@@ -72,8 +72,12 @@
 // # Reload
 //
 // Manager.Set takes the complete desired set of targets. A target whose
-// address and config are unchanged keeps its checker, its goroutine and its
-// state. A target whose config changed but whose address did not gets a new
+// address and config are unchanged keeps its checker and its state.
+// Checkers whose targets ask the same thing of the same address
+// (ShareKey: backends of several VIPs on one server) take their answers
+// from one run of checks, each judging them with its own rise, fall and
+// flap settings; a checker that joins one is checked within firstDelay,
+// as a checker of its own would be. A target whose config changed but whose address did not gets a new
 // checker that inherits the old state (counters, ejection, RTT), so that
 // editing a check parameter does not send a whole VIP back to Unknown; a
 // running ejection longer than a lowered flap_backoff_max is cut to end that

@@ -22,7 +22,9 @@ type ManagerOptions struct {
 	// DefaultEventBuffer.
 	EventBuffer int
 	// NewProber builds the prober of a target; nil means NewTargetProber
-	// (tests plug their own in here).
+	// (tests plug their own in here). Checkers that share a run of checks
+	// (ShareKey) probe with the prober of the first of them started,
+	// also after it leaves.
 	NewProber func(key string, t Target) (Prober, error)
 }
 

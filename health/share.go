@@ -22,6 +22,12 @@ type share struct {
 
 	mu      sync.Mutex // held while the members judge an answer
 	members []*Checker
+	// fresh is set by add and cleared when the members judge an answer:
+	// a member joined that has not been checked yet. kick wakes run to
+	// bring the next check forward, so that the newcomer is checked as a
+	// new checker would be (within firstDelay), not at the next round.
+	fresh bool
+	kick  chan struct{}
 }
 
 // ShareKey is what a check asks, where and how often: checkers with equal
@@ -32,26 +38,42 @@ func ShareKey(t Target) Target {
 	k := Target{Addr: t.ProbeAddr(), Config: t.Config, Tunnel: t.Tunnel}
 	c := &k.Config
 	c.Port, c.Rise, c.Fall, c.StartUp, c.FlapWindow, c.BackoffBase, c.BackoffMax = 0, 0, 0, false, 0, 0, 0
+	if kd := lookupKind(c.Kind); kd == nil || !kd.request {
+		c.Path, c.Host, c.ExpectStatus = "", "", "" // a tcp check sends no request
+	}
 	return k
 }
 
 // newShare starts the checks of c's target, with c's prober, for c alone.
 func newShare(parent context.Context, key Target, c *Checker) *share {
 	ctx, cancel := context.WithCancel(parent)
-	s := &share{key: key, prober: c.prober, addr: c.addr, cancel: cancel, done: make(chan struct{}), members: []*Checker{c}}
+	s := &share{key: key, prober: c.prober, addr: c.addr, cancel: cancel, done: make(chan struct{}), members: []*Checker{c}, kick: make(chan struct{}, 1)}
 	go s.run(ctx, c.target.Config)
 	return s
 }
 
-// run is Checker.Run for every member at once.
+// run checks the share's target until ctx ends, every member judging
+// each answer (Checker.Run is a share of one).
 func (s *share) run(ctx context.Context, cfg Config) {
 	defer close(s.done)
-	t := time.NewTimer(firstDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
+	next := time.Now().Add(firstDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
+	t := time.NewTimer(time.Until(next))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.kick:
+			s.mu.Lock()
+			fresh := s.fresh
+			s.mu.Unlock()
+			// A member joined since the last answer: its first check
+			// comes within firstDelay, as a checker of its own's would.
+			if at := time.Now().Add(firstDelay(cfg.Interval, cfg.Jitter, rand.Float64())); fresh && at.Before(next) {
+				next = at
+				t.Reset(max(0, time.Until(next)))
+			}
+			continue
 		case <-t.C:
 		}
 		start := time.Now()
@@ -64,8 +86,9 @@ func (s *share) run(ctx context.Context, cfg Config) {
 		for _, c := range s.members {
 			c.judge(now, rtt, err)
 		}
+		s.fresh = false
 		s.mu.Unlock()
-		next := start.Add(jitterDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
+		next = start.Add(jitterDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
 		t.Reset(max(0, time.Until(next)))
 	}
 }
@@ -74,7 +97,15 @@ func (s *share) run(ctx context.Context, cfg Config) {
 func (s *share) add(c *Checker) {
 	s.mu.Lock()
 	s.members = append(s.members, c)
+	fresh := c.Status().Checks == 0 // not an inheritor: it has no state yet
+	s.fresh = s.fresh || fresh
 	s.mu.Unlock()
+	if fresh {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // remove takes c out; once it returns, c judges nothing more (its state

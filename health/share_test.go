@@ -111,3 +111,20 @@ func TestManagerSharesEqualChecks(t *testing.T) {
 		t.Errorf("other/be1's check ran %d times after its only backend left", calls["other/be1"]-ended)
 	}
 }
+
+// A tcp check sends no request: its path, host and expect (left over from
+// an http check, or inherited from [health]) do not make it another
+// check. An http check's do.
+func TestShareKeyIgnoresRequestOfTCP(t *testing.T) {
+	addr := netip.MustParseAddrPort("192.0.2.1:80")
+	for _, kind := range []string{KindTCP, KindHTTP} {
+		a, b := DefaultConfig(), DefaultConfig()
+		a.Kind, b.Kind = kind, kind
+		a.Path, b.Path = "/", "/ready"
+		a.Host, b.Host = "a.example", "b.example"
+		same := ShareKey(Target{Addr: addr, Config: a}) == ShareKey(Target{Addr: addr, Config: b})
+		if same != (kind == KindTCP) {
+			t.Errorf("%s checks differing only in path and host: shared %v, want %v", kind, same, kind == KindTCP)
+		}
+	}
+}

@@ -50,6 +50,7 @@ func TestStatsReaderAsksWorkersAtOnce(t *testing.T) {
 		ws[i] = gs[i]
 	}
 	r := newStatsReader(ws)
+	t.Cleanup(r.stop)
 	cs := r.read()
 	for i := range cs {
 		if cs[i].RxPackets != 1 {
@@ -70,6 +71,7 @@ func (answerSnap) Snapshot(dst *dataplane.Counters, _ time.Duration) bool {
 // quiet steady state: the reading runs every stats interval).
 func TestStatsReaderReadAllocatesNothing(t *testing.T) {
 	r := newStatsReader([]snapshotter{answerSnap{}, answerSnap{}, answerSnap{}})
+	t.Cleanup(r.stop)
 	r.read()
 	if a := testing.AllocsPerRun(200, func() { r.read() }); a != 0 {
 		t.Fatalf("read: %.1f allocations a reading, want 0", a)

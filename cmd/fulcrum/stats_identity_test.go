@@ -24,20 +24,7 @@ import (
 // rx = forwarded + icmp-reply + echo replies + punted + drops: a ping to
 // a VIP answered by the LB is in rx and must be in some field.
 func TestStatsJSONAccountsEveryPacket(t *testing.T) {
-	cfg, err := config.Parse([]byte(statsConfig), "stats.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := flow.ParseKey(cfg.Dataplane.HashKey)
-	mac := [6]byte{2, 0, 0, 0, 0, 1}
-	shared := &dataplane.Shared{}
-	w, err := dataplane.NewWorker(0, shared, cfg.Conntrack, key, mac)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := control.New(cfg, shared, []*dataplane.Worker{w}, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		t.Fatal(err)
-	}
+	w, _, mac := statsWorker(t)
 	w.SetExceptionPath(true)
 	var frames [][]byte
 	for i := 0; i < 5; i++ {
@@ -84,4 +71,26 @@ func TestStatsJSONAccountsEveryPacket(t *testing.T) {
 	if rx != 10 || sum != rx {
 		t.Errorf("--stats-json: rx %d, outcomes add up to %d (5 SYNs forwarded, 5 pings answered): %s", rx, sum, out.String())
 	}
+}
+
+// statsWorker is one worker of statsConfig under a control plane (its
+// snapshot published), and the port's MAC.
+func statsWorker(t *testing.T) (*dataplane.Worker, *control.Plane, [6]byte) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(statsConfig), "stats.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := flow.ParseKey(cfg.Dataplane.HashKey)
+	mac := [6]byte{2, 0, 0, 0, 0, 1}
+	shared := &dataplane.Shared{}
+	w, err := dataplane.NewWorker(0, shared, cfg.Conntrack, key, mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane, err := control.New(cfg, shared, []*dataplane.Worker{w}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, plane, mac
 }

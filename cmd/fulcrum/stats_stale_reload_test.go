@@ -2,17 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/conntrack"
-	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
-	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 // TestStatsNewFlowsStaleWorkerAcrossReload: --stats-json's new_flows
@@ -21,21 +17,7 @@ import (
 // the VIP and backend ids must not make its VIPs' counts look retired
 // and then count them again once it answers.
 func TestStatsNewFlowsStaleWorkerAcrossReload(t *testing.T) {
-	cfg, err := config.Parse([]byte(statsConfig), "stats.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := flow.ParseKey(cfg.Dataplane.HashKey)
-	mac := [6]byte{2, 0, 0, 0, 0, 1}
-	shared := &dataplane.Shared{}
-	w, err := dataplane.NewWorker(0, shared, cfg.Conntrack, key, mac)
-	if err != nil {
-		t.Fatal(err)
-	}
-	plane, err := control.New(cfg, shared, []*dataplane.Worker{w}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, plane, mac := statsWorker(t)
 	const n = 7
 	pkts := make([]dataplane.Pkt, n)
 	for i := range pkts {

@@ -42,6 +42,7 @@ func TestStatsJSON(t *testing.T) {
 		VIPs: []dataplane.PacketBytes{{NewFlows: 4}}}}
 	b.c.Conntrack.Inserts, b.c.Conntrack.InsertFailed = 3, 1
 	sr := newStatsReader([]snapshotter{a, b})
+	defer sr.stop()
 	var out strings.Builder
 	if err := sr.writeJSON(&out, time.UnixMilli(1700000000123)); err != nil {
 		t.Fatal(err)
@@ -165,6 +166,7 @@ func TestStatsPathAllocatesNothing(t *testing.T) {
 		snaps[i] = w
 	}
 	sr := newStatsReader(snaps)
+	defer sr.stop()
 	cycle := func() {
 		if err := sr.writeJSON(io.Discard, time.Now()); err != nil {
 			t.Fatal(err)
