@@ -97,7 +97,7 @@ func (s *share) run(ctx context.Context, cfg Config) {
 func (s *share) add(c *Checker) {
 	s.mu.Lock()
 	s.members = append(s.members, c)
-	fresh := c.Status().Checks == 0 // not an inheritor: it has no state yet
+	fresh := c.unasked() // new, or an inheritor whose check changed: not asked this question yet
 	s.fresh = s.fresh || fresh
 	s.mu.Unlock()
 	if fresh {
@@ -121,4 +121,13 @@ func (s *share) remove(c *Checker) bool {
 		}
 	}
 	return len(s.members) == 0
+}
+
+// unasked reports whether c has had no answer to its own check yet: a new
+// checker, or one that inherited the state of a check that asked
+// something else (another port, path or host).
+func (c *Checker) unasked() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m.st.Checks == c.m.askedAt
 }
