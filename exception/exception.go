@@ -440,6 +440,11 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 	// lost is when each family's gateway entry went missing (absent, or
 	// INCOMPLETE: being resolved) while a MAC was published for it.
 	var lost [2]time.Time
+	// claimed is when each family's published MAC began to be held
+	// against another MAC in the kernel's entry (an unconfirmed claim,
+	// or one no next hop can be), with no round since that saw the
+	// entry confirmed, at the published MAC, or failed.
+	var claimed [2]time.Time
 	first := true
 	// force: changed fired. The plane may have forgotten what was
 	// published (a static next_hop_mac set and removed by two reloads
@@ -472,6 +477,29 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 			if ok || bogus || failed || first || x.prevIP != x.ip || !x.prevHas {
 				lost[i] = time.Time{}
 			}
+			if failed || first || x.prevIP != x.ip || !x.prevHas || ok && (confirmed(st) || m == x.prevMAC) {
+				claimed[i] = time.Time{}
+			}
+			// overClaimed: the published MAC has been held against claims
+			// for longer than the kernel takes to verify one (claims at
+			// other MACs in turn restart its verification each time, so it
+			// never probes, and never fails a gateway that is gone). The
+			// entry is dropped and resolved afresh: a gateway that is
+			// there answers at once; one that is gone is unresolved.
+			overClaimed := func() bool {
+				if claimed[i].IsZero() {
+					claimed[i] = time.Now()
+					return false
+				}
+				if time.Since(claimed[i]) < claimHoldMax {
+					return false
+				}
+				claimed[i] = time.Time{}
+				forget(r.Netns, r.Iface, x.ip)
+				poke(r.Netns, r.Iface, x.ip)
+				unresolved = true
+				return true
+			}
 			switch {
 			case !ok && bogus && !first && x.prevIP == x.ip && x.prevHas:
 				// Claimed at a MAC that can be no next hop (one
@@ -479,6 +507,9 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 				// drop everything. The last MAC stays while the
 				// kernel verifies the entry (its probe finds the
 				// gateway again, or fails it).
+				if overClaimed() {
+					continue
+				}
 				poke(r.Netns, r.Iface, x.ip)
 				m = x.prevMAC
 			case !ok && !bogus && !failed && !first && x.prevIP == x.ip && x.prevHas &&
@@ -495,6 +526,10 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 				}
 				poke(r.Netns, r.Iface, x.ip)
 				m = x.prevMAC
+				// Look again soon, as for an unresolved gateway: the
+				// kernel's answer may be another MAC (the router was
+				// replaced), which the held one must not outlive.
+				unresolved = true
 			case !ok:
 				poke(r.Netns, r.Iface, x.ip)
 				unresolved = true
@@ -525,10 +560,22 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 					if !x.prevHas {
 						continue // stays unresolved until the kernel confirms a MAC
 					}
+					if overClaimed() {
+						continue
+					}
 					m = x.prevMAC
 				}
 			}
 			*x.mac, *x.has = m, true
+		}
+		// Claims counted since the last warning are written once the
+		// minute is over, whether or not another claim comes.
+		for i, gw := range []netip.Addr{g.IPv4, g.IPv6} {
+			if c := &claims[i]; c.n > 0 && r.Log != nil && time.Since(c.at) >= claimLogEvery {
+				r.Log.Warn("gateway claimed at another MAC, not followed until the kernel confirms it",
+					"gateway", gw, "claimed", macStr(held[i], true), "claims", c.n)
+				c.at, c.n = time.Now(), 0
+			}
 		}
 		if first || force || g != curG || nh != cur {
 			if r.Log != nil {
@@ -567,6 +614,32 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 	}
 }
 
+// claimHoldMax bounds how long the resolver keeps publishing a gateway's
+// MAC while the kernel's entry holds another, unconfirmed one: the
+// kernel's own verification (delay_first_probe_time 5 s, then
+// ucast_solicit 3 x retrans_time 1 s) ends sooner unless new claims keep
+// restarting it.
+const claimHoldMax = 15 * time.Second
+
+// forget deletes the kernel's neighbour entry for ip on ifc (in network
+// namespace ns), so that the next use resolves it afresh by broadcast.
+func forget(ns, ifc string, ip netip.Addr) {
+	h, err := handle(ns)
+	if err != nil {
+		return
+	}
+	defer h.Close()
+	link, err := h.LinkByName(ifc)
+	if err != nil {
+		return
+	}
+	fam := netlink.FAMILY_V4
+	if ip.Is6() {
+		fam = netlink.FAMILY_V6
+	}
+	_ = h.NeighDel(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: fam, IP: ip.AsSlice()})
+}
+
 // pokeRetryMin is the first wait before the resolver looks again for a
 // gateway it has just asked the kernel to resolve.
 const pokeRetryMin = 10 * time.Millisecond
@@ -578,8 +651,8 @@ const pokeRetryMin = 10 * time.Millisecond
 const reResolveHold = 5 * time.Second
 
 // claimLogEvery is the least time between two warnings of claims at
-// another MAC for one family's gateway.
-const claimLogEvery = time.Minute
+// another MAC for one family's gateway (a variable for tests).
+var claimLogEvery = time.Minute
 
 func macStr(m [6]byte, ok bool) string {
 	if !ok {
