@@ -246,19 +246,11 @@ func Lookup(ns, ifc string, ip netip.Addr) ([6]byte, bool) {
 // port's own MAC leaves), which ok refuses, and failed: the kernel's entry
 // is FAILED (its solicitations went unanswered), or it could not be read.
 func lookup(ns, ifc string, ip netip.Addr) (mac [6]byte, state int, ok, bogus, failed bool) {
-	h, err := handle(ns)
+	h, link, fam, err := neighTable(ns, ifc, ip)
 	if err != nil {
 		return mac, 0, false, false, true
 	}
 	defer h.Close()
-	link, err := h.LinkByName(ifc)
-	if err != nil {
-		return mac, 0, false, false, true
-	}
-	fam := netlink.FAMILY_V4
-	if ip.Is6() {
-		fam = netlink.FAMILY_V6
-	}
 	neighs, err := h.NeighList(link.Attrs().Index, fam)
 	if err != nil {
 		return mac, 0, false, false, true
@@ -423,11 +415,12 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 	var curG Gateways
 	var cur dataplane.NextHop
 	var held [2][6]byte // the unconfirmed MAC last logged as held, per family
-	// claims: per family, when the last claim warning was written and the
-	// claims seen since.
+	// claims: per family, when the last claim warning was written, the
+	// claims seen since and the MAC the last one was held against.
 	var claims [2]struct {
-		at time.Time
-		n  int
+		at  time.Time
+		n   int
+		ref [6]byte
 	}
 	// good is the MAC the kernel last confirmed for each family's
 	// gateway: the reference an unconfirmed claim is held against while
@@ -545,16 +538,9 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 					ref, known = good[i].mac, true
 				}
 				if !first && x.prevIP == x.ip && known && ref != m {
-					if held[i] != m && r.Log != nil {
-						// At most one warning per claimLogEvery: a station
-						// claiming the address at two MACs in turn would
-						// otherwise write one a round for ever.
-						claims[i].n++
-						if now := time.Now(); claims[i].at.IsZero() || now.Sub(claims[i].at) >= claimLogEvery {
-							r.Log.Warn("gateway claimed at another MAC, not followed until the kernel confirms it",
-								"gateway", x.ip, "mac", macStr(ref, true), "claimed", macStr(m, true), "claims", claims[i].n)
-							claims[i].at, claims[i].n = now, 0
-						}
+					if held[i] != m {
+						claims[i].n++ // logged below
+						claims[i].ref = ref
 					}
 					held[i] = m
 					if !x.prevHas {
@@ -568,12 +554,14 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 			}
 			*x.mac, *x.has = m, true
 		}
-		// Claims counted since the last warning are written once the
-		// minute is over, whether or not another claim comes.
+		// At most one claim warning per claimLogEvery (a station claiming
+		// the address at two MACs in turn would otherwise write one a
+		// round for ever); the claims counted meanwhile are written once
+		// it is over, whether or not another claim comes.
 		for i, gw := range []netip.Addr{g.IPv4, g.IPv6} {
-			if c := &claims[i]; c.n > 0 && r.Log != nil && time.Since(c.at) >= claimLogEvery {
+			if c := &claims[i]; c.n > 0 && r.Log != nil && (c.at.IsZero() || time.Since(c.at) >= claimLogEvery) {
 				r.Log.Warn("gateway claimed at another MAC, not followed until the kernel confirms it",
-					"gateway", gw, "claimed", macStr(held[i], true), "claims", c.n)
+					"gateway", gw, "mac", macStr(c.ref, true), "claimed", macStr(held[i], true), "claims", c.n)
 				c.at, c.n = time.Now(), 0
 			}
 		}
@@ -624,20 +612,30 @@ const claimHoldMax = 15 * time.Second
 // forget deletes the kernel's neighbour entry for ip on ifc (in network
 // namespace ns), so that the next use resolves it afresh by broadcast.
 func forget(ns, ifc string, ip netip.Addr) {
-	h, err := handle(ns)
+	h, link, fam, err := neighTable(ns, ifc, ip)
 	if err != nil {
 		return
 	}
 	defer h.Close()
-	link, err := h.LinkByName(ifc)
-	if err != nil {
-		return
+	_ = h.NeighDel(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: fam, IP: ip.AsSlice()})
+}
+
+// neighTable opens the neighbour table of ip's family on interface ifc
+// (in network namespace ns): a handle the caller closes, the interface
+// and the netlink family.
+func neighTable(ns, ifc string, ip netip.Addr) (h *netlink.Handle, link netlink.Link, fam int, err error) {
+	if h, err = handle(ns); err != nil {
+		return nil, nil, 0, err
 	}
-	fam := netlink.FAMILY_V4
+	if link, err = h.LinkByName(ifc); err != nil {
+		h.Close()
+		return nil, nil, 0, err
+	}
+	fam = netlink.FAMILY_V4
 	if ip.Is6() {
 		fam = netlink.FAMILY_V6
 	}
-	_ = h.NeighDel(&netlink.Neigh{LinkIndex: link.Attrs().Index, Family: fam, IP: ip.AsSlice()})
+	return h, link, fam, nil
 }
 
 // pokeRetryMin is the first wait before the resolver looks again for a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -22,12 +23,11 @@ type share struct {
 
 	mu      sync.Mutex // held while the members judge an answer
 	members []*Checker
-	// fresh is set by add and cleared when the members judge an answer:
-	// a member joined that has not been checked yet. kick wakes run to
-	// bring the next check forward, so that the newcomer is checked as a
-	// new checker would be (within firstDelay), not at the next round.
-	fresh bool
-	kick  chan struct{}
+	// kick wakes run when a member joined that has not been asked its
+	// question yet (Checker.unasked), to bring the next check forward so
+	// that the newcomer is checked as a new checker would be (within
+	// firstDelay), not at the next round.
+	kick chan struct{}
 }
 
 // ShareKey is what a check asks, where and how often: checkers with equal
@@ -64,12 +64,10 @@ func (s *share) run(ctx context.Context, cfg Config) {
 		case <-ctx.Done():
 			return
 		case <-s.kick:
-			s.mu.Lock()
-			fresh := s.fresh
-			s.mu.Unlock()
-			// A member joined since the last answer: its first check
-			// comes within firstDelay, as a checker of its own's would.
-			if at := time.Now().Add(firstDelay(cfg.Interval, cfg.Jitter, rand.Float64())); fresh && at.Before(next) {
+			// A member joined that no answer has reached yet: its first
+			// check comes within firstDelay, as a checker of its own's
+			// would.
+			if at := time.Now().Add(firstDelay(cfg.Interval, cfg.Jitter, rand.Float64())); s.waiting() && at.Before(next) {
 				next = at
 				t.Reset(max(0, time.Until(next)))
 			}
@@ -86,7 +84,6 @@ func (s *share) run(ctx context.Context, cfg Config) {
 		for _, c := range s.members {
 			c.judge(now, rtt, err)
 		}
-		s.fresh = false
 		s.mu.Unlock()
 		next = start.Add(jitterDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
 		t.Reset(max(0, time.Until(next)))
@@ -97,15 +94,20 @@ func (s *share) run(ctx context.Context, cfg Config) {
 func (s *share) add(c *Checker) {
 	s.mu.Lock()
 	s.members = append(s.members, c)
-	fresh := c.unasked() // new, or an inheritor whose check changed: not asked this question yet
-	s.fresh = s.fresh || fresh
 	s.mu.Unlock()
-	if fresh {
+	if c.unasked() { // new, or an inheritor whose check changed: not asked this question yet
 		select {
 		case s.kick <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// waiting reports whether a member has not been asked its question yet.
+func (s *share) waiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.members, (*Checker).unasked)
 }
 
 // remove takes c out; once it returns, c judges nothing more (its state
