@@ -1,16 +1,10 @@
 package exception
 
 import (
-	"context"
-	"log/slog"
-	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-
-	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
 // TestResolverSuppressedClaimReported: a claim at another MAC within a minute
@@ -22,29 +16,7 @@ func TestResolverSuppressedClaimReported(t *testing.T) {
 	was := claimLogEvery
 	claimLogEvery = 2 * time.Second // the minute, shortened
 	t.Cleanup(func() { claimLogEvery = was })
-	l := newLAN(t, "y9cl")
-	in(t, l.lbNSh, func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/neigh/"+l.lbIf+"/locktime", []byte("0"), 0o644)
-	})
-	real := [6]byte{2, 0, 0, 0, 0, 0xaa}
-	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, real, netlink.NUD_REACHABLE)
-	var warns atomic.Int64
-	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: 10 * time.Millisecond, Log: slog.New(warnCount{&warns})}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	first := make(chan struct{}, 1)
-	go func() {
-		defer close(done)
-		r.Run(ctx, func() Gateways { return Gateways{IPv4: l.gwAddr} }, nil, func(Gateways, dataplane.NextHop) bool {
-			select {
-			case first <- struct{}{}:
-			default:
-			}
-			return true
-		})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	<-first
+	l, warns := claimedLAN(t, "y9cl")
 	wait := func(what string, f func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

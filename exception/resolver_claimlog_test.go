@@ -36,17 +36,19 @@ func (h warnCount) WithGroup(string) slog.Handler      { return h }
 // claimed MAC, which alternation defeats. The log's volume then grows
 // with the attacker's packets, without bound, where one warning (and a
 // count) would do.
-func TestResolverClaimWarningBounded(t *testing.T) {
-	l := newLAN(t, "rcl")
+// claimedLAN is a LAN whose gateway entry claims override at once
+// (locktime 0; the default, 1 s, only slows an attacker to one claim a
+// second), a resolver on it at 10 ms rounds that counts its warnings, and
+// the gateway's first answer published.
+func claimedLAN(t *testing.T, name string) (*lan, *atomic.Int64) {
+	t.Helper()
+	l := newLAN(t, name)
 	in(t, l.lbNSh, func() error {
-		// Claims override the entry at once (the default locktime, 1 s,
-		// only slows the attacker to one claim a second).
 		return os.WriteFile("/proc/sys/net/ipv4/neigh/"+l.lbIf+"/locktime", []byte("0"), 0o644)
 	})
-	real := [6]byte{2, 0, 0, 0, 0, 0xaa}
-	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, real, netlink.NUD_REACHABLE)
-	var warns atomic.Int64
-	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: 10 * time.Millisecond, Log: slog.New(warnCount{&warns})}
+	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, [6]byte{2, 0, 0, 0, 0, 0xaa}, netlink.NUD_REACHABLE)
+	warns := new(atomic.Int64)
+	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: 10 * time.Millisecond, Log: slog.New(warnCount{warns})}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	first := make(chan struct{})
@@ -60,6 +62,11 @@ func TestResolverClaimWarningBounded(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	<-first
+	return l, warns
+}
+
+func TestResolverClaimWarningBounded(t *testing.T) {
+	l, warns := claimedLAN(t, "rcl")
 	claim := func(t *testing.T, mac [6]byte) {
 		t.Helper()
 		l.send(t, arp(1, mac, mac, l.gwAddr, l.lbAddr))

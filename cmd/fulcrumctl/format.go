@@ -105,7 +105,7 @@ func endpoint(addr string, port uint16, proto string) string {
 }
 
 func printStatus(w io.Writer, s *api.Status) {
-	fmt.Fprintf(w, "generation %d  rebuilds %d  last rebuild %.3f ms  vips %d", s.Generation, s.Rebuilds, s.LastRebuildMs, s.VIPs)
+	fmt.Fprintf(w, "generation %d  rebuilds %d  last rebuild %.3f ms  vips %d  health checks %d", s.Generation, s.Rebuilds, s.LastRebuildMs, s.VIPs, s.HealthProbes)
 	if s.ConfigFile != "" {
 		fmt.Fprintf(w, "  config %s", printable(s.ConfigFile))
 	}

@@ -349,6 +349,17 @@ func TestPrintStatusConverging(t *testing.T) {
 	}
 }
 
+// TestPrintStatusHealthChecks: the header gives the health checks a round
+// (shared checks counted once), which the API gives as health_probes.
+func TestPrintStatusHealthChecks(t *testing.T) {
+	var b bytes.Buffer
+	printStatus(&b, &api.Status{VIPs: 4096, HealthProbes: 16})
+	first, _, _ := strings.Cut(b.String(), "\n")
+	if !strings.HasSuffix(first, "vips 4096  health checks 16") {
+		t.Errorf("first line %q does not end with the VIPs and the health checks a round", first)
+	}
+}
+
 func TestWriteCommandsOverUnixSocketWithToken(t *testing.T) {
 	t.Setenv("FULCRUM_ADDR", "")
 	dir, err := os.MkdirTemp("", "fulcrumctl")
