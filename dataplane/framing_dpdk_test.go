@@ -6,13 +6,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"github.com/fulcrumlb/fulcrum/dpdk"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fulcrumlb/fulcrum/dpdk"
 	"github.com/fulcrumlb/fulcrum/encap"
 	"github.com/fulcrumlb/fulcrum/packet"
 )

@@ -90,6 +90,15 @@ func (cc *connCloser) dialer(dial dialFunc) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err == nil {
+			// Close with a RST, as the tcp and tunnel checks do: the
+			// transport closes the connection itself once the body is
+			// read, before closeAll, and whenever the check closed first
+			// (a backend that keeps the connection despite "Connection:
+			// close", or one whose own close lost the race) its 4-tuple
+			// stayed on the LB for 60 s, in TIME_WAIT or FIN_WAIT2.
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+			}
 			cc.mu.Lock()
 			cc.conns = append(cc.conns, c)
 			cc.mu.Unlock()
