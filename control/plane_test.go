@@ -63,6 +63,7 @@ type fixture struct {
 	plane  *Plane
 	lc     *lcore
 	clock  atomic.Int64 // unix nanos
+	stride atomic.Int64 // nanos the clock moves at each reading (0: only advance moves it)
 }
 
 func newFixture(t *testing.T, toml string) *fixture {
@@ -75,7 +76,7 @@ func newFixture(t *testing.T, toml string) *fixture {
 	f.clock.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	f.lc = newLcore(t, f.shared, cfg)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1}))
-	f.plane, err = newPlane(cfg, f.shared, []*dataplane.Worker{f.lc.w}, log, func() time.Time { return time.Unix(0, f.clock.Load()) })
+	f.plane, err = newPlane(cfg, f.shared, []*dataplane.Worker{f.lc.w}, log, func() time.Time { return time.Unix(0, f.clock.Add(f.stride.Load())) })
 	if err != nil {
 		t.Fatal(err)
 	}

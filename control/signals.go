@@ -168,6 +168,7 @@ func (p *Plane) signalStep(counters []dataplane.Counters) {
 	// Every worker is asked at once: one after the other, each silent
 	// worker added foldWait to the fold, and the stall watch judges only
 	// at its end (k stuck lcores: a withdrawal k x 2 s late).
+	start := p.now()
 	var wg sync.WaitGroup
 	for i, w := range p.workers {
 		wg.Add(1)
@@ -177,6 +178,13 @@ func (p *Plane) signalStep(counters []dataplane.Counters) {
 		}()
 	}
 	wg.Wait()
+	// A fold that took longer than its wait and a period was not running
+	// for a while: the process was stopped (SIGSTOP, a VM paused for
+	// migration, a debugger) or starved. Its snapshot deadlines passed
+	// during the pause, and the workers, resumed with it, may not have
+	// polled again before the fold gave up on them: their silence in this
+	// fold is the process's, not theirs (stall.go).
+	overran := p.now().Sub(start) > p.foldWait+signalPeriod
 	ok := true
 	for i, w := range p.workers {
 		ok = ok && p.folds[i].answered
@@ -185,7 +193,7 @@ func (p *Plane) signalStep(counters []dataplane.Counters) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	if p.noteAnswersLocked(p.folds, now) {
+	if p.noteAnswersLocked(p.folds, now, overran) {
 		p.announceLocked()
 	}
 	changed := false

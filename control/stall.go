@@ -47,8 +47,12 @@ func (p *Plane) WorkersStarted() {
 }
 
 // noteAnswersLocked folds one round of snapshots: folds[i].polling tells
-// whether worker i answered any reader since the last round. It returns whether the set of stalled workers changed.
-func (p *Plane) noteAnswersLocked(folds []workerFold, now time.Time) bool {
+// whether worker i answered any reader since the last round. A fold that
+// overran (the process paused or starved while it waited) judges no
+// silent worker: one stalled stays stalled, any other is judged at the
+// next fold, which asks it again. It returns whether the set of stalled
+// workers changed.
+func (p *Plane) noteAnswersLocked(folds []workerFold, now time.Time, overran bool) bool {
 	w := &p.stall
 	if !w.watching || len(w.answered) != len(folds) {
 		return false
@@ -58,6 +62,12 @@ func (p *Plane) noteAnswersLocked(folds []workerFold, now time.Time) bool {
 	for i, f := range folds {
 		if f.polling {
 			w.answered[i] = now
+			continue
+		}
+		if overran {
+			if slices.Contains(w.stalled, i) {
+				stalled = append(stalled, i)
+			}
 			continue
 		}
 		if now.Sub(w.answered[i]) >= stallLimit(timeout) {
