@@ -304,10 +304,14 @@ func (s *Server) vipsNow(withBackends bool) []api.VIP {
 	out := make([]api.VIP, 0, len(st.VIPs))
 	for i := range st.VIPs {
 		v := vipJSON(&st.VIPs[i])
+		v.FlowsMissingWorkers = st.FlowsMissing
 		if len(st.Stale) == 0 {
 			s.withRates(&v, now)
 		}
 		if withBackends {
+			for j := range v.Backends {
+				v.Backends[j].FlowsMissingWorkers = st.FlowsMissing
+			}
 			s.withChecks(&v)
 		} else {
 			v.Backends = nil
@@ -328,6 +332,10 @@ func (s *Server) getVIP(r *http.Request) (any, error) {
 		return nil, vipNotFound(name)
 	}
 	out := vipJSON(v)
+	out.FlowsMissingWorkers = st.FlowsMissing
+	for i := range out.Backends {
+		out.Backends[i].FlowsMissingWorkers = st.FlowsMissing
+	}
 	if len(st.Stale) == 0 {
 		s.withRates(&out, time.Now())
 	}
@@ -349,7 +357,9 @@ func (s *Server) backendNow(vip, backend string) (api.Backend, error) {
 	if v := findVIP(&st, vip); v != nil {
 		for i := range v.Backends {
 			if v.Backends[i].Name == backend {
-				return backendJSON(&v.Backends[i]), nil
+				b := backendJSON(&v.Backends[i])
+				b.FlowsMissingWorkers = st.FlowsMissing
+				return b, nil
 			}
 		}
 	}
@@ -578,6 +588,7 @@ func (s *Server) postAction(r *http.Request) (any, error) {
 	var vip, backend string
 	var flushed uint64
 	var flush func() (uint64, error)
+	var left control.BackendStatus
 	err := s.plane.HoldReloads(func() error {
 		var err error
 		if vip, backend, err = s.resolveBackend(r.PathValue("vip"), r.PathValue("backend")); err != nil {
@@ -599,6 +610,12 @@ func (s *Server) postAction(r *http.Request) (any, error) {
 		case api.ActionWeight:
 			err = s.plane.SetWeight(vip, backend, w)
 		}
+		if err == nil && action != api.ActionFlush {
+			// The state this action left, read before a reload or
+			// another action may change it (its flows are counted
+			// after the hold: that waits for every worker).
+			left, err = s.plane.BackendNow(vip, backend)
+		}
 		return err
 	})
 	if err == nil && flush != nil {
@@ -610,7 +627,24 @@ func (s *Server) postAction(r *http.Request) (any, error) {
 	if action == api.ActionFlush {
 		return api.Flush{VIP: vip, Backend: backend, Flushed: flushed}, nil
 	}
-	return s.backendNow(vip, backend)
+	return s.withCounts(left), nil
+}
+
+// withCounts is b with its counters and flows read now: those of the same
+// backend (its id at its address), whatever its VIP is named since.
+func (s *Server) withCounts(b control.BackendStatus) api.Backend {
+	st := s.status(true)
+	for i := range st.VIPs {
+		for j := range st.VIPs[i].Backends {
+			if c := &st.VIPs[i].Backends[j]; c.ID == b.ID && c.Address == b.Address {
+				b.Flows, b.Packets, b.Bytes, b.NewFlows = c.Flows, c.Packets, c.Bytes, c.NewFlows
+				out := backendJSON(&b)
+				out.FlowsMissingWorkers = st.FlowsMissing
+				return out
+			}
+		}
+	}
+	return backendJSON(&b)
 }
 
 // weightOf reads the weight from ?weight=N or the body {"weight": N}.

@@ -246,22 +246,7 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 		}
 		for _, id := range v.Members {
 			b := svc.Backends[id]
-			bst := p.backends[dataplane.BackendRef{VIP: v.Name, Backend: b.Name}]
-			bs := BackendStatus{VIP: v.Name, Name: b.Name, Address: b.Addr.String(), ID: id, Effective: b.Weight, Down: b.Down, Slots: slots[id]}
-			if bst != nil {
-				bs.Weight = p.baseWeight(bst)
-				bs.Health, bs.Reason, bs.Drained = bst.health.String(), bst.reason, bst.drained
-				if !bst.passive.until.IsZero() {
-					bs.Outlier, bs.Reason = true, bst.passive.reason
-				}
-				bs.Ejections = bst.passive.ejections
-				// Ramping in the published table (what the dataplane uses),
-				// not in what the next rebuild would publish.
-				bs.SlowStart = !bst.drained && !b.Down && b.Weight > 0 && b.Weight < bs.Weight*WeightScale
-			}
-			if vs.TableSize > 0 {
-				bs.Share = float64(bs.Slots) / float64(vs.TableSize)
-			}
+			bs := p.backendStatusLocked(svc, v, id, slots[id], vs.TableSize)
 			for _, c := range counters {
 				if bc := c.Backend(id); bc.Gen == b.Gen {
 					bs.Packets += bc.Packets
@@ -278,6 +263,56 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 	}
 	sort.Slice(st.VIPs, func(i, j int) bool { return st.VIPs[i].Name < st.VIPs[j].Name })
 	return st
+}
+
+// backendStatusLocked is the backend id of v as Status shows it, but for
+// its counters and flows: its published weight and table slots (of a
+// table of size slots) and its control state.
+func (p *Plane) backendStatusLocked(svc *dataplane.Services, v *dataplane.VIP, id uint32, slots, size int) BackendStatus {
+	b := svc.Backends[id]
+	bst := p.backends[dataplane.BackendRef{VIP: v.Name, Backend: b.Name}]
+	bs := BackendStatus{VIP: v.Name, Name: b.Name, Address: b.Addr.String(), ID: id, Effective: b.Weight, Down: b.Down, Slots: slots}
+	if bst != nil {
+		bs.Weight = p.baseWeight(bst)
+		bs.Health, bs.Reason, bs.Drained = bst.health.String(), bst.reason, bst.drained
+		if !bst.passive.until.IsZero() {
+			bs.Outlier, bs.Reason = true, bst.passive.reason
+		}
+		bs.Ejections = bst.passive.ejections
+		// Ramping in the published table (what the dataplane uses),
+		// not in what the next rebuild would publish.
+		bs.SlowStart = !bst.drained && !b.Down && b.Weight > 0 && b.Weight < bs.Weight*WeightScale
+	}
+	if size > 0 {
+		bs.Share = float64(bs.Slots) / float64(size)
+	}
+	return bs
+}
+
+// BackendNow is one backend as Status shows it, without its counters and
+// flows (no worker is asked, so it is quick): what an operator's action
+// left, read before anything else may change it.
+func (p *Plane) BackendNow(vip, name string) (BackendStatus, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	svc := p.shared.Services.Load()
+	if v := findVIPByName(svc, vip); v != nil {
+		for _, id := range v.Members {
+			if b := svc.Backends[id]; b != nil && b.Name == name {
+				slots, size := 0, 0
+				if v.Table != nil {
+					size = v.Table.Size()
+					for i, tid := range v.Backends {
+						if tid == id {
+							slots = v.Table.Count(i)
+						}
+					}
+				}
+				return p.backendStatusLocked(svc, v, id, slots, size), nil
+			}
+		}
+	}
+	return BackendStatus{}, fmt.Errorf("vip %q backend %q: %w", vip, name, ErrNotFound)
 }
 
 func protoName(p uint8) string {

@@ -255,6 +255,10 @@ type VIP struct {
 	ByteRate    float64   `json:"byte_rate"`
 	RateSeconds float64   `json:"rate_seconds"`
 	Backends    []Backend `json:"backends,omitempty"`
+	// FlowsMissingWorkers did not finish counting their flows in time
+	// (as Status.FlowsMissingWorkers): ActiveFlows, and its backends',
+	// lack theirs. A drain is not over at 0 while it is set.
+	FlowsMissingWorkers []int `json:"flows_missing_workers,omitempty"`
 }
 
 // Backend is one backend of a VIP, as HAProxy's "show stat" shows a server.
@@ -290,6 +294,8 @@ type Backend struct {
 	// passing check's round trip.
 	CheckResult    string  `json:"check_result,omitempty"`
 	CheckLatencyMs float64 `json:"check_latency_ms,omitempty"`
+	// FlowsMissingWorkers: as VIP.FlowsMissingWorkers, for ActiveFlows.
+	FlowsMissingWorkers []int `json:"flows_missing_workers,omitempty"`
 }
 
 // Table is GET /api/v1/vips/{vip}/table: the backend name of every slot of

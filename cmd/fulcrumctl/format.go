@@ -188,6 +188,9 @@ func printVIPs(w io.Writer, vips *[]api.VIP) {
 			yesNo(v.Panic), v.TableSize, v.ActiveFlows, v.NewFlows, v.Packets, v.Bytes)
 	}
 	tw.Flush()
+	if len(*vips) > 0 {
+		flowsMissing(w, (*vips)[0].FlowsMissingWorkers)
+	}
 }
 
 // state is a backend's one-word state, after HAProxy's (UP, DRAIN, DOWN).
@@ -234,6 +237,15 @@ func printBackends(w io.Writer, v *api.VIP) {
 			b.ActiveFlows, b.NewFlows, b.Packets, b.Bytes, b.Reason)
 	}
 	tw.Flush()
+	flowsMissing(w, v.FlowsMissingWorkers)
+}
+
+// flowsMissing says that flow counts lack some workers' flows: a drain
+// is not over when they read 0.
+func flowsMissing(w io.Writer, workers []int) {
+	if len(workers) > 0 {
+		fmt.Fprintf(w, "FLOWS INCOMPLETE: workers %v did not finish counting their flows in time (flow counts too low; a drain is not over at 0)\n", workers)
+	}
 }
 
 func printAction(w io.Writer, action string, b *api.Backend) {
@@ -241,6 +253,7 @@ func printAction(w io.Writer, action string, b *api.Backend) {
 	switch action {
 	case api.ActionDrain:
 		fmt.Fprintf(w, "drained; %d active flows stay on it until they end\n", b.ActiveFlows)
+		flowsMissing(w, b.FlowsMissingWorkers)
 	case api.ActionUndrain:
 		fmt.Fprintf(w, "undrained; effective weight %s, %s of the table\n", weight(b.EffectiveWeight), percent(b.TableShare))
 	default:

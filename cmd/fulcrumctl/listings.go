@@ -87,6 +87,9 @@ func printShow(w io.Writer, vips *[]api.VIP) {
 		}
 	}
 	tw.Flush()
+	if len(*vips) > 0 {
+		flowsMissing(w, (*vips)[0].FlowsMissingWorkers)
+	}
 }
 
 func rate(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) }

@@ -360,6 +360,30 @@ func TestPrintStatusHealthChecks(t *testing.T) {
 	}
 }
 
+// TestPrintFlowsIncomplete: the backends, VIPs and show listings and the
+// drain's answer say when a worker's flows are missing from the counts
+// (a drain-wait must not stop at 0 then), and nothing when none are.
+func TestPrintFlowsIncomplete(t *testing.T) {
+	const line = "FLOWS INCOMPLETE: workers [1]"
+	for _, missing := range [][]int{nil, {1}} {
+		v := api.VIP{Name: "web", FlowsMissingWorkers: missing,
+			Backends: []api.Backend{{Name: "be1", FlowsMissingWorkers: missing}}}
+		vips := []api.VIP{v}
+		for name, print := range map[string]func(*bytes.Buffer){
+			"backends": func(b *bytes.Buffer) { printBackends(b, &v) },
+			"vips":     func(b *bytes.Buffer) { printVIPs(b, &vips) },
+			"show":     func(b *bytes.Buffer) { printShow(b, &vips) },
+			"drain":    func(b *bytes.Buffer) { printAction(b, api.ActionDrain, &v.Backends[0]) },
+		} {
+			var b bytes.Buffer
+			print(&b)
+			if got := strings.Contains(b.String(), line); got != (missing != nil) {
+				t.Errorf("%s with workers %v missing: line shown %v:\n%s", name, missing, got, b.String())
+			}
+		}
+	}
+}
+
 func TestWriteCommandsOverUnixSocketWithToken(t *testing.T) {
 	t.Setenv("FULCRUM_ADDR", "")
 	dir, err := os.MkdirTemp("", "fulcrumctl")
