@@ -569,12 +569,14 @@ func TestTable(t *testing.T) {
 		t.Fatalf("table: vip %q size %d, %d slots; plane has %d", tb.VIP, tb.Size, len(tb.Slots), len(keys))
 	}
 	h := sha256.New()
+	h.Write([]byte("hash 5-tuple\n"))
+	addr := map[string]string{"be1": "10.0.1.1", "be2": "10.0.1.2", "be3": "10.0.1.3", "be4": "10.0.1.4"}
 	count := map[string]int{}
 	for i, k := range keys {
 		if tb.Slots[i] != strings.TrimPrefix(k, "web/") {
 			t.Fatalf("slot %d: %q, plane %q", i, tb.Slots[i], k)
 		}
-		h.Write([]byte(tb.Slots[i] + "\n"))
+		h.Write([]byte(tb.Slots[i] + " " + addr[tb.Slots[i]] + "\n"))
 		count[tb.Slots[i]]++
 	}
 	if tb.Digest != hex.EncodeToString(h.Sum(nil)) {

@@ -62,7 +62,7 @@ func acquire(ctx context.Context, slot chan struct{}, wait time.Duration) bool {
 
 // slotName is a backend name as it appears in a table answer.
 type slotName struct {
-	line []byte // name + "\n", what the digest hashes
+	line []byte // name + " " + address + "\n", what the digest hashes
 	json []byte // the name as a JSON string
 }
 
@@ -80,7 +80,7 @@ func (s *Server) serveTable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { <-tableSlot }()
-	keys, err := s.plane.Table(name)
+	keys, fields, addrs, err := s.plane.TablePlacement(name)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -88,6 +88,7 @@ func (s *Server) serveTable(w http.ResponseWriter, r *http.Request) {
 	// Pass 1: the digest, which comes before the slots, and the length.
 	names := map[string]*slotName{}
 	h := sha256.New()
+	h.Write([]byte("hash " + fields + "\n"))
 	var slotBytes int64
 	for _, k := range keys {
 		n := names[k]
@@ -97,7 +98,7 @@ func (s *Server) serveTable(w http.ResponseWriter, r *http.Request) {
 				s.writeError(w, r, err)
 				return
 			}
-			n = &slotName{line: []byte(k + "\n"), json: enc}
+			n = &slotName{line: []byte(k + " " + addrs[k] + "\n"), json: enc}
 			names[k] = n
 		}
 		h.Write(n.line)
@@ -117,7 +118,10 @@ func (s *Server) serveTable(w http.ResponseWriter, r *http.Request) {
 	head = hex.AppendEncode(head, h.Sum(nil))
 	head = append(head, "\",\n  \"hash_key_id\": \""...)
 	head = append(head, s.hashKeyID()...)
-	head = append(head, "\",\n  \"slots\": ["...)
+	head = append(head, "\",\n  \"hash_fields\": "...)
+	hf, _ := json.Marshal(fields)
+	head = append(head, hf...)
+	head = append(head, ",\n  \"slots\": ["...)
 	tail := "]\n}\n"
 	if len(keys) > 0 {
 		head = append(head, '\n')

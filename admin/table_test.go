@@ -78,6 +78,10 @@ func TestTableAnswerIsIndentedJSON(t *testing.T) {
 			t.Errorf("table %s: hash_key_id %q, want the ID of the key in force (%v)", name, got.HashKeyID, err)
 		}
 		want.HashKeyID = got.HashKeyID
+		want.HashFields = got.HashFields // the VIP's: "5-tuple" in these fixtures
+		if got.HashFields != "5-tuple" {
+			t.Errorf("table %s: hash_fields %q", name, got.HashFields)
+		}
 		b, _ := json.MarshalIndent(want, "", "  ")
 		b = append(b, '\n')
 		if rec.Body.String() != string(b) {

@@ -960,6 +960,11 @@ func invisibleRune(r rune) bool {
 	return unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
 }
 
+// CheckName reports why s cannot be a VIP's or backend's name in a
+// configuration (nil if it can): tools that take names outside a
+// configuration file (fulcrum-sim) refuse what the daemon refuses.
+func CheckName(s string) error { return checkName(s) }
+
 // checkName checks an operator-given VIP or backend name.
 func checkName(s string) error {
 	if len(s) < 1 || len(s) > MaxNameLen || strings.ContainsFunc(s, badNameRune) {

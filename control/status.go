@@ -325,21 +325,37 @@ func protoName(p uint8) string {
 // Table lists, slot by slot, the backend names of a VIP's current table
 // (what two instances must agree on).
 func (p *Plane) Table(vip string) ([]string, error) {
+	keys, _, _, err := p.TablePlacement(vip)
+	return keys, err
+}
+
+// TablePlacement is Table with what else decides where the VIP's new
+// flows go, from the same snapshot: its hash fields ("5-tuple", ...) and
+// the address of each backend the table names, by name. Instances whose
+// slot names agree but whose hash fields or addresses differ send flows
+// to other servers (README, "Slow start and the fleet").
+func (p *Plane) TablePlacement(vip string) (keys []string, fields string, addrs map[string]string, err error) {
 	svc := p.shared.Services.Load()
 	for _, v := range svc.VIPs {
 		if v == nil || v.Name != vip {
 			continue
 		}
 		if v.Table == nil {
-			return nil, nil
+			return nil, v.Hash.String(), nil, nil
 		}
 		out := make([]string, v.Table.Size())
 		for i := range out {
 			out[i] = v.Table.Backend(v.Table.Slot(i)).Key
 		}
-		return out, nil
+		addrs = make(map[string]string, len(v.Backends))
+		for i, id := range v.Backends {
+			if int(id) < len(svc.Backends) && svc.Backends[id] != nil {
+				addrs[v.Table.Backend(i).Key] = svc.Backends[id].Addr.String()
+			}
+		}
+		return out, v.Hash.String(), addrs, nil
 	}
-	return nil, fmt.Errorf("vip %q: %w", vip, ErrNotFound)
+	return nil, "", nil, fmt.Errorf("vip %q: %w", vip, ErrNotFound)
 }
 
 // Panicked reports the VIPs in panic mode.

@@ -304,11 +304,16 @@ type Backend struct {
 // the same key (the same HashKeyID): the key does not enter the table,
 // but picks each flow's slot.
 type Table struct {
-	VIP       string   `json:"vip"`
-	Size      int      `json:"size"`        // 0: the VIP has no table
-	Digest    string   `json:"digest"`      // sha256 of the slot names, one per line
-	HashKeyID string   `json:"hash_key_id"` // flow.Key.ID of dataplane.hash_key
-	Slots     []string `json:"slots"`
+	VIP  string `json:"vip"`
+	Size int    `json:"size"` // 0: the VIP has no table
+	// Digest is the sha256 of what places the VIP's new flows: the line
+	// "hash FIELDS", then per slot "NAME ADDRESS" (the backend's name and
+	// its address), each line ended by "\n". Instances that show the same
+	// digest and hash key id send every new flow to the same server.
+	Digest     string   `json:"digest"`
+	HashKeyID  string   `json:"hash_key_id"` // flow.Key.ID of dataplane.hash_key
+	HashFields string   `json:"hash_fields"` // the VIP's hash setting ("5-tuple", ...)
+	Slots      []string `json:"slots"`
 }
 
 // LookupSlot is a Maglev table slot and the backend it names.

@@ -194,6 +194,10 @@ func parseBackends(spec string) ([]maglev.Backend, error) {
 		}
 		if a, err := netip.ParseAddr(name); err == nil {
 			name = a.WithZone("").Unmap().String()
+		} else if err := config.CheckName(name); err != nil {
+			// A name no configuration can hold builds no daemon's table
+			// (and a name not in NFC is written otherwise there).
+			return nil, fmt.Errorf("backend #%d: %v", i+1, err)
 		}
 		bs = append(bs, maglev.Backend{Key: name, Weight: weight})
 	}

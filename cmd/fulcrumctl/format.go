@@ -343,7 +343,7 @@ func printTable(w io.Writer, t *api.Table) {
 		fmt.Fprintf(w, "# vip %s has no table: no backend takes new flows\n", printable(t.VIP))
 		return
 	}
-	fmt.Fprintf(w, "# vip %s: %d slots, sha256 %s, hash key id %s\n", printable(t.VIP), t.Size, printable(t.Digest), printable(t.HashKeyID))
+	fmt.Fprintf(w, "# vip %s: %d slots, sha256 %s, hash key id %s, hash %s\n", printable(t.VIP), t.Size, printable(t.Digest), printable(t.HashKeyID), printable(t.HashFields))
 	for i, name := range t.Slots {
 		fmt.Fprintf(w, "%d\t%s\n", i, printable(name))
 	}
