@@ -224,7 +224,7 @@ func (s *Server) getStatus(r *http.Request) (any, error) {
 		Generation: st.Generation, Rebuilds: st.Rebuilds, LastRebuildMs: st.LastRebuildMs, LastError: st.LastError,
 		ConfigFile: s.plane.Config().File, VIPs: len(st.VIPs), PanicVIPs: []string{},
 		Workers: make([]api.Worker, len(st.Workers)), StaleWorkers: st.Stale, StalledWorkers: st.Stalled, StallWithdrawn: st.StallWithdrawn, FlowsMissingWorkers: st.FlowsMissing, Announced: st.Announced,
-		Converging: st.Converging, ConvergingNewFlows: st.ConvergingNewFlows, HealthProbes: st.HealthProbes,
+		Converging: st.Converging, ConvergingNewFlows: st.ConvergingNewFlows, HealthProbes: st.HealthProbes, HealthChecksFailedLocally: st.HealthLocalFailures,
 	}
 	for _, p := range st.BGP {
 		out.BGPPeers = append(out.BGPPeers, api.BGPPeer(p))

@@ -58,7 +58,7 @@ type collector struct {
 	ctFlows, ctEvictions, ctInsertFailed         *prometheus.Desc
 	rebuilds, rebuildSeconds, generation         *prometheus.Desc
 	bgpEstablished, bgpAnnounced, bgpReceived    *prometheus.Desc
-	converging, convergingNewFlows, healthProbes *prometheus.Desc
+	converging, convergingNewFlows, healthProbes, healthLocal *prometheus.Desc
 	adminConns, adminRefused                     *prometheus.Desc
 
 	// Per worker (lcore).
@@ -127,6 +127,7 @@ func newCollector(s *Server) *collector {
 		converging:         d("converging", "1 from start until every health check has given its first verdict (nothing is announced meanwhile)."),
 		convergingNewFlows: d("converging_new_flows_total", "New flows forwarded while converging (before the first announcement)."),
 		healthProbes:       d("health_probes", "Health checks run each round: backends of several VIPs at one address, checked the same way, share one."),
+		healthLocal:        d("health_checks_failed_locally_total", "Health checks this host failed to make (out of file descriptors, socket buffers or memory); no verdict takes them."),
 
 		adminConns:   d("admin_connections", "Open admin API connections (at most admin.max_conns)."),
 		adminRefused: d("admin_connections_refused_total", "Admin API connections closed at accept because admin.max_conns were open."),
@@ -183,7 +184,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.bePackets, c.beBytes, c.beNewFlows, c.beActive, c.beHealthy, c.beWeight, c.beEffective, c.beDrained, c.beOutlier, c.beEjections,
 		c.drops, c.workerRx, c.workerTx, c.ctFlows, c.ctEvictions, c.ctInsertFailed,
 		c.rebuilds, c.rebuildSeconds, c.generation, c.bgpEstablished, c.bgpAnnounced, c.bgpReceived,
-		c.converging, c.convergingNewFlows, c.healthProbes,
+		c.converging, c.convergingNewFlows, c.healthProbes, c.healthLocal,
 		c.adminConns, c.adminRefused,
 		c.wRxBytes, c.wTxBytes, c.wTxFull, c.wMoved, c.wSYNKept, c.wSYNsByTable, c.wPunted, c.wFromKernel, c.wHealthTunnel, c.wSecondChance, c.wSecondChanceFlows,
 		c.wFragments, c.wICMPRouted, c.wForwarded, c.wICMPReplies, c.wICMPLimited, c.wPuntLimited, c.wPolls, c.wBusy,
@@ -346,6 +347,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.converging, bool01(st.Converging))
 	gauge(c.healthProbes, float64(st.HealthProbes))
 	counter(c.convergingNewFlows, st.ConvergingNewFlows)
+	counter(c.healthLocal, st.HealthLocalFailures)
 	conns := c.s.Conns()
 	gauge(c.adminConns, float64(conns.Open))
 	counter(c.adminRefused, conns.Refused)

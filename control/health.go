@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/dataplane"
@@ -230,4 +231,26 @@ func (p *Plane) HealthStatus(vip, backend string) (health.Status, bool) {
 		return health.Status{}, false
 	}
 	return m.Status(checkKey(dataplane.BackendRef{VIP: vip, Backend: backend}))
+}
+
+// localFailureLogEvery is how often at most the checks this host failed
+// to make are logged.
+const localFailureLogEvery = time.Minute
+
+// noteLocalFailuresLocked logs the health checks this host failed to make
+// since it last did (out of file descriptors, socket buffers or memory:
+// no verdict took them), at most once a minute: while they fail, every
+// backend keeps its last verdict, so a backend that dies meanwhile is not
+// seen. They are counted in fulcrum_health_checks_failed_locally_total.
+func (p *Plane) noteLocalFailuresLocked() {
+	if p.checks == nil {
+		return
+	}
+	n, now := p.checks.LocalFailures(), time.Now()
+	if n == p.localLog.n || now.Sub(p.localLog.at) < localFailureLogEvery {
+		return
+	}
+	p.log.Error("health checks this host could not make (out of file descriptors, socket buffers or memory); every backend keeps its last verdict meanwhile: raise the process's open-file limit or check the host",
+		"checks", n-p.localLog.n, "total", n)
+	p.localLog.n, p.localLog.at = n, now
 }

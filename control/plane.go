@@ -127,6 +127,12 @@ type Plane struct {
 	kick    chan struct{}
 	runDone <-chan struct{} // Run's done, once Run started: background work ends with it
 	checks  *health.Manager // nil until StartHealth
+	// localLog: the health checks this host failed to make, as last
+	// logged, and when (noteLocalFailuresLocked).
+	localLog struct {
+		n  uint64
+		at time.Time
+	}
 
 	announce     func([]netip.Prefix) // publishes the serving VIPs (BGP); nil: none
 	announced    string               // the last set passed to announce, to skip repeats
@@ -232,6 +238,7 @@ func (p *Plane) Run(done <-chan struct{}) {
 		case <-step.C:
 			p.mu.Lock()
 			p.announceAfterGraceLocked() // withdraws a VIP without a next hop (announce.go)
+			p.noteLocalFailuresLocked()
 			// A previous table whose window passed leaves the snapshot
 			// (docs/second-chance.md); NewServices dates changes by time.Now.
 			need := p.ramping || p.drainTimeoutPending() || p.shared.Services.Load().ChanceExpired(time.Now())

@@ -95,6 +95,10 @@ type Status struct {
 	// HealthProbes is how many health checks run each round: one for the
 	// backends of every VIP that are checked the same way at one address.
 	HealthProbes int
+	// HealthLocalFailures counts the checks this host failed to make (out
+	// of file descriptors, socket buffers or memory), which no backend's
+	// verdict took: while it grows, verdicts are stale.
+	HealthLocalFailures uint64
 }
 
 // StatusBuf is the memory of a Status reading that a periodic reader (the
@@ -210,6 +214,7 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 	st.ConvergingNewFlows = p.convergingFlows
 	if p.checks != nil {
 		st.HealthProbes = p.checks.Probes()
+		st.HealthLocalFailures = p.checks.LocalFailures()
 	}
 	if p.peers != nil {
 		st.BGP = p.peers()

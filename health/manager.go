@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultEventBuffer is the capacity of the Manager's event channel; beyond
@@ -39,7 +40,8 @@ type Manager struct {
 	checkers map[string]*running
 	shares   map[Target]*share // by ShareKey: the probes the checkers take their answers from
 	closed   bool
-	lastID   uint64 // the last Event.Checker given
+	lastID   uint64        // the last Event.Checker given
+	local    atomic.Uint64 // checks this host failed (LocalFailures)
 }
 
 type running struct {
@@ -185,13 +187,18 @@ func (m *Manager) start(c *Checker) *running {
 	k := ShareKey(c.target)
 	s := m.shares[k]
 	if s == nil {
-		s = newShare(m.ctx, k, c)
+		s = newShare(m.ctx, k, c, &m.local)
 		m.shares[k] = s
 	} else {
 		s.add(c)
 	}
 	return &running{target: c.target, c: c, share: s}
 }
+
+// LocalFailures counts the checks this host failed to make (out of file
+// descriptors, socket buffers or memory: the backend was never asked),
+// which no checker judged.
+func (m *Manager) LocalFailures() uint64 { return m.local.Load() }
 
 // Probes is how many checks run a round: one for each set of checkers
 // that ask the same thing of the same address (fewer than the checked

@@ -2,10 +2,13 @@ package health
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -20,6 +23,7 @@ type share struct {
 	addr   netip.AddrPort
 	cancel context.CancelFunc
 	done   chan struct{}
+	local  *atomic.Uint64 // counts the checks this host failed (localFailure); nil: not counted
 
 	mu      sync.Mutex // held while the members judge an answer
 	members []*Checker
@@ -45,9 +49,9 @@ func ShareKey(t Target) Target {
 }
 
 // newShare starts the checks of c's target, with c's prober, for c alone.
-func newShare(parent context.Context, key Target, c *Checker) *share {
+func newShare(parent context.Context, key Target, c *Checker, local *atomic.Uint64) *share {
 	ctx, cancel := context.WithCancel(parent)
-	s := &share{key: key, prober: c.prober, addr: c.addr, cancel: cancel, done: make(chan struct{}), members: []*Checker{c}, kick: make(chan struct{}, 1)}
+	s := &share{key: key, prober: c.prober, addr: c.addr, cancel: cancel, done: make(chan struct{}), local: local, members: []*Checker{c}, kick: make(chan struct{}, 1)}
 	go s.run(ctx, c.target.Config)
 	return s
 }
@@ -80,11 +84,19 @@ func (s *share) run(ctx context.Context, cfg Config) {
 			return
 		}
 		now := time.Now()
-		s.mu.Lock()
-		for _, c := range s.members {
-			c.judge(now, rtt, err)
+		if localFailure(err) {
+			// Not the backend's answer: nobody judges it (a backend
+			// keeps its verdict, an unknown one stays unknown).
+			if s.local != nil {
+				s.local.Add(1)
+			}
+		} else {
+			s.mu.Lock()
+			for _, c := range s.members {
+				c.judge(now, rtt, err)
+			}
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 		next = start.Add(jitterDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
 		t.Reset(max(0, time.Until(next)))
 	}
@@ -132,4 +144,17 @@ func (c *Checker) unasked() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m.st.Checks == c.m.askedAt
+}
+
+// localFailure reports whether err is this host's failure, not the
+// backend's: the check could not get a socket or memory (the process or
+// the system out of file descriptors, socket buffers or memory). Such a
+// check says nothing of the backend and is not judged: a descriptor
+// limit reached by the checks of silent backends (each holding a socket
+// for its whole timeout) called the healthy ones down with them.
+// EADDRNOTAVAIL is not one: a tunnel check whose source address is not
+// configured gets it too.
+func localFailure(err error) bool {
+	return err != nil && (errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM))
 }

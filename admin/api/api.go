@@ -164,6 +164,10 @@ type Status struct {
 	// HealthProbes is how many health checks run each round: backends of
 	// several VIPs at one address, checked the same way, share one.
 	HealthProbes int `json:"health_probes"`
+	// HealthChecksFailedLocally counts the checks this host failed to
+	// make (out of file descriptors, socket buffers or memory): no
+	// backend's verdict took them, so verdicts are stale while it grows.
+	HealthChecksFailedLocally uint64 `json:"health_checks_failed_locally"`
 }
 
 // BGPPeer is one BGP session.
