@@ -51,15 +51,15 @@ type collector struct {
 
 	vipPackets, vipBytes, vipNewFlows, vipPanic *prometheus.Desc
 
-	bePackets, beBytes, beNewFlows, beActive     *prometheus.Desc
-	beHealthy, beWeight, beEffective, beDrained  *prometheus.Desc
-	beOutlier, beEjections                       *prometheus.Desc
-	drops, workerRx, workerTx                    *prometheus.Desc
-	ctFlows, ctEvictions, ctInsertFailed         *prometheus.Desc
-	rebuilds, rebuildSeconds, generation         *prometheus.Desc
-	bgpEstablished, bgpAnnounced, bgpReceived    *prometheus.Desc
+	bePackets, beBytes, beNewFlows, beActive                  *prometheus.Desc
+	beHealthy, beWeight, beEffective, beDrained               *prometheus.Desc
+	beOutlier, beEjections                                    *prometheus.Desc
+	drops, workerRx, workerTx                                 *prometheus.Desc
+	ctFlows, ctEvictions, ctInsertFailed                      *prometheus.Desc
+	rebuilds, rebuildSeconds, generation                      *prometheus.Desc
+	bgpEstablished, bgpAnnounced, bgpReceived                 *prometheus.Desc
 	converging, convergingNewFlows, healthProbes, healthLocal *prometheus.Desc
-	adminConns, adminRefused                     *prometheus.Desc
+	adminConns, adminRefused                                  *prometheus.Desc
 
 	// Per worker (lcore).
 	wRxBytes, wTxBytes, wTxFull, wMoved, wSYNKept, wSYNsByTable, wPunted, wFromKernel *prometheus.Desc
