@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,15 +29,35 @@ import (
 	"github.com/fulcrumlb/fulcrum/maglev"
 )
 
-// buildFulcrum compiles the daemon once per test binary.
+// buildFulcrum compiles the daemon once per test binary (into a
+// directory TestMain removes) and returns its path; tests only run it.
 func buildFulcrum(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "fulcrum")
-	out, err := exec.Command("go", "build", "-tags", "dpdk", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	builtDaemon.once.Do(func() {
+		dir, err := os.MkdirTemp("", "fulcrum-test-bin-")
+		if err != nil {
+			builtDaemon.err = err
+			return
+		}
+		sharedDirs.add(dir)
+		bin := filepath.Join(dir, "fulcrum")
+		if out, err := exec.Command("go", "build", "-tags", "dpdk", "-o", bin, ".").CombinedOutput(); err != nil {
+			builtDaemon.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		builtDaemon.bin = bin
+	})
+	if builtDaemon.err != nil {
+		t.Fatal(builtDaemon.err)
 	}
-	return bin
+	return builtDaemon.bin
+}
+
+// builtDaemon is the binary buildFulcrum built.
+var builtDaemon struct {
+	once sync.Once
+	bin  string
+	err  error
 }
 
 // exampleConfig is examples/pcap.toml with its pcap paths and file prefix

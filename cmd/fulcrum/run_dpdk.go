@@ -195,10 +195,19 @@ func cmdRun(args []string, stdout, stderr io.Writer) (code int) {
 			return 1
 		}
 	}
+	// A full runtime filesystem (/run) is refused here: the EAL writes
+	// its mmapped files there and a full tmpfs makes that a SIGBUS.
+	if err := dpdk.CheckRuntimeSpace(ealRuntimeBytes(cfg)); err != nil {
+		log.Error("EAL initialisation", "err", err)
+		return 1
+	}
 	ealArgs := control.EALArgs(cfg)
 	log.Info("starting EAL", "args", ealArgs)
 	if err := dpdk.InitEAL(ealArgs); err != nil {
 		log.Error("EAL initialisation failed", "err", err)
+		if err := dpdk.RemoveFailedRuntimeDir(cfg.EAL.FilePrefix); err != nil {
+			log.Warn("DPDK runtime files", "err", err)
+		}
 		return 1
 	}
 	if cfg.EAL.Hugepages { // dpdk-dumpcap attaches through the EAL's shared hugepage memory
@@ -541,4 +550,15 @@ func exceptionIface(cfg *config.Config, mac [6]byte) exception.Iface {
 		ifc.Addrs = append(ifc.Addrs, netip.PrefixFrom(d.LBIPv6.Addr, d.LBPrefix6))
 	}
 	return ifc
+}
+
+// ealRuntimeBytes is about what the EAL writes into its runtime directory
+// for cfg: its shared config and memzone array (under 1 MiB), and the
+// memory segment arrays: 48 bytes a 4 KiB page of memory_mb without
+// hugepages, a few MiB per NUMA node of the hugepage lists otherwise.
+func ealRuntimeBytes(cfg *config.Config) uint64 {
+	if !cfg.EAL.Hugepages {
+		return 1<<20 + uint64(cfg.EAL.MemoryMB)*(1<<20/4096)*48
+	}
+	return 16 << 20
 }
