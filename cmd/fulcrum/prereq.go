@@ -5,10 +5,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/fulcrumlb/fulcrum/config"
+	"github.com/fulcrumlb/fulcrum/conntrack"
 )
 
 // host is where prereq reads the host's state: the sysfs, /proc and the
@@ -18,6 +20,7 @@ type host struct {
 	meminfo string // "/proc/meminfo"
 	mounts  string // "/proc/mounts"
 	hw      string // the host scripts, for the messages
+	cgroup  string // this process's cgroups ("/proc/self/cgroup"); its v2 tree is sys/fs/cgroup
 }
 
 // realHost is this machine; the host scripts are installed beside the
@@ -29,7 +32,7 @@ func realHost() host {
 			hw = d // make install under another PREFIX
 		}
 	}
-	return host{sys: "/sys", meminfo: "/proc/meminfo", mounts: "/proc/mounts", hw: hw}
+	return host{sys: "/sys", meminfo: "/proc/meminfo", mounts: "/proc/mounts", hw: hw, cgroup: "/proc/self/cgroup"}
 }
 
 func isDir(p string) bool { fi, err := os.Stat(p); return err == nil && fi.IsDir() }
@@ -130,5 +133,77 @@ func prereqProblems(cfg *config.Config, h host) []string {
 			out = append(out, fmt.Sprintf("PCI device %s is bound to %s, not vfio-pci: modprobe vfio-pci; %s/bind-nic.sh %s", dev, drv, h.hw, dev))
 		}
 	}
+	if limit, at := memoryLimit(h); limit > 0 {
+		if need := memoryNeed(cfg); need > limit {
+			out = append(out, fmt.Sprintf("the memory cgroup %s allows %d MiB (memory.max), and the daemon takes about %d MiB (%s): the kernel would kill it; raise MemoryMax or lower what it takes",
+				at, limit>>20, need>>20, memoryWhat(cfg)))
+		}
+	}
 	return out
+}
+
+// goSlack is what memoryNeed allows the daemon beyond its EAL memory and
+// conntrack tables: the Go runtime, the control plane's tables and
+// health checks, and the libraries.
+const goSlack = 256 << 20
+
+// memoryNeed is about the memory the daemon's cgroup is charged for: on
+// hugepages only what the Go side takes (the EAL's memory, and the
+// conntrack tables in it, are hugetlb pages, not charged to memory.max);
+// without, also the EAL's memory_mb and each worker's conntrack table on
+// the Go heap.
+func memoryNeed(cfg *config.Config) uint64 {
+	need := uint64(goSlack)
+	if !cfg.EAL.Hugepages {
+		need += uint64(cfg.EAL.MemoryMB)<<20 + uint64(len(cfg.EAL.WorkerLcores))*uint64(conntrack.TableBytes(cfg.Conntrack.Capacity))
+	}
+	return need
+}
+
+func memoryWhat(cfg *config.Config) string {
+	if cfg.EAL.Hugepages {
+		return fmt.Sprintf("%d MiB for the Go runtime and the control plane", goSlack>>20)
+	}
+	return fmt.Sprintf("eal.memory_mb %d, %d conntrack table(s) of %d MiB, and %d MiB for the Go runtime", cfg.EAL.MemoryMB,
+		len(cfg.EAL.WorkerLcores), conntrack.TableBytes(cfg.Conntrack.Capacity)>>20, goSlack>>20)
+}
+
+// memoryLimit is the smallest memory limit on the way from this
+// process's memory cgroup to the root, and where it is set: memory.max
+// under cgroup v2, memory.limit_in_bytes under v1's memory controller
+// (a hybrid host's); 0 when none is set (or no cgroup is mounted).
+func memoryLimit(h host) (limit uint64, at string) {
+	if h.cgroup == "" {
+		return 0, ""
+	}
+	b, err := os.ReadFile(h.cgroup)
+	if err != nil {
+		return 0, ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 || !strings.HasPrefix(f[2], "/") || strings.Contains(f[2], "..") {
+			continue
+		}
+		root, file := filepath.Join(h.sys, "fs", "cgroup"), "memory.max"
+		switch {
+		case f[0] == "0" && f[1] == "":
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
+			root, file = filepath.Join(root, "memory"), "memory.limit_in_bytes"
+		default:
+			continue
+		}
+		for p := f[2]; ; p = filepath.Dir(p) {
+			if b, err := os.ReadFile(filepath.Join(root, p, file)); err == nil {
+				// v2 writes "max" for none; v1 a page-rounded 2^63-1.
+				if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n < 1<<62 && (limit == 0 || n < limit) {
+					limit, at = n, p
+				}
+			}
+			if p == "/" {
+				break
+			}
+		}
+	}
+	return limit, at
 }
