@@ -451,8 +451,19 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 	// the backends is dropped as no-next-hop, the checks through the
 	// tunnel of a freshly started instance included.
 	retry := time.Duration(0)
+	// idle is when the last round ended (it then waited for the next).
+	var idle time.Time
 	for {
 		g := gateways()
+		// late: this round comes far later than the resolver waits for
+		// (Interval at most): the process did not run meanwhile (SIGSTOP,
+		// a VM paused for migration, a debugger, starved of CPU). Nothing
+		// read the exception tap then, so the kernel's probes for the
+		// gateways went unanswered and their entries may have failed
+		// though the gateways never stopped answering: a FAILED entry
+		// says nothing of them in this round, and is held as a missing
+		// one is while the kernel resolves it again.
+		late := !idle.IsZero() && time.Since(idle) > r.Interval+pauseSlack
 		var nh dataplane.NextHop
 		unresolved := false
 		for i, x := range []struct {
@@ -472,6 +483,14 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 			}
 			if failed || first || x.prevIP != x.ip || !x.prevHas || ok && (confirmed(st) || m == x.prevMAC) {
 				claimed[i] = time.Time{}
+			}
+			if late && !ok && !bogus && !first && x.prevIP == x.ip && x.prevHas {
+				// Failed or missing after a pause: held as an entry
+				// being resolved again, the hold counted from now (one
+				// begun before the pause ran out while nothing read
+				// the tap).
+				failed = false
+				lost[i] = time.Time{}
 			}
 			// overClaimed: the published MAC has been held against claims
 			// for longer than the kernel takes to verify one (claims at
@@ -574,6 +593,7 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 				curG, cur, first, force = g, nh, false, false
 			}
 		}
+		idle = time.Now()
 		var soon <-chan time.Time
 		var tm *time.Timer
 		if unresolved {
@@ -637,6 +657,12 @@ func neighTable(ns, ifc string, ip netip.Addr) (h *netlink.Handle, link netlink.
 	}
 	return h, link, fam, nil
 }
+
+// pauseSlack is how much later than its interval a resolver round must
+// come for the resolver to take it that its process did not run
+// meanwhile (Run's late): far more than a round's own work, and than a
+// busy scheduler's delay.
+const pauseSlack = time.Second
 
 // pokeRetryMin is the first wait before the resolver looks again for a
 // gateway it has just asked the kernel to resolve.
