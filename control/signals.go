@@ -1,6 +1,7 @@
 package control
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -168,13 +169,13 @@ func (p *Plane) signalStep(counters []dataplane.Counters) {
 	// Every worker is asked at once: one after the other, each silent
 	// worker added foldWait to the fold, and the stall watch judges only
 	// at its end (k stuck lcores: a withdrawal k x 2 s late).
-	start := p.now()
+	waited := make([]time.Duration, len(p.workers))
 	var wg sync.WaitGroup
 	for i, w := range p.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.folds[i].answered = w.Snapshot(&counters[i], p.foldWait)
+			p.folds[i].answered, waited[i] = w.SnapshotTimed(&counters[i], p.foldWait, p.now)
 		}()
 	}
 	wg.Wait()
@@ -184,7 +185,10 @@ func (p *Plane) signalStep(counters []dataplane.Counters) {
 	// during the pause, and the workers, resumed with it, may not have
 	// polled again before the fold gave up on them: their silence in this
 	// fold is the process's, not theirs (stall.go).
-	overran := p.now().Sub(start) > p.foldWait+signalPeriod
+	// Only the fold's own wait counts: its turn behind another reader
+	// of the same worker (a status read waits 2 s for a silent one) is
+	// no pause, and with readers always ahead no stuck worker was judged.
+	overran := slices.Max(append(waited, 0)) > p.foldWait+signalPeriod
 	ok := true
 	for i, w := range p.workers {
 		ok = ok && p.folds[i].answered

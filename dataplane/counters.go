@@ -300,6 +300,21 @@ func (w *Worker) Idle(now conntrack.Time) {
 func (w *Worker) Snapshot(dst *Counters, timeout time.Duration) bool {
 	w.snapMu.Lock()
 	defer w.snapMu.Unlock()
+	return w.snapshotLocked(dst, timeout)
+}
+
+// SnapshotTimed is Snapshot that also returns how long it waited for the
+// worker on the clock now, from its turn (another reader's turn before it
+// does not count): the stall watch's test of a pause of the process.
+func (w *Worker) SnapshotTimed(dst *Counters, timeout time.Duration, now func() time.Time) (answered bool, waited time.Duration) {
+	w.snapMu.Lock()
+	defer w.snapMu.Unlock()
+	start := now()
+	answered = w.snapshotLocked(dst, timeout)
+	return answered, now().Sub(start)
+}
+
+func (w *Worker) snapshotLocked(dst *Counters, timeout time.Duration) bool {
 	if svc := w.shared.Services.Load(); svc != nil {
 		dst.reserve(len(svc.VIPs), svc.NumBackendIDs())
 	}
