@@ -92,6 +92,29 @@ func run() int {
 	flag.DurationVar(&o.tm.Warmup, "warmup", 2*time.Second, "traffic before the window")
 	flag.DurationVar(&o.tm.Window, "window", 5*time.Second, "measured span")
 	flag.Parse()
+	// Refused before anything runs or is printed: flag stops at the
+	// first argument and drops the flags after it ("fulcrum-bench
+	// syn-1m -pairs 5" ran every scenario, 3 pairs); -retries below 0
+	// measured no pair at all (a summary of zeros, exit 0); -window 0
+	// took one stats interval as the window.
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "fulcrum-bench: unexpected argument %q: fulcrum-bench takes only flags (a scenario: -only NAME)\n", flag.Arg(0))
+		return 2
+	}
+	for _, bad := range []struct {
+		ok  bool
+		msg string
+	}{
+		{o.retries >= 0, fmt.Sprintf("-retries %d: must be 0 or more", o.retries)},
+		{o.tm.Window > 0, fmt.Sprintf("-window %v: must be positive", o.tm.Window)},
+		{o.tm.Warmup >= 0, fmt.Sprintf("-warmup %v: must be 0 or positive", o.tm.Warmup)},
+		{o.maxOther >= 0, fmt.Sprintf("-max-other %v: must be 0 or more", o.maxOther)}, // NaN too
+	} {
+		if !bad.ok {
+			fmt.Fprintf(os.Stderr, "fulcrum-bench: %s\n", bad.msg)
+			return 2
+		}
+	}
 	if Burst < 0 || Burst > conntrack.MaxBurst {
 		fmt.Fprintf(os.Stderr, "fulcrum-bench: -burst %d: outside 1..%d (0: the default)\n", Burst, conntrack.MaxBurst)
 		os.Exit(2)

@@ -19,6 +19,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -131,15 +133,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 2*time.Second, "an exchange slower than this breaks the connection")
 	reportFile := fs.String("report", "", "rewrite this file with the JSON report every second")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		// flag stops at the first argument: what follows it (-n 5) would
+		// be dropped with it.
+		fmt.Fprintf(stderr, "fulcrum-conncheck: unexpected argument %q: the checker takes only flags (-target ADDR:PORT)\n", fs.Arg(0))
 		return 2
 	}
 	if *target == "" || *n < 1 || *n > 100000 || *interval <= 0 || *duration <= 0 || *timeout <= 0 {
 		fmt.Fprintln(stderr, "fulcrum-conncheck: -target is required; -n 1..100000; -interval, -duration and -timeout positive")
 		return 2
 	}
-	if _, _, err := net.SplitHostPort(*target); err != nil {
+	_, port, err := net.SplitHostPort(*target)
+	if err != nil {
 		fmt.Fprintf(stderr, "fulcrum-conncheck: -target %q: %v\n", *target, err)
 		return 2
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		fmt.Fprintf(stderr, "fulcrum-conncheck: -target %q: port %q: not a number in 1..65535\n", *target, port)
+		return 2
+	}
+	if *reportFile != "" {
+		if err := checkReportPath(*reportFile); err != nil {
+			fmt.Fprintf(stderr, "fulcrum-conncheck: -report %s: %v\n", *reportFile, err)
+			return 2
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *duration)
 	defer cancel()
@@ -184,6 +206,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out, _ := json.MarshalIndent(r, "", "  ")
 	fmt.Fprintln(stdout, string(out))
 	return 0
+}
+
+// checkReportPath reports why writeReport could not write path: its
+// rewrite goes through path.tmp and a rename.
+func checkReportPath(path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return errors.New("is a directory")
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644) // as writeReport writes it
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(tmp)
 }
 
 func writeReport(path string, r Report) {

@@ -192,6 +192,11 @@ func generate(args []string, stdout, stderr io.Writer) error {
 	if *n < 1 {
 		return fmt.Errorf("-n %d: must be at least 1", *n)
 	}
+	if *size < gen.MinSize || *size > gen.MaxSize {
+		// gen.Config reads 0 as its default: on the command line it is
+		// a value outside the range the help states.
+		return fmt.Errorf("-size %d: must be %d..%d (Ethernet frame with FCS)", *size, gen.MinSize, gen.MaxSize)
+	}
 	m, err := gen.ParseMode(*mode)
 	if err != nil {
 		return fmt.Errorf("-mode: %w", err)

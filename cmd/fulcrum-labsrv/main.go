@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -49,6 +50,17 @@ func main() {
 	if *name == "" || *listen == "" || *flapPeriod <= 0 || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: fulcrum-labsrv -name NAME -listen ADDR:PORT [-health ADDR:PORT] [-flap-period D > 0]")
 		os.Exit(2)
+	}
+	// A port of 0 would be one the kernel picks, where no client looks.
+	for _, a := range []struct{ flag, addr string }{{"-listen", *listen}, {"-health", *healthAddr}, {"-quic", *quicAddr}} {
+		if a.addr == "" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(a.addr)
+		if p, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || p == 0 {
+			fmt.Fprintf(os.Stderr, "fulcrum-labsrv: %s %q: want ADDR:PORT with a port in 1..65535\n", a.flag, a.addr)
+			os.Exit(2)
+		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("backend", *name)
 	var sick atomic.Bool

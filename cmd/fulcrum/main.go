@@ -23,6 +23,7 @@ import (
 	"github.com/fulcrumlb/fulcrum/config"
 	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
+	"github.com/fulcrumlb/fulcrum/internal/errwriter"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -81,6 +82,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "version", "--version", "-v":
+		if len(args) > 1 {
+			switch args[1] {
+			case "-h", "-help", "--help":
+				fmt.Fprint(stdout, "usage: fulcrum version: print the version, Go version and whether DPDK is built in\n")
+				return 0
+			}
+			fmt.Fprintf(stderr, "fulcrum version: unexpected argument %q: version takes none\n", args[1])
+			return 2
+		}
 		fmt.Fprintf(stdout, "fulcrum %s (%s, %s/%s, dpdk %s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, dpdkSupport)
 		return 0
 	case "check":
@@ -213,7 +223,7 @@ func fileCommand(name, synopsis string, args []string, stdout, stderr io.Writer)
 	return loadConfig(fs, *path, stderr)
 }
 
-func cmdCheck(args []string, stdout, stderr io.Writer) int {
+func cmdCheck(args []string, stdout, stderr io.Writer) (code int) {
 	cfg, code := fileCommand("check", "check [flags]: validate the file and print the effective configuration and Maglev tables", args, stdout, stderr)
 	if cfg == nil {
 		return code
@@ -228,6 +238,16 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	svc := shared.Services.Load()
+	// A failed write (stdout closed, a full disk) is an error, not a
+	// valid configuration with its output lost.
+	ow := &errwriter.Writer{W: stdout}
+	stdout = ow
+	defer func() {
+		if ow.Err != nil && code == 0 {
+			fmt.Fprintf(stderr, "fulcrum check: writing the output: %v\n", ow.Err)
+			code = 1
+		}
+	}()
 	// Secrets written in the file are not printed: the output goes to
 	// terminals and logs (config.RedactedSecret, which Parse refuses).
 	out, err := cfg.Redacted().Encode()

@@ -121,19 +121,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) (code int) {
 			return nil
 		}
 	}
-	if opt.cpuProfile != "" {
-		stop, err := startCPUProfile(opt.cpuProfile)
-		if err != nil {
-			log.Error("CPU profile", "file", opt.cpuProfile, "err", err)
-			return 2
-		}
-		defer func() {
-			if err := stop(); err != nil {
-				log.Error("CPU profile", "file", opt.cpuProfile, "err", err)
-			}
-		}()
-		log.Info("writing a CPU profile at exit", "file", opt.cpuProfile)
-	}
 	raiseNoFileLimit(log) // before anything opens descriptors; see rlimit.go
 	path := &opt.config
 	// Through the logger, so --log-format json stays one object a line
@@ -159,6 +146,22 @@ func cmdRun(args []string, stdout, stderr io.Writer) (code int) {
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrum: %v\n", err)
 		return 2
+	}
+	// The profile's file is made once the configuration is accepted: a
+	// refused one (exit 2) leaves no file that the next run, with the
+	// file fixed, would refuse as existing.
+	if opt.cpuProfile != "" {
+		stop, err := startCPUProfile(opt.cpuProfile)
+		if err != nil {
+			log.Error("CPU profile", "file", opt.cpuProfile, "err", err)
+			return 2
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				log.Error("CPU profile", "file", opt.cpuProfile, "err", err)
+			}
+		}()
+		log.Info("writing a CPU profile at exit", "file", opt.cpuProfile)
 	}
 	var bgpCfg bgp.Config
 	if cfg.BGP != nil {

@@ -23,6 +23,7 @@ import (
 	"unicode"
 
 	"github.com/fulcrumlb/fulcrum/admin/api"
+	"github.com/fulcrumlb/fulcrum/internal/errwriter"
 )
 
 const usage = `usage: fulcrumctl [flags] COMMAND [ARGS]
@@ -165,6 +166,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fulcrumctl: %s: the token contains a control character: a token is printable text\n", tokenSrc)
 		return exitUsage
 	}
+	// FULCRUM_CA is a default for the addresses that speak TLS: a unix:
+	// or http:// address (given, or from FULCRUM_ADDR) takes none, and is
+	// not refused for it. An explicit --ca with one still is.
+	if !given["ca"] && (strings.HasPrefix(*addr, "unix:") || strings.HasPrefix(*addr, "http://")) {
+		*caFile = ""
+	}
 	c, err := newClientFrom(addrSrc, *addr, tok, *timeout, tlsOptions{caFile: *caFile, insecure: *insecure})
 	if err != nil {
 		fmt.Fprintf(stderr, "fulcrumctl: %v\n", err)
@@ -173,8 +180,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	sel.timeout = *timeout
-	out := &output{w: stdout, json: *asJSON, sel: sel}
-	if err := cmd.run(ctx, c, out, pos[1:]); err != nil {
+	// The tables' printers do not return their write errors: one is kept
+	// here, so that a closed stdout or a full disk is an error (exit 1)
+	// as it is with --json, not a success that printed nothing.
+	sw := &errwriter.Writer{W: stdout}
+	out := &output{w: sw, json: *asJSON, sel: sel}
+	err = cmd.run(ctx, c, out, pos[1:])
+	if err == nil && sw.Err != nil {
+		err = fmt.Errorf("writing the output: %w", sw.Err)
+	}
+	if err != nil {
 		var nf *notFulcrumError
 		if errors.As(err, &nf) {
 			nf.at = addrSrc + " " + *addr
