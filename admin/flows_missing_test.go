@@ -5,19 +5,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/admin"
-	"github.com/fulcrumlb/fulcrum/admin/admintest"
 	"github.com/fulcrumlb/fulcrum/admin/api"
 	"github.com/fulcrumlb/fulcrum/config"
-	"github.com/fulcrumlb/fulcrum/control"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 	"github.com/fulcrumlb/fulcrum/dataplane/dptest"
-	"github.com/fulcrumlb/fulcrum/flow"
 )
 
 // README's drain procedure: "`fulcrumctl backends web` shows the flows
@@ -28,30 +23,9 @@ import (
 // script polls for 0, reads 0 while a worker still tracks its flow, and
 // carries no sign that it is incomplete.
 func TestBackendFlowCountSaysWhenIncomplete(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "fulcrum.toml")
-	if err := os.WriteFile(file, []byte(admintest.Config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := &dataplane.Shared{}
-	key, err := flow.ParseKey(cfg.Dataplane.HashKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc := dptest.NewLcore(t, shared, cfg.Conntrack, key)
 	// Worker 1 is driven by this test alone: it forwards one SYN, then
 	// stops answering (a stuck lcore, or one busy past the count's 5 s).
-	w1, err := dataplane.NewWorker(1, shared, cfg.Conntrack, key, [6]byte{2, 0, 0, 0, 0, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plane, err := control.New(cfg, shared, []*dataplane.Worker{lc.Worker, w1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _, w1, plane := handDrivenWorkerPlane(t, nil)
 	f := dptest.TCP(t, 40000, netip.MustParseAddrPort("203.0.113.7:80"), "S")
 	buf := make([]byte, 4096)
 	copy(buf[128:], f)
@@ -71,7 +45,7 @@ func TestBackendFlowCountSaysWhenIncomplete(t *testing.T) {
 		t.Fatalf("SYN sent to %v, no backend of web", to)
 	}
 
-	srv := admin.New(plane, config.Admin{Listen: "127.0.0.1:0"}, file, nil)
+	srv := admin.New(plane, config.Admin{Listen: "127.0.0.1:0"}, cfg.File, nil)
 	req := httptest.NewRequest(http.MethodGet, api.BackendPath("web", be), nil)
 	req.Host = "127.0.0.1"
 	rec := httptest.NewRecorder()

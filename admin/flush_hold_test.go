@@ -28,28 +28,8 @@ import (
 // must still succeed (the look-up is what needs the hold, not the
 // workers' operation on an incarnation already found).
 func TestFlushDoesNotHoldReloadsWhileWorkersWork(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "fulcrum.toml")
-	if err := os.WriteFile(file, []byte(admintest.Config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := flow.ParseKey(cfg.Dataplane.HashKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shared := &dataplane.Shared{}
-	lc := dptest.NewLcore(t, shared, cfg.Conntrack, key)
-	late, err := dataplane.NewWorker(1, shared, cfg.Conntrack, key, [6]byte{2, 0, 0, 0, 0, 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plane, err := control.New(cfg, shared, []*dataplane.Worker{lc.Worker, late}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, lc, late, plane := handDrivenWorkerPlane(t, slog.New(slog.DiscardHandler))
+	file := cfg.File
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() { defer close(stopped); plane.Run(done) }()
 	t.Cleanup(func() { close(done); <-stopped })
@@ -95,4 +75,35 @@ func TestFlushDoesNotHoldReloadsWhileWorkersWork(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no reload within 30 s")
 	}
+}
+
+// handDrivenWorkerPlane is a plane on admintest.Config's file (returned)
+// with two workers: an lcore that polls, and worker 1, which nothing
+// drives but the test (it serves snapshots and operations only when the
+// test calls its Idle or Process).
+func handDrivenWorkerPlane(t *testing.T, log *slog.Logger) (*config.Config, *dptest.Lcore, *dataplane.Worker, *control.Plane) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "fulcrum.toml")
+	if err := os.WriteFile(file, []byte(admintest.Config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := flow.ParseKey(cfg.Dataplane.HashKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := &dataplane.Shared{}
+	lc := dptest.NewLcore(t, shared, cfg.Conntrack, key)
+	w1, err := dataplane.NewWorker(1, shared, cfg.Conntrack, key, [6]byte{2, 0, 0, 0, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane, err := control.New(cfg, shared, []*dataplane.Worker{lc.Worker, w1}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, lc, w1, plane
 }

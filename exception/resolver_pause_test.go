@@ -40,7 +40,7 @@ func TestResolverPausedDaemonKeepsGateway(t *testing.T) {
 		}
 		return Gateways{IPv4: l.gwAddr, IPv6: l.gwAddr6}
 	}
-	l0 := newLANForPause(t)
+	l0 := dualGatewayLAN(t, "pau")
 	l = l0
 	pubs := startResolver(t, l, 50*time.Millisecond, gws)
 	deadline := time.Now().Add(10 * time.Second)
@@ -154,28 +154,6 @@ func TestResolverPausedDaemonKeepsGateway(t *testing.T) {
 	}
 }
 
-// newLANForPause is dualLAN's LAN without its resolver: the peer is the
-// gateway for both families, the LB's entries REACHABLE at its MAC.
-func newLANForPause(t *testing.T) *lan {
-	t.Helper()
-	l := newLAN(t, "y45p")
-	peer, err := l.peerH.LinkByName(l.peerIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []netip.Prefix{netip.PrefixFrom(l.gwAddr, 24), netip.PrefixFrom(l.gwAddr6, 64)} {
-		a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
-		if p.Addr().Is6() {
-			a.Flags = 0x02 // IFA_F_NODAD
-		}
-		if err := l.peerH.AddrAdd(peer, a); err != nil {
-			t.Fatal(err)
-		}
-	}
-	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, l.peerMAC, netlink.NUD_REACHABLE)
-	addNeigh(t, l.lbH, l.lbIf, l.gwAddr6, l.peerMAC, netlink.NUD_REACHABLE)
-	return l
-}
 
 // startResolver runs a resolver on l's LB interface at interval for
 // gateways gws until the test ends; its publications come on the channel.
@@ -200,7 +178,7 @@ func startResolver(t *testing.T, l *lan, interval time.Duration, gws func() Gate
 func TestResolverPausedGatewayGoneStillUnresolved(t *testing.T) {
 	var gate atomic.Pointer[chan struct{}]
 	blocked := make(chan struct{}, 1)
-	l := newLANForPause(t)
+	l := dualGatewayLAN(t, "pau")
 	gws := func() Gateways {
 		if c := gate.Load(); c != nil {
 			select {

@@ -13,9 +13,9 @@ import (
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
-// dualLAN: the peer is the gateway for both families; the resolver runs
-// at interval on both, publishing on the channel returned.
-func dualLAN(t *testing.T, tag string, interval time.Duration, gws func() Gateways, changed chan struct{}) (*lan, chan dataplane.NextHop) {
+// dualGatewayLAN is a LAN whose peer is the gateway for both families,
+// the LB's entries REACHABLE at its MAC.
+func dualGatewayLAN(t *testing.T, tag string) *lan {
 	t.Helper()
 	l := newLAN(t, tag)
 	peer, err := l.peerH.LinkByName(l.peerIf)
@@ -33,6 +33,14 @@ func dualLAN(t *testing.T, tag string, interval time.Duration, gws func() Gatewa
 	}
 	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, l.peerMAC, netlink.NUD_REACHABLE)
 	addNeigh(t, l.lbH, l.lbIf, l.gwAddr6, l.peerMAC, netlink.NUD_REACHABLE)
+	return l
+}
+
+// dualLAN: the peer is the gateway for both families; the resolver runs
+// at interval on both, publishing on the channel returned.
+func dualLAN(t *testing.T, tag string, interval time.Duration, gws func() Gateways, changed chan struct{}) (*lan, chan dataplane.NextHop) {
+	t.Helper()
+	l := dualGatewayLAN(t, tag)
 	if gws == nil {
 		gws = func() Gateways { return Gateways{IPv4: l.gwAddr, IPv6: l.gwAddr6} }
 	}
