@@ -559,7 +559,7 @@ func (s *Server) getConns(r *http.Request) (any, error) {
 	out := api.Conns{Conns: make([]api.Conn, 0, len(conns))}
 	for _, c := range conns {
 		out.Conns = append(out.Conns, api.Conn{Client: c.Client, VIPAddress: c.VIPAddr, Proto: c.Proto, VIP: c.VIP,
-			Backend: c.Backend, BackendAddress: c.BackendAddress, State: c.State, IdleMs: c.IdleMs, Worker: c.Worker, Stale: c.Stale})
+			Backend: c.Backend, BackendAddress: c.BackendAddress, State: c.State, IdleMs: c.IdleMs, Worker: c.Worker, Stale: c.Stale, SecondChance: c.SecondChance})
 	}
 	if !done {
 		out.Next = fmt.Sprintf("%d.%d", next.Worker, next.Bucket)

@@ -40,7 +40,8 @@ type Conn struct {
 	State           string
 	IdleMs          uint32
 	Worker          int
-	Stale           bool // pinned to a backend that is gone or down: the next packet re-selects
+	Stale           bool   // pinned to a backend that is gone or down: the next packet re-selects
+	SecondChance    string // the entry's second chance, a backend name
 }
 
 // ConnQuery selects connections: of one VIP, or one backend of it (names;
@@ -114,6 +115,14 @@ func connOf(svc *dataplane.Services, e *dataplane.ConnEntry, worker int) Conn {
 		if b := svc.Backends[e.Backend]; b != nil && b.Gen == e.Gen && b.VIP == e.VIP {
 			c.Backend, c.BackendAddress = b.Name, b.Addr.String()
 			c.Stale = b.Down
+		}
+	}
+	if e.HasChance {
+		c.SecondChance = "?"
+		if int(e.Chance) < len(svc.Backends) {
+			if b := svc.Backends[e.Chance]; b != nil && b.VIP == e.VIP {
+				c.SecondChance = b.Name
+			}
 		}
 	}
 	return c

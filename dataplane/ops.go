@@ -73,12 +73,14 @@ type Op struct {
 
 // ConnEntry is one live conntrack entry, as ListOp copies it.
 type ConnEntry struct {
-	Tuple   flow.Tuple // client to VIP
-	VIP     uint16
-	Backend uint32
-	Gen     uint32
-	State   conntrack.State
-	IdleMs  uint32 // since its last packet
+	Tuple     flow.Tuple // client to VIP
+	VIP       uint16
+	Backend   uint32
+	Gen       uint32
+	State     conntrack.State
+	IdleMs    uint32 // since its last packet
+	Chance    uint32 // the second chance's backend id, if HasChance
+	HasChance bool
 }
 
 // ErrBusy is returned when a worker still runs an earlier Op.
@@ -328,7 +330,8 @@ func (w *Worker) listStep(op *Op, now conntrack.Time) bool {
 				return
 			}
 		}
-		op.Conns = append(op.Conns, ConnEntry{Tuple: e.Key(), VIP: e.VIP(), Backend: e.Backend(), Gen: e.Gen(),
+		ch, hasCh := e.Chance()
+		op.Conns = append(op.Conns, ConnEntry{Tuple: e.Key(), VIP: e.VIP(), Backend: e.Backend(), Gen: e.Gen(), Chance: ch, HasChance: hasCh,
 			State: e.State(), IdleMs: uint32(now - e.LastSeen())})
 	}
 	for range opBudget {

@@ -412,6 +412,9 @@ type Conn struct {
 	// Stale: pinned to a backend that is gone or down; the next packet is
 	// placed again.
 	Stale bool `json:"stale,omitempty"`
+	// SecondChance: the backend named in the tunnel header as the flow's
+	// second chance (docs/second-chance.md).
+	SecondChance string `json:"second_chance,omitempty"`
 }
 
 // Flush is the answer to POST .../backends/{backend}/flush.

@@ -213,6 +213,9 @@ func cmdConns(ctx context.Context, c *client, out *output, _ []string) error {
 		if cn.Stale {
 			be += " (stale)"
 		}
+		if cn.SecondChance != "" {
+			be += " (second chance " + cn.SecondChance + ")"
+		}
 		idle := (time.Duration(cn.IdleMs) * time.Millisecond).String()
 		row(tw, cn.Client, cn.VIP+" "+cn.VIPAddress, cn.Proto, be, cn.State, idle, cn.Worker)
 	}
