@@ -224,6 +224,10 @@ up() {
 	ns fl-router ip link add flbr0 type bridge
 	ns fl-router ip addr add 10.77.2.1/24 dev flbr0
 	ns fl-router ip link set flbr0 up
+	# The router's own TCP (BGP) reaches the LBs through the exception
+	# path, which hands the kernel the frame as it came: the checksum must
+	# be in it (see the client's below).
+	ns fl-router ethtool -K flbr0 tx off >/dev/null
 	# Client.
 	ip netns add fl-client
 	ip link add r-client netns fl-router type veth peer name eth0 netns fl-client
@@ -252,6 +256,7 @@ up() {
 		attach $n eth0
 		ns $n ip addr add $ip/24 dev eth0
 		ns $n ip route add default via 10.77.2.1
+		ns $n ethtool -K eth0 tx off >/dev/null # its health answers reach the LB's tap as sent
 		ns $n ip addr add $VIP/32 dev lo
 		ns $n sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
 			net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2
@@ -268,7 +273,11 @@ up() {
 		local n=fl-lb$i
 		ip netns add $n
 		attach $n wire0
-		ns $n sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.wire0.disable_ipv6=1
+		# The kernel must not take frames from wire0 itself (it would, for
+		# the tap's IPv4 address: weak host model), or BGP, the checks and
+		# ARP bypass the exception path: a NIC bound to DPDK gives it none.
+		ns $n sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.wire0.disable_ipv6=1 \
+			net.ipv4.conf.wire0.rp_filter=1 net.ipv4.conf.wire0.arp_ignore=8
 		start_lb $i
 	done
 	wait_ready
