@@ -387,6 +387,8 @@ type Resolver struct {
 	Netns    string        // its network namespace; "": the current one
 	Interval time.Duration // how often the table is read again
 	Log      *slog.Logger
+
+	paused func() // tests: called as each round begins, before its clock is read
 }
 
 // Run resolves the gateways that gateways() returns, every Interval and at
@@ -454,7 +456,9 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 	// idle is when the last round ended (it then waited for the next).
 	var idle time.Time
 	for {
-		g := gateways()
+		if r.paused != nil {
+			r.paused() // tests: the process stopped between two rounds
+		}
 		// late: this round comes far later than the resolver waits for
 		// (Interval at most): the process did not run meanwhile (SIGSTOP,
 		// a VM paused for migration, a debugger, starved of CPU). Nothing
@@ -462,8 +466,12 @@ func (r *Resolver) Run(ctx context.Context, gateways func() Gateways, changed <-
 		// gateways went unanswered and their entries may have failed
 		// though the gateways never stopped answering: a FAILED entry
 		// says nothing of them in this round, and is held as a missing
-		// one is while the kernel resolves it again.
+		// one is while the kernel resolves it again. Taken before
+		// gateways(): its wait for the control plane's lock (a rebuild
+		// holds it for seconds at a large configuration) is no pause,
+		// the rest of the process, the tap's reader included, ran.
 		late := !idle.IsZero() && time.Since(idle) > r.Interval+pauseSlack
+		g := gateways()
 		var nh dataplane.NextHop
 		unresolved := false
 		for i, x := range []struct {

@@ -30,7 +30,7 @@ func TestResolverPausedDaemonKeepsGateway(t *testing.T) {
 	var gate atomic.Pointer[chan struct{}]
 	blocked := make(chan struct{}, 1)
 	var l *lan
-	gws := func() Gateways {
+	pause := func() {
 		if c := gate.Load(); c != nil {
 			select {
 			case blocked <- struct{}{}:
@@ -38,11 +38,11 @@ func TestResolverPausedDaemonKeepsGateway(t *testing.T) {
 			}
 			<-*c
 		}
-		return Gateways{IPv4: l.gwAddr, IPv6: l.gwAddr6}
 	}
+	gws := func() Gateways { return Gateways{IPv4: l.gwAddr, IPv6: l.gwAddr6} }
 	l0 := dualGatewayLAN(t, "pau")
 	l = l0
-	pubs := startResolver(t, l, 50*time.Millisecond, gws)
+	pubs := startPausableResolver(t, l, 50*time.Millisecond, gws, pause)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		nh := <-pubs
@@ -154,15 +154,21 @@ func TestResolverPausedDaemonKeepsGateway(t *testing.T) {
 	}
 }
 
-
 // startResolver runs a resolver on l's LB interface at interval for
 // gateways gws until the test ends; its publications come on the channel.
 func startResolver(t *testing.T, l *lan, interval time.Duration, gws func() Gateways) chan dataplane.NextHop {
 	t.Helper()
+	return startPausableResolver(t, l, interval, gws, nil)
+}
+
+// startPausableResolver is startResolver whose rounds call pause first:
+// a pause there is one of the process (the resolver's clock runs on).
+func startPausableResolver(t *testing.T, l *lan, interval time.Duration, gws func() Gateways, pause func()) chan dataplane.NextHop {
+	t.Helper()
 	pubs := make(chan dataplane.NextHop, 4096)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: interval}
+	r := &Resolver{Iface: l.lbIf, Netns: l.lbNS, Interval: interval, paused: pause}
 	go func() {
 		defer close(done)
 		r.Run(ctx, gws, nil, func(_ Gateways, nh dataplane.NextHop) bool { pubs <- nh; return true })
@@ -179,7 +185,7 @@ func TestResolverPausedGatewayGoneStillUnresolved(t *testing.T) {
 	var gate atomic.Pointer[chan struct{}]
 	blocked := make(chan struct{}, 1)
 	l := dualGatewayLAN(t, "pau")
-	gws := func() Gateways {
+	pause := func() {
 		if c := gate.Load(); c != nil {
 			select {
 			case blocked <- struct{}{}:
@@ -187,8 +193,8 @@ func TestResolverPausedGatewayGoneStillUnresolved(t *testing.T) {
 			}
 			<-*c
 		}
-		return Gateways{IPv4: l.gwAddr}
 	}
+	gws := func() Gateways { return Gateways{IPv4: l.gwAddr} }
 	in(t, l.lbNSh, func() error {
 		for k, v := range map[string]string{"delay_first_probe_time": "1", "retrans_time_ms": "100"} {
 			if err := os.WriteFile("/proc/sys/net/ipv4/neigh/"+l.lbIf+"/"+k, []byte(v), 0o644); err != nil {
@@ -197,7 +203,7 @@ func TestResolverPausedGatewayGoneStillUnresolved(t *testing.T) {
 		}
 		return nil
 	})
-	pubs := startResolver(t, l, 50*time.Millisecond, gws)
+	pubs := startPausableResolver(t, l, 50*time.Millisecond, gws, pause)
 	if nh := <-pubs; !nh.Has4 || nh.MAC4 != l.peerMAC {
 		t.Fatalf("first publication %+v", nh)
 	}
