@@ -49,7 +49,11 @@ func cmdPrereq(args []string, stdout, stderr io.Writer) int {
 	if cfg == nil {
 		return code
 	}
-	problems := prereqProblems(cfg, realHost())
+	h := realHost()
+	for _, w := range prereqWarnings(cfg, h) {
+		fmt.Fprintf(stderr, "fulcrum prereq: %s: warning: %s\n", cfg.File, w)
+	}
+	problems := prereqProblems(cfg, h)
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "fulcrum prereq: %s: %s\n", cfg.File, p)
 	}
@@ -133,9 +137,18 @@ func prereqProblems(cfg *config.Config, h host) []string {
 			out = append(out, fmt.Sprintf("PCI device %s is bound to %s, not vfio-pci: modprobe vfio-pci; %s/bind-nic.sh %s", dev, drv, h.hw, dev))
 		}
 	}
+	return out
+}
+
+// prereqWarnings are what the host may lack, by an estimate that can be
+// wrong either way, so they are said but do not fail the start: a memory
+// cgroup limit below what the daemon takes (the kernel would kill it
+// after start, and systemd restart it in a loop).
+func prereqWarnings(cfg *config.Config, h host) []string {
+	var out []string
 	if limit, at := memoryLimit(h); limit > 0 {
 		if need := memoryNeed(cfg); need > limit {
-			out = append(out, fmt.Sprintf("the memory cgroup %s allows %d MiB (memory.max), and the daemon takes about %d MiB (%s): the kernel would kill it; raise MemoryMax or lower what it takes",
+			out = append(out, fmt.Sprintf("the memory cgroup %s allows %d MiB, and the daemon takes about %d MiB (%s): the kernel would kill it; raise MemoryMax or lower what it takes",
 				at, limit>>20, need>>20, memoryWhat(cfg)))
 		}
 	}
@@ -155,23 +168,46 @@ const goSlack = 256 << 20
 func memoryNeed(cfg *config.Config) uint64 {
 	need := uint64(goSlack)
 	if !cfg.EAL.Hugepages {
-		need += uint64(cfg.EAL.MemoryMB)<<20 + uint64(len(cfg.EAL.WorkerLcores))*uint64(conntrack.TableBytes(cfg.Conntrack.Capacity))
+		need += ealTouched(cfg) + uint64(len(cfg.EAL.WorkerLcores))*uint64(conntrack.TableBytes(cfg.Conntrack.Capacity))
 	}
 	return need
+}
+
+// ealOwn is what the EAL itself and the port's rings take of its memory
+// beyond the mbuf pools (and its runtime directory on a tmpfs), about.
+const ealOwn = 64 << 20
+
+// ealTouched is what the EAL's memory costs without hugepages: it maps
+// memory_mb but only the pages it allocates are charged, each worker's
+// mbuf pool (2,432 bytes an mbuf, as config's check on hugepages counts)
+// and its own, at most memory_mb.
+func ealTouched(cfg *config.Config) uint64 {
+	pools := uint64(len(cfg.EAL.WorkerLcores)) * uint64(cfg.Dataplane.MempoolSize) * 2432
+	return min(uint64(cfg.EAL.MemoryMB)<<20, pools+ealOwn+ealRuntimeBytesNoHuge(cfg))
+}
+
+// ealRuntimeBytesNoHuge is the memory segment list the EAL writes to its
+// runtime directory without hugepages: 48 bytes a 4 KiB page of memory_mb.
+func ealRuntimeBytesNoHuge(cfg *config.Config) uint64 {
+	return uint64(cfg.EAL.MemoryMB) * (1 << 20 / 4096) * 48
 }
 
 func memoryWhat(cfg *config.Config) string {
 	if cfg.EAL.Hugepages {
 		return fmt.Sprintf("%d MiB for the Go runtime and the control plane", goSlack>>20)
 	}
-	return fmt.Sprintf("eal.memory_mb %d, %d conntrack table(s) of %d MiB, and %d MiB for the Go runtime", cfg.EAL.MemoryMB,
-		len(cfg.EAL.WorkerLcores), conntrack.TableBytes(cfg.Conntrack.Capacity)>>20, goSlack>>20)
+	return fmt.Sprintf("%d MiB of eal.memory_mb's %d in use (mbuf pools of %d), %d conntrack table(s) of %d MiB, and %d MiB for the Go runtime", ealTouched(cfg)>>20, cfg.EAL.MemoryMB,
+		cfg.Dataplane.MempoolSize, len(cfg.EAL.WorkerLcores), conntrack.TableBytes(cfg.Conntrack.Capacity)>>20, goSlack>>20)
 }
 
 // memoryLimit is the smallest memory limit on the way from this
 // process's memory cgroup to the root, and where it is set: memory.max
 // under cgroup v2, memory.limit_in_bytes under v1's memory controller
-// (a hybrid host's); 0 when none is set (or no cgroup is mounted).
+// (a hybrid host's); 0 when none is set (or no cgroup is mounted). The
+// paths in /proc/self/cgroup are the hierarchy's; each is looked up under
+// the mount of its hierarchy that holds it (/proc/self/mountinfo, beside
+// it: a container's mount is of its own subtree, whose root is not the
+// hierarchy's). Without mountinfo, the usual mounts are taken.
 func memoryLimit(h host) (limit uint64, at string) {
 	if h.cgroup == "" {
 		return 0, ""
@@ -180,30 +216,97 @@ func memoryLimit(h host) (limit uint64, at string) {
 	if err != nil {
 		return 0, ""
 	}
+	v2, v1 := cgroupMounts(h)
 	for _, l := range strings.Split(string(b), "\n") {
 		f := strings.SplitN(l, ":", 3)
 		if len(f) != 3 || !strings.HasPrefix(f[2], "/") || strings.Contains(f[2], "..") {
 			continue
 		}
-		root, file := filepath.Join(h.sys, "fs", "cgroup"), "memory.max"
+		mounts, file := v2, "memory.max"
 		switch {
 		case f[0] == "0" && f[1] == "":
 		case slices.Contains(strings.Split(f[1], ","), "memory"):
-			root, file = filepath.Join(root, "memory"), "memory.limit_in_bytes"
+			mounts, file = v1, "memory.limit_in_bytes"
 		default:
 			continue
 		}
-		for p := f[2]; ; p = filepath.Dir(p) {
-			if b, err := os.ReadFile(filepath.Join(root, p, file)); err == nil {
-				// v2 writes "max" for none; v1 a page-rounded 2^63-1.
-				if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n < 1<<62 && (limit == 0 || n < limit) {
-					limit, at = n, p
+		for _, m := range mounts {
+			rel, ok := strings.CutPrefix(f[2], m.root)
+			if m.root == "/" {
+				rel, ok = f[2], true
+			} else if ok && rel != "" && !strings.HasPrefix(rel, "/") {
+				ok = false // a sibling: /a/bc under a mount of /a/b
+			}
+			if !ok {
+				continue
+			}
+			for p := filepath.Join("/", rel); ; p = filepath.Dir(p) {
+				if b, err := os.ReadFile(filepath.Join(m.dir, p, file)); err == nil {
+					// v2 writes "max" for none; v1 a page-rounded 2^63-1.
+					if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && n < 1<<62 && (limit == 0 || n < limit) {
+						limit, at = n, filepath.Join(m.root, p)
+					}
+				}
+				if p == "/" {
+					break
 				}
 			}
-			if p == "/" {
-				break
-			}
+			break
 		}
 	}
 	return limit, at
+}
+
+// cgroupMount is a mounted cgroup hierarchy: the cgroup at its root (the
+// hierarchy's path) and the directory it is mounted on.
+type cgroupMount struct{ root, dir string }
+
+// cgroupMounts are the mounts of the cgroup v2 hierarchy and of v1's
+// memory controller, from the mountinfo beside h.cgroup; without one,
+// the usual places with the hierarchies' roots.
+func cgroupMounts(h host) (v2, v1 []cgroupMount) {
+	cg := filepath.Join(h.sys, "fs", "cgroup")
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(h.cgroup), "mountinfo"))
+	if err != nil {
+		return []cgroupMount{{"/", cg}}, []cgroupMount{{"/", filepath.Join(cg, "memory")}}
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(l, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		// the mount point as seen from h.sys (the host's /sys, or a test's)
+		dir := unescapeMount(f[4])
+		if rest, ok := strings.CutPrefix(dir, "/sys/"); ok {
+			dir = filepath.Join(h.sys, rest)
+		}
+		m := cgroupMount{unescapeMount(f[3]), dir}
+		switch {
+		case g[0] == "cgroup2":
+			v2 = append(v2, m)
+		case g[0] == "cgroup" && slices.Contains(strings.Split(g[2], ","), "memory"):
+			v1 = append(v1, m)
+		}
+	}
+	return v2, v1
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var out []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				out = append(out, byte(n))
+				i += 3
+				continue
+			}
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
 }
