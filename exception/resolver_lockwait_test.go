@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/vishvananda/netlink"
 )
 
 // TestResolverLockWaitIsNoPause: gateways() (control.Plane.Gateways)
@@ -65,25 +63,7 @@ func TestResolverLockWaitIsNoPause(t *testing.T) {
 	// The gateway leaves while the resolver waits for the lock; the
 	// kernel verifies its entry (its own traffic) and, with no answer,
 	// fails it. The process runs: that failure is the gateway's.
-	peer, err := l.peerH.LinkByName(l.peerIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.peerH.AddrDel(peer, &netlink.Addr{IPNet: &net.IPNet{IP: l.gwAddr.AsSlice(), Mask: net.CIDRMask(24, 32)}}); err != nil {
-		t.Fatal(err)
-	}
-	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, l.peerMAC, netlink.NUD_STALE)
-	poke(l.lbNS, l.lbIf, l.gwAddr)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if _, st, _, _, failed := lookup(l.lbNS, l.lbIf, l.gwAddr); failed && st == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("precondition: the entry did not fail")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gatewayLeaves(t, l)
 	released.Store(true)
 	gate.Store(nil)
 	close(g)

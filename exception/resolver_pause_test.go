@@ -214,28 +214,10 @@ func TestResolverPausedGatewayGoneStillUnresolved(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the resolver did not reach its next round")
 	}
-	peer, err := l.peerH.LinkByName(l.peerIf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.peerH.AddrDel(peer, &netlink.Addr{IPNet: &net.IPNet{IP: l.gwAddr.AsSlice(), Mask: net.CIDRMask(24, 32)}}); err != nil {
-		t.Fatal(err)
-	}
-	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, l.peerMAC, netlink.NUD_STALE)
-	poke(l.lbNS, l.lbIf, l.gwAddr)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if _, st, _, _, failed := lookup(l.lbNS, l.lbIf, l.gwAddr); failed && st == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("precondition: the entry did not fail during the pause")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gatewayLeaves(t, l)
 	gate.Store(nil)
 	close(g)
-	deadline = time.Now().Add(reResolveHold + 10*time.Second)
+	deadline := time.Now().Add(reResolveHold + 10*time.Second)
 	for {
 		select {
 		case nh := <-pubs:
@@ -250,5 +232,30 @@ func TestResolverPausedGatewayGoneStillUnresolved(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("a gateway gone since the pause is still published after the hold")
 		}
+	}
+}
+
+// gatewayLeaves removes the IPv4 gateway from the LAN and waits until the
+// kernel, asked to verify the LB's entry for it, has failed it.
+func gatewayLeaves(t *testing.T, l *lan) {
+	t.Helper()
+	peer, err := l.peerH.LinkByName(l.peerIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.peerH.AddrDel(peer, &netlink.Addr{IPNet: &net.IPNet{IP: l.gwAddr.AsSlice(), Mask: net.CIDRMask(24, 32)}}); err != nil {
+		t.Fatal(err)
+	}
+	addNeigh(t, l.lbH, l.lbIf, l.gwAddr, l.peerMAC, netlink.NUD_STALE)
+	poke(l.lbNS, l.lbIf, l.gwAddr)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, st, _, _, failed := lookup(l.lbNS, l.lbIf, l.gwAddr); failed && st == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("precondition: the gateway's entry did not fail")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
