@@ -233,13 +233,8 @@ func (p *Plane) StatusInto(withFlows bool, buf *StatusBuf) Status {
 		if int(v.ID) < len(vipFlows) {
 			vs.Flows = uint64(vipFlows[v.ID])
 		}
-		slots := map[uint32]int{}
-		if v.Table != nil {
-			vs.TableSize = v.Table.Size()
-			for i, id := range v.Backends {
-				slots[id] = v.Table.Count(i)
-			}
-		}
+		slots, size := tableSlots(v)
+		vs.TableSize = size
 		for _, c := range counters {
 			vc := c.VIP(v.ID)
 			if vc.Gen != v.Gen {
@@ -294,6 +289,19 @@ func (p *Plane) backendStatusLocked(svc *dataplane.Services, v *dataplane.VIP, i
 	return bs
 }
 
+// tableSlots is each backend id's slots in v's published table, and the
+// table's size (none: 0).
+func tableSlots(v *dataplane.VIP) (map[uint32]int, int) {
+	slots := map[uint32]int{}
+	if v.Table == nil {
+		return slots, 0
+	}
+	for i, id := range v.Backends {
+		slots[id] = v.Table.Count(i)
+	}
+	return slots, v.Table.Size()
+}
+
 // BackendNow is one backend as Status shows it, without its counters and
 // flows (no worker is asked, so it is quick): what an operator's action
 // left, read before anything else may change it.
@@ -304,16 +312,8 @@ func (p *Plane) BackendNow(vip, name string) (BackendStatus, error) {
 	if v := findVIPByName(svc, vip); v != nil {
 		for _, id := range v.Members {
 			if b := svc.Backends[id]; b != nil && b.Name == name {
-				slots, size := 0, 0
-				if v.Table != nil {
-					size = v.Table.Size()
-					for i, tid := range v.Backends {
-						if tid == id {
-							slots = v.Table.Count(i)
-						}
-					}
-				}
-				return p.backendStatusLocked(svc, v, id, slots, size), nil
+				slots, size := tableSlots(v)
+				return p.backendStatusLocked(svc, v, id, slots[id], size), nil
 			}
 		}
 	}
