@@ -408,3 +408,37 @@ func TestReflectKernelAnswersToVIPEndHere(t *testing.T) {
 		}
 	})
 }
+
+// TestFragmentedPingNoService: a ping larger than the path's MTU arrives in
+// fragments, which the LB does not reassemble; each fragment finds no VIP of
+// its protocol (ICMP) and is dropped as no-service, unanswered (README:
+// "Pings to a VIP").
+func TestFragmentedPingNoService(t *testing.T) {
+	echoBody := icmpMsg(8, 0, 7, make([]byte, 1000))
+	echo6Body := icmpMsg(128, 0, 7, make([]byte, 1000))
+	frags := [][]byte{
+		raw4(rpCli4, rpVIP4, 1, 2, 0x2000, echoBody), raw4(rpCli4, rpVIP4, 1, 2, 185, echoBody),
+		raw6(rpCli6, rpVIP6, 44, cat(frag6(58, 0, true, 3), echo6Body)), raw6(rpCli6, rpVIP6, 44, cat(frag6(58, 1008, false, 3), echo6Body)),
+	}
+	bothPaths(t, attackConfig, func(t *testing.T, r *rig) {
+		for i, f := range frags {
+			d0, e0 := r.w.c.Drops, r.w.c.EchoReplies
+			r.now += 1000
+			if got := r.burst(f); got.lbPkts != 0 || got.tunnels != 0 || got.punts != 0 {
+				t.Errorf("fragment %d: %d answered, %d tunnelled, %d punted", i, got.lbPkts, got.tunnels, got.punts)
+			}
+			for k := range r.w.c.Drops {
+				want := uint64(0)
+				if DropReason(k) == DropNoService {
+					want = 1
+				}
+				if got := r.w.c.Drops[k] - d0[k]; got != want {
+					t.Errorf("fragment %d: drop %v +%d, want +%d", i, DropReason(k), got, want)
+				}
+			}
+			if r.w.c.EchoReplies != e0 {
+				t.Errorf("fragment %d: echo replies +%d", i, r.w.c.EchoReplies-e0)
+			}
+		}
+	})
+}
