@@ -55,14 +55,16 @@ test: setup
 	$(MAKE) deb-test
 
 # The fleet lab (scripts/lab): network namespaces, bird2, two Fulcrum
-# instances, four backends, real clients and real failures. Needs DPDK and
+# instances, four backends, real clients and real failures; then the
+# IPv6-only lab (scripts/lab6: one instance, two backends), one after the
+# other (-p 1). Needs DPDK and
 # root; runs on its own so nothing else competes for the two cores.
 # Skipped only where it cannot run (not root: setup could not install
 # DPDK either); as root without libdpdk after setup it fails.
 lab-test: setup
 	@if [ "$$(id -u)" != 0 ]; then echo "lab-test: skipped (needs root: network namespaces, DPDK)"; \
 	elif [ -z "$(TAGS)" ]; then echo "lab-test: FAILED: running as root but pkg-config finds no libdpdk after scripts/setup.sh" >&2; exit 1; \
-	else $(GO) test -tags dpdk,lab -count=1 -v -timeout 15m ./scripts/lab/ 2>&1 | grep -v '^time=' ; exit $${PIPESTATUS[0]}; fi
+	else $(GO) test -tags dpdk,lab -count=1 -v -p 1 -timeout 15m ./scripts/lab/ ./scripts/lab6/ 2>&1 | grep -v '^time=' ; exit $${PIPESTATUS[0]}; fi
 
 # The Debian package installed into a fresh Debian 12 root (debootstrap,
 # cached): dpkg -i, fulcrum check on the conffile, fulcrum run on a
