@@ -159,13 +159,7 @@ func (s *Services) ChanceExpired(now time.Time) bool {
 // name (GRE and an IPv6 backend; IPIP) is neither counted nor stored: the
 // flow goes without, and its hits do not look the choice up for nothing.
 func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *conntrack.Entry) {
-	h := w.hashes[i]
-	if v.Prev.Hash != v.Hash {
-		// A reload changed the VIP's hash fields since: the previous
-		// table is looked up as the fleet used it, under its own.
-		h = w.hasher.HashFields(&w.parsed[i].Tuple, v.Prev.Hash)
-	}
-	pb := v.Prev.choose(svc, v, h)
+	pb := w.prevChoice(svc, v, i)
 	if pb == nil || pb == be || !encap.CanCarry(v.Encap, &pb.Target) {
 		return
 	}
@@ -200,9 +194,12 @@ func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *connt
 // Load-based VIPs are left alone: another instance placed the new
 // connection by its own loads, which the table does not know either.
 
-// closingChance is the table's choice and the pin to name, for a segment
-// without SYN on the closing entry e of packet i, when they differ (nil,
-// nil otherwise).
+// closingChance is where to send a segment without SYN on the closing
+// entry e of packet i and the backend to name as its second chance: the
+// table's choice naming the pin when they differ; the pin naming the
+// previous table's choice when the table names the pin and the previous
+// table another live backend (nil, nil otherwise). reopened stores the
+// same pair in the entry.
 func (w *Worker) closingChance(svc *Services, v *VIP, i int, e *conntrack.Entry) (tb, pin *Backend) {
 	if v.SecondChance <= 0 || v.Sched.IsPicker() {
 		return nil, nil
@@ -211,19 +208,56 @@ func (w *Worker) closingChance(svc *Services, v *VIP, i int, e *conntrack.Entry)
 	if pin == nil || pin.Down || entryChance(svc, v, e, pin) != nil || !encap.CanCarry(v.Encap, &pin.Target) {
 		return nil, nil // gone or down (the caller moves the flow), or it has a second chance already
 	}
-	if tb = w.fromTable(svc, v, w.hashes[i]); tb == nil || tb == pin {
+	if tb = w.fromTable(svc, v, w.hashes[i]); tb == nil {
 		return nil, nil
+	}
+	if tb == pin {
+		// The table names the pin: the segment goes there, as before.
+		// But if the previous table names another live backend, a new
+		// connection on the reused tuple may have been placed there by
+		// an instance that still uses it (this one changed its table
+		// first: its own checks or ejection, a ramp begun earlier),
+		// while the pin holds the old connection in TIME_WAIT. Named as
+		// the second chance, the pin's agent forwards a new connection's
+		// segments there and delivers the old connection's (a socket
+		// owns them): the destination is still the pin, so a forged
+		// close moves nothing. The rule a moved flow's first packet
+		// follows (firstChance).
+		if v.Prev == nil {
+			return nil, nil
+		}
+		pb := w.prevChoice(svc, v, i)
+		if pb == nil || pb == pin || !encap.CanCarry(v.Encap, &pb.Target) {
+			return nil, nil
+		}
+		return pin, pb
 	}
 	return tb, pin
 }
 
+// prevChoice is the backend the VIP's previous table names for packet i,
+// if it is still a live backend of v (PrevTable.choose), looked up under
+// the hash fields the fleet used it with.
+func (w *Worker) prevChoice(svc *Services, v *VIP, i int) *Backend {
+	h := w.hashes[i]
+	if v.Prev.Hash != v.Hash {
+		// A reload changed the VIP's hash fields since: the previous
+		// table is looked up as the fleet used it, under its own.
+		h = w.hasher.HashFields(&w.parsed[i].Tuple, v.Prev.Hash)
+	}
+	return v.Prev.choose(svc, v, h)
+}
+
 // reopened repins e, a closing entry that packet i made established again,
-// to the table's choice with its pin as its second chance, when they
-// differ (closingChance).
+// to closingChance's destination with its chance stored (the table's
+// choice naming the old pin, or the pin naming the previous table's
+// choice).
 func (w *Worker) reopened(svc *Services, v *VIP, i int, e *conntrack.Entry) {
-	if tb, pin := w.closingChance(svc, v, i, e); tb != nil {
-		w.ct.Repin(e, tb.ID, tb.Gen)
-		e.SetChance(pin.ID)
+	if to, ch := w.closingChance(svc, v, i, e); to != nil {
+		if w.pinned(svc, v, e) != to {
+			w.ct.Repin(e, to.ID, to.Gen)
+		}
+		e.SetChance(ch.ID)
 		w.c.SecondChanceFlows++
 	}
 }

@@ -1,0 +1,110 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket/layers"
+
+	"github.com/fulcrumlb/fulcrum/encap"
+	"github.com/fulcrumlb/fulcrum/flow"
+	"github.com/fulcrumlb/fulcrum/maglev"
+)
+
+// TestClosingEntryPrevChance: this instance changed its table
+// before the fleet did (its own checks ejected be3; on_down "keep"), so
+// its previous table is the one the other instances still use. A
+// connection C1 placed here by the new table on X ended here (closing
+// entry pinned to X, X holds C1 in TIME_WAIT). The client reuses the tuple
+// for C2, whose SYN the routers sent to the other instance, which placed
+// it by the fleet's table on be3; that instance dies and C2's segments
+// come here. A fresh tuple in the same place would carry the previous
+// table's choice (be3) as its second chance; the closing entry's segments
+// went to the pin X (the table names it too) naming nothing, and the first
+// data settled the entry on X for good: C2 stalls on X's TIME_WAIT, also
+// after the table is back to the fleet's. They must go to X naming be3 (X's
+// agent forwards non-closing segments off a TIME_WAIT), and keep naming it
+// once the entry is established again and the table has changed back. A
+// live connection's forged close moves nothing: its segments still go to
+// its pin X.
+func TestClosingEntryPrevChance(t *testing.T) {
+	const client = "198.51.100.9"
+	r := newRig(t, testConfig)
+	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
+	t0 := time.Unix(1_000_000, 0)
+	ejected := map[string]Effective{"be3": {Weight: 0, Unhealthy: true}}
+	var mb []maglev.Backend
+	for _, n := range []string{"be1", "be2", "be4"} {
+		mb = append(mb, maglev.Backend{Key: n, Weight: 1})
+	}
+	tE, err := maglev.Build(mb, maglev.DefaultSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tF := chanceTable(t, 4)
+	h := flow.NewHasher(r.key)
+	var ports []uint16
+	x := map[uint16]string{}
+	for p := uint16(20000); len(ports) < 2; p++ {
+		tp, _ := flow.TupleFrom(netip.MustParseAddr(client), netip.MustParseAddr(chanceVIP), p, 80, 6)
+		hs := h.Hash(&tp)
+		if tF.Backend(tF.Lookup(hs)).Key == "be3" {
+			ports = append(ports, p)
+			x[p] = tE.Backend(tE.Lookup(hs)).Key
+		}
+	}
+	publish := func(over map[string]Effective, at time.Time) {
+		t.Helper()
+		s, err := NewServicesAt(r.shared.Services.Load(), r.enc, nh, chanceSpecs(4, encap.GRE, chanceWindow, over), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.shared.Services.Store(s)
+	}
+	publish(nil, t0)                         // the fleet's table F
+	publish(ejected, t0.Add(10*time.Second)) // this instance ejects be3: F is the previous table
+	send := func(p uint16, what, flags string, data int, wantTo, wantChance netip.Addr) {
+		t.Helper()
+		out, v := r.run(frame(t, client, chanceVIP, p, 80, layers.IPProtocolTCP, flags, data, true))
+		if v[0] != Tx {
+			t.Fatalf("port %d %s: verdict %v", p, what, v[0])
+		}
+		if d, ch := tunnelChance(t, out[0]); d != wantTo || ch != wantChance {
+			t.Fatalf("port %d %s: to %v chance %v, want to %v chance %v", p, what, d, ch, wantTo, wantChance)
+		}
+	}
+	none := netip.Addr{}
+	reused, forged := ports[0], ports[1]
+	for _, p := range ports {
+		for _, seg := range []struct {
+			flags string
+			data  int
+		}{{"S", 0}, {"A", 0}, {"AP", 20}} {
+			send(p, "C1 "+seg.flags, seg.flags, seg.data, beAddr(x[p]), none)
+		}
+	}
+	// C1 on the reused port ends here; C2's segments (the fleet placed it
+	// on be3) arrive: ACKs, then data, then more.
+	send(reused, "C1's FIN", "FA", 0, beAddr(x[reused]), none)
+	before := r.w.c.SecondChanceFlows
+	for k, seg := range []struct {
+		flags string
+		data  int
+	}{{"A", 0}, {"AP", 40}, {"A", 0}, {"AP", 40}} {
+		send(reused, fmt.Sprintf("C2 segment %d %s", k, seg.flags), seg.flags, seg.data, beAddr(x[reused]), beAddr("be3"))
+	}
+	if got := r.w.c.SecondChanceFlows - before; got != 1 {
+		t.Errorf("second_chance_flows counted %d, want 1", got)
+	}
+	// A forged FIN on the live connection of the other port, then its data:
+	// still to its pin.
+	send(forged, "a forged FIN", "FA", 0, beAddr(x[forged]), none)
+	send(forged, "data after it", "AP", 30, beAddr(x[forged]), beAddr("be3"))
+	// The ejection ends: this instance's table is the fleet's again. The
+	// reopened entries keep their pin and chance.
+	publish(nil, t0.Add(20*time.Second))
+	send(reused, "C2 after the table is back", "AP", 40, beAddr(x[reused]), beAddr("be3"))
+	send(forged, "the live connection after the table is back", "AP", 30, beAddr(x[forged]), beAddr("be3"))
+}
