@@ -703,6 +703,7 @@ func TestLBKilledNoConnectionBreaks(t *testing.T) {
 	// checker runs until every connection has exchanged again after the
 	// withdrawal (a connection still in its backoff at a fixed end would
 	// count neither broken nor alive).
+	fleetSettled(t, 30*time.Second)
 	cc := startConncheckWith(t, 200, 90*time.Second, 30*time.Second, filepath.Join(t.TempDir(), "conncheck.json"))
 	// Both LBs' connection entries just before the kill, for stallSnapshot.
 	var before [3]api.Conns
@@ -799,9 +800,41 @@ func stallSnapshot(t *testing.T, before []api.Conns) {
 		}
 		t.Logf("be%d decap: %s", b, line)
 	}
-	log, _ := os.ReadFile(filepath.Join(labDir, "lb2.log"))
-	ll := strings.Split(strings.TrimSpace(string(log)), "\n")
-	t.Logf("lb2 log, last lines:\n%s", strings.Join(ll[max(0, len(ll)-30):], "\n"))
+	for lb := 1; lb <= 2; lb++ { // lb1's too: killed, its file is what it said last
+		log, _ := os.ReadFile(filepath.Join(labDir, fmt.Sprintf("lb%d.log", lb)))
+		ll := strings.Split(strings.TrimSpace(string(log)), "\n")
+		t.Logf("lb%d log, last lines:\n%s", lb, strings.Join(ll[max(0, len(ll)-30):], "\n"))
+	}
+}
+
+// fleetSettled waits until both LBs use the same table for web, with every
+// backend up and at full weight (no slow start, ejection or down verdict
+// on either): a test of what ECMP moving flows between the instances does
+// starts from a fleet whose instances agree. While their tables differ (a
+// ramp begun at other times, a verdict one instance gave alone, as a
+// host-wide burst of check timeouts leaves behind) a moved flow may reach
+// another backend: README, "Slow start and the fleet".
+func fleetSettled(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	var last string
+	if !poll(timeout, func() bool {
+		var tb [3]api.Table
+		last = ""
+		for lb := 1; lb <= 2; lb++ {
+			json.Unmarshal(ctl(t, lb, "table", "web"), &tb[lb])
+			for name, b := range backends(t, lb) {
+				if b.Health != "up" || b.Down || b.Outlier || b.SlowStart || b.Drained {
+					last += fmt.Sprintf(" lb%d %s: %s down=%v outlier=%v slow_start=%v drained=%v;", lb, name, b.Health, b.Down, b.Outlier, b.SlowStart, b.Drained)
+				}
+			}
+		}
+		if tb[1].Digest != tb[2].Digest {
+			last += fmt.Sprintf(" table digests %s / %s", tb[1].Digest, tb[2].Digest)
+		}
+		return last == ""
+	}) {
+		t.Fatalf("the LBs did not agree within %v:%s", timeout, last)
+	}
 }
 
 // 4. A rolling restart of every LB with SIGTERM under wrk load: no
@@ -1156,6 +1189,7 @@ func TestFlappingHealthEndpointBreaksNoConnection(t *testing.T) {
 // exchange may stall for the whole restart: here a connection breaks on a
 // reset, or after 30 s without progress.
 func TestBothLBsRestartedNoConnectionBreaks(t *testing.T) {
+	fleetSettled(t, 30*time.Second)
 	cc := startConncheckWith(t, 200, 2*time.Minute, 30*time.Second, filepath.Join(labDir, "conncheck-restart.json"))
 	t.Cleanup(func() {
 		for lb := 1; lb <= 2; lb++ {

@@ -72,6 +72,7 @@ func TestSecondChanceSurvivesTwoChangesAtOnce(t *testing.T) {
 		// before settle gives up (40 s after the withdrawal), while TCP's
 		// backoff over the ~3 s the router takes to withdraw lb1 (BGP
 		// hold) is not.
+		fleetSettled(t, 30*time.Second)
 		cc := startConncheckWith(t, 200, 2*time.Minute, 25*time.Second, "")
 		// The scenario needs the table without be4 to have been in force
 		// for dataplane.PrevMinAge: only then does it become the previous
