@@ -13,22 +13,21 @@ import (
 	"github.com/fulcrumlb/fulcrum/maglev"
 )
 
-// TestClosingEntryPrevChance: this instance changed its table
-// before the fleet did (its own checks ejected be3; on_down "keep"), so
-// its previous table is the one the other instances still use. A
-// connection C1 placed here by the new table on X ended here (closing
-// entry pinned to X, X holds C1 in TIME_WAIT). The client reuses the tuple
-// for C2, whose SYN the routers sent to the other instance, which placed
-// it by the fleet's table on be3; that instance dies and C2's segments
-// come here. A fresh tuple in the same place would carry the previous
-// table's choice (be3) as its second chance; the closing entry's segments
-// went to the pin X (the table names it too) naming nothing, and the first
-// data settled the entry on X for good: C2 stalls on X's TIME_WAIT, also
-// after the table is back to the fleet's. They must go to X naming be3 (X's
-// agent forwards non-closing segments off a TIME_WAIT), and keep naming it
-// once the entry is established again and the table has changed back. A
-// live connection's forged close moves nothing: its segments still go to
-// its pin X.
+// TestClosingEntryPrevChance: this instance changed its table before the
+// fleet did (its own checks ejected be3; on_down "keep"), so its previous
+// table is the one the other instances still use. A connection C1 placed
+// here by the new table on X ended here (closing entry pinned to X, X holds
+// C1 in TIME_WAIT). The client reuses the tuple for C2, whose SYN the
+// routers sent to the other instance, which placed it by the fleet's table
+// on be3; that instance dies and C2's segments come here. They went to the
+// pin X (the table names it too) naming nothing, and the first data settled
+// the entry on X for good: C2 stalled on X's TIME_WAIT, also after the
+// table was back to the fleet's. They must go to be3 naming X (as a closing
+// entry whose pin the table does not name goes to the table's choice), for
+// the connection's life, its FIN included (sent to X, the FIN would find
+// C1's TIME_WAIT, which owns FIN segments). A live connection's forged
+// close moves it to be3 too, naming X, whose agent forwards it there: it
+// breaks nothing.
 func TestClosingEntryPrevChance(t *testing.T) {
 	const client = "198.51.100.9"
 	r := newRig(t, testConfig)
@@ -93,18 +92,21 @@ func TestClosingEntryPrevChance(t *testing.T) {
 		flags string
 		data  int
 	}{{"A", 0}, {"AP", 40}, {"A", 0}, {"AP", 40}} {
-		send(reused, fmt.Sprintf("C2 segment %d %s", k, seg.flags), seg.flags, seg.data, beAddr(x[reused]), beAddr("be3"))
+		send(reused, fmt.Sprintf("C2 segment %d %s", k, seg.flags), seg.flags, seg.data, beAddr("be3"), beAddr(x[reused]))
 	}
 	if got := r.w.c.SecondChanceFlows - before; got != 1 {
 		t.Errorf("second_chance_flows counted %d, want 1", got)
 	}
-	// A forged FIN on the live connection of the other port, then its data:
-	// still to its pin.
+	// A forged FIN on the live connection of the other port goes to its
+	// pin (the segment that closes an established entry is its
+	// connection's); its data after it reopens the entry on be3 naming X.
 	send(forged, "a forged FIN", "FA", 0, beAddr(x[forged]), none)
-	send(forged, "data after it", "AP", 30, beAddr(x[forged]), beAddr("be3"))
+	send(forged, "data after it", "AP", 30, beAddr("be3"), beAddr(x[forged]))
 	// The ejection ends: this instance's table is the fleet's again. The
-	// reopened entries keep their pin and chance.
+	// reopened entries keep their pin and chance, and C2's FIN goes to be3.
 	publish(nil, t0.Add(20*time.Second))
-	send(reused, "C2 after the table is back", "AP", 40, beAddr(x[reused]), beAddr("be3"))
-	send(forged, "the live connection after the table is back", "AP", 30, beAddr(x[forged]), beAddr("be3"))
+	send(reused, "C2 after the table is back", "AP", 40, beAddr("be3"), beAddr(x[reused]))
+	send(forged, "the live connection after the table is back", "AP", 30, beAddr("be3"), beAddr(x[forged]))
+	send(reused, "C2's FIN", "FA", 0, beAddr("be3"), beAddr(x[reused]))
+	send(reused, "C2's last ACK", "A", 0, beAddr("be3"), beAddr(x[reused]))
 }

@@ -194,12 +194,27 @@ func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *connt
 // Load-based VIPs are left alone: another instance placed the new
 // connection by its own loads, which the table does not know either.
 
-// closingChance is where to send a segment without SYN on the closing
-// entry e of packet i and the backend to name as its second chance: the
-// table's choice naming the pin when they differ; the pin naming the
-// previous table's choice when the table names the pin and the previous
-// table another live backend (nil, nil otherwise). reopened stores the
-// same pair in the entry.
+// closingChance is the backend to send a segment without SYN on the
+// closing entry e of packet i to, and the pin to name, when they differ
+// (nil, nil otherwise): the table's choice, or, where the table names the
+// pin, the previous table's choice.
+//
+// The second is for an instance that changed its table before the fleet
+// did (its own checks or passive ejection with on_down "keep", a ramp
+// begun here first): its previous table is the one the other instances
+// still use. A connection placed here by the new table on the pin ended
+// here; the client reuses the tuple for a new one, whose SYN the routers
+// sent to another instance, which placed it by the fleet's table; then
+// its segments come here. The table naming the pin, they went there,
+// where the old connection's TIME_WAIT answers them with ACKs of its own,
+// and the first data settled the entry on the pin for good: the new
+// connection stalled, also after this instance's table was the fleet's
+// again. Sent to the previous table's choice naming the pin, they reach
+// the new connection, and the old connection's are forwarded to the pin
+// by that backend's agent, as with the table's choice. (Sent to the pin
+// naming the previous table's choice instead, the new connection's FIN
+// would find the old connection's TIME_WAIT, which owns FIN segments:
+// its close would never reach its backend.)
 func (w *Worker) closingChance(svc *Services, v *VIP, i int, e *conntrack.Entry) (tb, pin *Backend) {
 	if v.SecondChance <= 0 || v.Sched.IsPicker() {
 		return nil, nil
@@ -208,29 +223,11 @@ func (w *Worker) closingChance(svc *Services, v *VIP, i int, e *conntrack.Entry)
 	if pin == nil || pin.Down || entryChance(svc, v, e, pin) != nil || !encap.CanCarry(v.Encap, &pin.Target) {
 		return nil, nil // gone or down (the caller moves the flow), or it has a second chance already
 	}
-	if tb = w.fromTable(svc, v, w.hashes[i]); tb == nil {
-		return nil, nil
+	if tb = w.fromTable(svc, v, w.hashes[i]); tb == pin && v.Prev != nil {
+		tb = w.prevChoice(svc, v, i)
 	}
-	if tb == pin {
-		// The table names the pin: the segment goes there, as before.
-		// But if the previous table names another live backend, a new
-		// connection on the reused tuple may have been placed there by
-		// an instance that still uses it (this one changed its table
-		// first: its own checks or ejection, a ramp begun earlier),
-		// while the pin holds the old connection in TIME_WAIT. Named as
-		// the second chance, the pin's agent forwards a new connection's
-		// segments there and delivers the old connection's (a socket
-		// owns them): the destination is still the pin, so a forged
-		// close moves nothing. The rule a moved flow's first packet
-		// follows (firstChance).
-		if v.Prev == nil {
-			return nil, nil
-		}
-		pb := w.prevChoice(svc, v, i)
-		if pb == nil || pb == pin || !encap.CanCarry(v.Encap, &pb.Target) {
-			return nil, nil
-		}
-		return pin, pb
+	if tb == nil || tb == pin {
+		return nil, nil
 	}
 	return tb, pin
 }
@@ -249,15 +246,12 @@ func (w *Worker) prevChoice(svc *Services, v *VIP, i int) *Backend {
 }
 
 // reopened repins e, a closing entry that packet i made established again,
-// to closingChance's destination with its chance stored (the table's
-// choice naming the old pin, or the pin naming the previous table's
-// choice).
+// to closingChance's choice with its pin as its second chance, when they
+// differ.
 func (w *Worker) reopened(svc *Services, v *VIP, i int, e *conntrack.Entry) {
-	if to, ch := w.closingChance(svc, v, i, e); to != nil {
-		if w.pinned(svc, v, e) != to {
-			w.ct.Repin(e, to.ID, to.Gen)
-		}
-		e.SetChance(ch.ID)
+	if tb, pin := w.closingChance(svc, v, i, e); tb != nil {
+		w.ct.Repin(e, tb.ID, tb.Gen)
+		e.SetChance(pin.ID)
 		w.c.SecondChanceFlows++
 	}
 }
