@@ -84,3 +84,23 @@ func TestEdgeBearerTokenBlanksTrimmed(t *testing.T) {
 		t.Errorf("undrain with a wrong token: %d, want 401", code)
 	}
 }
+
+// Found by a mutation audit: the DNS-rebinding guard
+// of a loopback TCP listener answers every Host that names an address or
+// localhost, as written by any client: "LOCALHOST" (host names are case
+// blind), and a bracketed IPv6 address without a port ("[::1]", as a
+// client on port 80 sends it). Refusing them answered 403 to a local
+// operator's correct request.
+func TestEdgeLoopbackHostForms(t *testing.T) {
+	l := start(t, admintest.Config, loopback())
+	for _, host := range []string{"LOCALHOST", "LocalHost:9180", "[::1]", "[::1]:9180", "127.0.0.1"} {
+		if code, b := l.call(http.MethodGet, api.StatusPath, "", "Host", host); code != http.StatusOK {
+			t.Errorf("GET status on loopback TCP with Host %q: %d %s; want 200", host, code, b)
+		}
+	}
+	for _, host := range []string{"[fulcrum]", "localhost.example.com"} {
+		if code, _ := l.call(http.MethodGet, api.StatusPath, "", "Host", host); code != http.StatusForbidden {
+			t.Errorf("GET status on loopback TCP with Host %q: %d, want 403", host, code)
+		}
+	}
+}
