@@ -71,6 +71,12 @@ func InitEAL(args []string) error {
 		return err
 	}
 	lastErrors()
+	// The Go runtime starts the threads a locked thread needs from its
+	// template thread, which LockOSThread starts, from the calling
+	// thread, the first time: now, before the EAL pins its threads to
+	// their lcores' CPUs (RunOnLcore).
+	runtime.LockOSThread()
+	runtime.UnlockOSThread()
 	argv := append([]string{"fulcrum"}, args...)
 	var (
 		wg      sync.WaitGroup
@@ -193,7 +199,17 @@ func RunOnLcore(id uint, fn func() error) error {
 		return ErrNoEAL
 	}
 	var ferr error
-	if err := eal.ExecOnLcore(id, func(*eal.LcoreCtx) { ferr = fn() }); err != nil {
+	if err := eal.ExecOnLcore(id, func(*eal.LcoreCtx) {
+		// Locked by the program, not only by cgo's callback: a thread
+		// the Go scheduler starts while this one hands its P on (fn
+		// sleeps or blocks) is then started by the runtime's template
+		// thread (InitEAL), not cloned from this one, which the EAL
+		// pinned to the lcore's CPU: Go's other work ran on the
+		// forwarding core, beside its loop.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		ferr = fn()
+	}); err != nil {
 		return fmt.Errorf("lcore %d: %w", id, err)
 	}
 	if ferr != nil {

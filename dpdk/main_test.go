@@ -54,6 +54,11 @@ func runTests(m *testing.M) int {
 		"--log-level", "warning",
 		"--vdev", "net_null0", "--vdev", "net_ring0",
 	}
+	var err error
+	if startAffinity, err = threadAffinity(0); err != nil { // before the EAL pins any thread
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err := InitEAL(args); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -68,7 +73,6 @@ func runTests(m *testing.M) int {
 		}
 	}()
 
-	var err error
 	if testPool, err = NewMempool("fl_test_pool", testPoolSize, DefaultPoolCache, DefaultDataRoom, SocketAny); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
