@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultEventBuffer is the capacity of the Manager's event channel; beyond
@@ -40,8 +41,9 @@ type Manager struct {
 	checkers map[string]*running
 	shares   map[Target]*share // by ShareKey: the probes the checkers take their answers from
 	closed   bool
-	lastID   uint64        // the last Event.Checker given
-	local    atomic.Uint64 // checks this host failed (LocalFailures)
+	lastID   uint64           // the last Event.Checker given
+	local    atomic.Uint64    // checks this host failed (LocalFailures)
+	now      func() time.Time // the shares' clock; nil: time.Now (tests set it)
 }
 
 type running struct {
@@ -188,6 +190,9 @@ func (m *Manager) start(c *Checker) *running {
 	s := m.shares[k]
 	if s == nil {
 		s = newShare(m.ctx, k, c, &m.local)
+		if m.now != nil {
+			s.now = m.now
+		}
 		m.shares[k] = s
 	} else {
 		s.add(c)

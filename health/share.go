@@ -23,7 +23,8 @@ type share struct {
 	addr   netip.AddrPort
 	cancel context.CancelFunc
 	done   chan struct{}
-	local  *atomic.Uint64 // counts the checks this host failed (localFailure); nil: not counted
+	local  *atomic.Uint64   // counts the checks this host failed (localFailure); nil: not counted
+	now    func() time.Time // what the checks' start and end are read from; nil: time.Now
 
 	mu      sync.Mutex // held while the members judge an answer
 	members []*Checker
@@ -78,13 +79,13 @@ func (s *share) run(ctx context.Context, cfg Config) {
 			continue
 		case <-t.C:
 		}
-		start := time.Now()
+		start, began := time.Now(), s.clock()
 		rtt, err := probeOnce(ctx, s.prober, s.addr, cfg.Timeout)
 		if ctx.Err() != nil {
 			return
 		}
-		now := time.Now()
-		if localFailure(err) {
+		now, took := time.Now(), s.clock().Sub(began)
+		if localFailure(err) || overran(err, took, cfg.Timeout) {
 			// Not the backend's answer: nobody judges it (a backend
 			// keeps its verdict, an unknown one stays unknown).
 			if s.local != nil {
@@ -100,6 +101,13 @@ func (s *share) run(ctx context.Context, cfg Config) {
 		next = start.Add(jitterDelay(cfg.Interval, cfg.Jitter, rand.Float64()))
 		t.Reset(max(0, time.Until(next)))
 	}
+}
+
+func (s *share) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 // add makes c a member: it judges the next answer.
@@ -144,6 +152,18 @@ func (c *Checker) unasked() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m.st.Checks == c.m.askedAt
+}
+
+// overran reports whether err is a timeout that this host, not the
+// backend, made: the check ended more than min(timeout, 1 s) after its
+// deadline, so the process did not run for that long while it waited
+// (SIGSTOP, a paused VM, a starved cgroup; the control plane's stall fold
+// and the neighbour resolver judge nothing then either). Its timer fired
+// late and the answer may have been waiting: the check measured nothing
+// of the backend. A stall long enough to time out fall checks in a row
+// that did end on time is still the backend's (or the path's).
+func overran(err error, took, timeout time.Duration) bool {
+	return errors.Is(err, ErrTimeout) && took > timeout+min(timeout, time.Second)
 }
 
 // localFailure reports whether err is this host's failure, not the
