@@ -14,7 +14,7 @@ import (
 )
 
 // TestClosingEntryPrevChance: this instance changed its table before the
-// fleet did (its own checks ejected be3; on_down "keep"), so its previous
+// fleet did (be3 drained here first), so its previous
 // table is the one the other instances still use. A connection C1 placed
 // here by the new table on X ended here (closing entry pinned to X, X holds
 // C1 in TIME_WAIT). The client reuses the tuple for C2, whose SYN the
@@ -33,7 +33,7 @@ func TestClosingEntryPrevChance(t *testing.T) {
 	r := newRig(t, testConfig)
 	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
 	t0 := time.Unix(1_000_000, 0)
-	ejected := map[string]Effective{"be3": {Weight: 0, Unhealthy: true}}
+	drained := map[string]Effective{"be3": {Weight: 0}} // drained here first (an ejection would leave it Unhealthy: never a target)
 	var mb []maglev.Backend
 	for _, n := range []string{"be1", "be2", "be4"} {
 		mb = append(mb, maglev.Backend{Key: n, Weight: 1})
@@ -63,7 +63,7 @@ func TestClosingEntryPrevChance(t *testing.T) {
 		r.shared.Services.Store(s)
 	}
 	publish(nil, t0)                         // the fleet's table F
-	publish(ejected, t0.Add(10*time.Second)) // this instance ejects be3: F is the previous table
+	publish(drained, t0.Add(10*time.Second)) // this instance drains be3: F is the previous table
 	send := func(p uint16, what, flags string, data int, wantTo, wantChance netip.Addr) {
 		t.Helper()
 		out, v := r.run(frame(t, client, chanceVIP, p, 80, layers.IPProtocolTCP, flags, data, true))
@@ -102,7 +102,7 @@ func TestClosingEntryPrevChance(t *testing.T) {
 	// connection's); its data after it reopens the entry on be3 naming X.
 	send(forged, "a forged FIN", "FA", 0, beAddr(x[forged]), none)
 	send(forged, "data after it", "AP", 30, beAddr("be3"), beAddr(x[forged]))
-	// The ejection ends: this instance's table is the fleet's again. The
+	// The drain ends: this instance's table is the fleet's again. The
 	// reopened entries keep their pin and chance, and C2's FIN goes to be3.
 	publish(nil, t0.Add(20*time.Second))
 	send(reused, "C2 after the table is back", "AP", 40, beAddr("be3"), beAddr(x[reused]))

@@ -200,9 +200,8 @@ func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *connt
 // pin, the previous table's choice.
 //
 // The second is for an instance that changed its table before the fleet
-// did (its own checks or passive ejection with on_down "keep", a ramp
-// begun here first): its previous table is the one the other instances
-// still use. A connection placed here by the new table on the pin ended
+// did (a drain or weight change here first, a ramp begun here first): its
+// previous table is the one the other instances still use. A connection placed here by the new table on the pin ended
 // here; the client reuses the tuple for a new one, whose SYN the routers
 // sent to another instance, which placed it by the fleet's table; then
 // its segments come here. The table naming the pin, they went there,
@@ -224,7 +223,13 @@ func (w *Worker) closingChance(svc *Services, v *VIP, i int, e *conntrack.Entry)
 		return nil, nil // gone or down (the caller moves the flow), or it has a second chance already
 	}
 	if tb = w.fromTable(svc, v, w.hashes[i]); tb == pin && v.Prev != nil {
-		tb = w.prevChoice(svc, v, i)
+		// Not to a backend the checks call down (on_down "keep" leaves
+		// it live): the fleet's checks likely eject it too, and the
+		// pin's own connection (a half-closed download's ACKs, its data
+		// after a forged close) would be sent to a dead backend.
+		if tb = w.prevChoice(svc, v, i); tb != nil && tb.Unhealthy {
+			tb = nil
+		}
 	}
 	if tb == nil || tb == pin {
 		return nil, nil

@@ -71,12 +71,6 @@ func InitEAL(args []string) error {
 		return err
 	}
 	lastErrors()
-	// The Go runtime starts the threads a locked thread needs from its
-	// template thread, which LockOSThread starts, from the calling
-	// thread, the first time: now, before the EAL pins its threads to
-	// their lcores' CPUs (RunOnLcore).
-	runtime.LockOSThread()
-	runtime.UnlockOSThread()
 	argv := append([]string{"fulcrum"}, args...)
 	var (
 		wg      sync.WaitGroup
@@ -99,6 +93,16 @@ func InitEAL(args []string) error {
 		return fmt.Errorf("eal init %q: %w", args, initErr)
 	}
 	runtimeDir = C.GoString(C.rte_eal_get_runtime_dir())
+	for _, id := range eal.LcoresWorker() {
+		// Each worker lcore's listener stays locked to its thread for
+		// the EAL's life, not only while RunOnLcore's fn runs: between
+		// jobs (and until LaunchWorkers) it readies its caller and
+		// blocks on its channel, handing its P on, and a thread the
+		// runtime started then was cloned from the pinned lcore's.
+		if err := eal.ExecOnLcore(id, func(*eal.LcoreCtx) { runtime.LockOSThread() }); err != nil {
+			return fmt.Errorf("lcore %d: %w", id, err)
+		}
+	}
 	ealRunning.Store(true)
 	return nil
 }
@@ -203,9 +207,12 @@ func RunOnLcore(id uint, fn func() error) error {
 		// Locked by the program, not only by cgo's callback: a thread
 		// the Go scheduler starts while this one hands its P on (fn
 		// sleeps or blocks) is then started by the runtime's template
-		// thread (InitEAL), not cloned from this one, which the EAL
+		// thread (a cgo program's runtime.main starts it, before the
+		// EAL pins anything), not cloned from this one, which the EAL
 		// pinned to the lcore's CPU: Go's other work ran on the
-		// forwarding core, beside its loop.
+		// forwarding core, beside its loop. A worker lcore's thread is
+		// also locked for good by InitEAL; the main lcore's by its
+		// goroutine there.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		ferr = fn()

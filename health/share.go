@@ -156,14 +156,15 @@ func (c *Checker) unasked() bool {
 
 // overran reports whether err is a timeout that this host, not the
 // backend, made: the check ended more than min(timeout, 1 s) after its
-// deadline, so the process did not run for that long while it waited
+// deadline (10 ms at least: a timeout of a millisecond or two is
+// overrun by the timer's and the scheduler's own delay), so the process did not run for that long while it waited
 // (SIGSTOP, a paused VM, a starved cgroup; the control plane's stall fold
 // and the neighbour resolver judge nothing then either). Its timer fired
 // late and the answer may have been waiting: the check measured nothing
 // of the backend. A stall long enough to time out fall checks in a row
 // that did end on time is still the backend's (or the path's).
 func overran(err error, took, timeout time.Duration) bool {
-	return errors.Is(err, ErrTimeout) && took > timeout+min(timeout, time.Second)
+	return errors.Is(err, ErrTimeout) && took > timeout+max(10*time.Millisecond, min(timeout, time.Second))
 }
 
 // localFailure reports whether err is this host's failure, not the

@@ -8,7 +8,8 @@
 // offload off (on a virtual NIC the exception path hands the LB's kernel
 // frames whose checksums nobody computed), and the wire veth of the LB has
 // IPv6 disabled (DPDK owns it; the kernel's IPv6 lives on the tap). It
-// runs beside scripts/lab (make lab-test), in namespaces of its own names.
+// runs after scripts/lab (make lab-test, -p 1), in namespaces of its own
+// names.
 package lab6
 
 import (
