@@ -104,3 +104,50 @@ func TestEdgeLoopbackHostForms(t *testing.T) {
 		}
 	}
 }
+
+// A VIP named by its bare address is resolved only when one VIP has that
+// address. With web:80 and tls:443 on 203.0.113.7, "drain be1 of
+// 203.0.113.7" names no one VIP: it is refused (400), and neither VIP's
+// backend is touched. Acting on the first match drained web's be1 when the
+// operator may have meant tls's, with a 200 saying all went well.
+func TestEdgeAmbiguousVIPAddressRefused(t *testing.T) {
+	toml := admintest.Config + `
+[[vip]]
+name = "tls"
+address = "203.0.113.7"
+port = 443
+  [[vip.backend]]
+  name = "be1"
+  address = "10.0.1.1"
+`
+	e := start(t, toml, loopback())
+	code, b := e.call(http.MethodPost, api.ActionPath("203.0.113.7", "be1", api.ActionDrain), "")
+	if code != http.StatusBadRequest {
+		t.Errorf("drain be1 of 203.0.113.7 (web:80 and tls:443 there): %d %s; want 400", code, b)
+	}
+	if e.backend("web", "be1").Drained || e.backend("tls", "be1").Drained {
+		t.Errorf("an ambiguous VIP reference drained a backend: web/be1 %v, tls/be1 %v", e.backend("web", "be1").Drained, e.backend("tls", "be1").Drained)
+	}
+	// The full form names one VIP.
+	var out api.Backend
+	e.ok(http.MethodPost, api.ActionPath("203.0.113.7:443", "be1", api.ActionDrain), "", &out)
+	if !e.backend("tls", "be1").Drained || e.backend("web", "be1").Drained {
+		t.Errorf("drain be1 of 203.0.113.7:443: tls/be1 drained %v, web/be1 drained %v; want true, false", e.backend("tls", "be1").Drained, e.backend("web", "be1").Drained)
+	}
+}
+
+// GET /vips?backends=<not a boolean> is refused (400): answering 200 with
+// an empty ("null") document told a script there were no VIPs.
+func TestEdgeVIPsBackendsNotBoolRefused(t *testing.T) {
+	e := start(t, admintest.Config, loopback())
+	for _, q := range []string{"yes", "2", "on"} {
+		code, b := e.call(http.MethodGet, api.VIPsPath+"?backends="+q, "")
+		if code != http.StatusBadRequest {
+			t.Errorf("GET vips?backends=%s: %d %s; want 400", q, code, b)
+		}
+	}
+	code, b := e.call(http.MethodGet, api.VIPsPath+"?backends=true", "")
+	if code != http.StatusOK || len(b) < 10 {
+		t.Errorf("GET vips?backends=true: %d %s; want 200 and the VIPs", code, b)
+	}
+}

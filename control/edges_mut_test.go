@@ -1,8 +1,10 @@
 package control
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +281,311 @@ func TestEdgePassiveNeverEjectsTheLastServing(t *testing.T) {
 	}
 	if b := f.backend("be2"); b.Outlier || b.Ejections != 0 {
 		t.Fatalf("be2, the only backend taking new flows, ejected (ejections %d)", b.Ejections)
+	}
+}
+
+// An address carries web:80 (IPv4 backends) and tls:443 (one IPv6
+// backend); panic mode off. tls's only backend goes down: tls has no
+// table and nothing alive, so it serves nothing. Then the IPv4 next hop
+// is lost for the grace: web drops every packet (no-next-hop), and the
+// address must be withdrawn. A VIP that serves nothing has no say in
+// keeping an address announced: counting tls (no next-hop loss of its
+// own, since it has no backend that can carry traffic) as "can still
+// forward" kept the address announced and black-holed web's share of the
+// fleet's traffic for as long as the gateway stayed lost.
+func TestEdgeNonServingVIPDoesNotKeepNoHopAddress(t *testing.T) {
+	toml := strings.Replace(dualFamilyConfig(), "[[vip]]", "[health]\nkind = \"tcp\"\n\n[[vip]]", 1)
+	toml = strings.Replace(toml, "[control]\n", "[control]\npanic_threshold = 0\n", 1)
+	f := newFixture(t, toml)
+	f.allUp()
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
+	both := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true, MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true}
+	f.plane.SetNextHop(gw4, gw6, both)
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("not announced with both next hops: %v", calls)
+	}
+	f.setHealthOf("tls", "t6", false)
+	if v := f.vipByName("tls"); v.Table != nil {
+		t.Fatal("tls: its only backend down, panic mode off, yet a table")
+	}
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("withdrawn when tls went down although web serves: %v", calls)
+	}
+	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC6: both.MAC6, Has6: true})
+	for range int(NextHopGrace/time.Second) + 1 {
+		f.advance(time.Second)
+		f.tick()
+	}
+	if got := lastAnnounced(calls); len(got) != 0 {
+		t.Errorf("IPv4 next hop lost for the grace, web's every packet dropped, tls serving nothing: still announced %v", got)
+	}
+}
+
+// An address withdrawn for a lost next hop and announced again when it is
+// back is an announced address like any other: when the operator later
+// drains every backend, it stays announced (the drained backends keep
+// their established flows, as a drain promises). Keeping the "withdrawn
+// for its next hop" mark after the next hop came back held the address to
+// a fresh one's rule (announced only with a table) for the rest of the
+// process's life: a later drain of every backend withdrew it and cut
+// every established flow on this instance.
+func TestEdgeHopBackAddressKeepsDrainedFlows(t *testing.T) {
+	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	f := newFixture(t, toml)
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	gw := netip.MustParseAddr("192.0.2.1")
+	mac := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
+	f.plane.SetNextHop(gw, netip.Addr{}, mac)
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("not announced: %v", calls)
+	}
+	f.plane.SetNextHop(gw, netip.Addr{}, dataplane.NextHop{})
+	for range int(NextHopGrace/time.Second) + 1 {
+		f.advance(time.Second)
+		f.tick()
+	}
+	if len(lastAnnounced(calls)) != 0 {
+		t.Fatalf("not withdrawn after the grace: %v", calls)
+	}
+	f.plane.SetNextHop(gw, netip.Addr{}, mac)
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("next hop back: not announced again: %v", calls)
+	}
+	for _, b := range []string{"be1", "be2", "be3", "be4"} {
+		if err := f.plane.Drain("web", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.rebuild()
+	if got := lastAnnounced(calls); len(got) != 1 {
+		t.Errorf("every backend drained on an announced address (next hop back long since): announced %v; want it kept for the established flows", got)
+	}
+}
+
+// An address withdrawn for a lost next hop keeps its standing as
+// announced: when the next hop is back it is announced again at once,
+// even if a reload meanwhile added a backend whose check has not given its
+// first verdict (the other backends are checked and serve, as before the
+// loss). Treating it as a fresh address held it back from the routers
+// until the new backend's first check, for no table difference.
+func TestEdgeHopBackNotHeldByBackendAddedMeanwhile(t *testing.T) {
+	gwed := func(n int) string {
+		return strings.Replace(checkedWeb(n, "0s"), `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	}
+	f := newFixture(t, gwed(4))
+	f.allUp()
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	gw := netip.MustParseAddr("192.0.2.1")
+	mac := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
+	f.plane.SetNextHop(gw, netip.Addr{}, mac)
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("not announced: %v", calls)
+	}
+	f.plane.SetNextHop(gw, netip.Addr{}, dataplane.NextHop{})
+	for range int(NextHopGrace/time.Second) + 1 {
+		f.advance(time.Second)
+		f.tick()
+	}
+	if len(lastAnnounced(calls)) != 0 {
+		t.Fatalf("not withdrawn after the grace: %v", calls)
+	}
+	f.apply(gwed(5)) // be5 added: starts down, unchecked
+	f.plane.SetNextHop(gw, netip.Addr{}, mac)
+	if got := lastAnnounced(calls); len(got) != 1 {
+		t.Errorf("next hop back, be1-be4 up and serving, be5 added meanwhile and not yet checked: announced %v; want the address back at once", got)
+	}
+}
+
+// Panic mode off, on_down "keep" (the default): every backend's check
+// says down. The VIP has no table and no backend alive (the checks' down
+// leaves established flows on their backends, Down false, but they are
+// Unhealthy): it serves nothing, and its address is withdrawn so the
+// routers send its traffic to instances that may still serve. Counting a
+// backend kept only by on_down "keep" as alive left the address announced
+// and every new flow dropped as no-backend.
+func TestEdgeAllCheckedDownWithdrawsUnderKeep(t *testing.T) {
+	f := newFixture(t, strings.Replace(checkedConfig(""), "[control]\n", "[control]\npanic_threshold = 0\n", 1))
+	f.allUp()
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("not announced with every backend up: %v", calls)
+	}
+	for _, b := range []string{"be1", "be2", "be3", "be4"} {
+		f.setHealth(b, false)
+	}
+	if v := f.vipByName("web"); v.Table != nil {
+		t.Fatal("every backend down, panic mode off, yet a table")
+	}
+	for _, b := range f.shared.Services.Load().Backends {
+		if b != nil && (b.Down || !b.Unhealthy) {
+			t.Fatalf("%s: down %v unhealthy %v; want on_down keep's false, true", b.Name, b.Down, b.Unhealthy)
+		}
+	}
+	if got := lastAnnounced(calls); len(got) != 0 {
+		t.Errorf("every backend's check says down (panic off): still announced %v", got)
+	}
+}
+
+// A VIP without a table (its IPv4 backends drained by the operator, its
+// IPv6 backend down by its checks under on_down "keep", panic off) keeps
+// its address announced for the drained backends' established flows. Those
+// flows go out through the IPv4 next hop: when it is lost for the grace,
+// every packet is dropped and the address is withdrawn. The IPv6 backend,
+// whose next hop is fine, takes no traffic at all (checks down: no new
+// flows, and it holds none worth announcing for), so it must not count as
+// a way to forward: counting it kept the address announced for ever.
+func TestEdgeUnhealthyBackendIsNoCarrier(t *testing.T) {
+	toml := strings.Replace(h8MixedConfig(), "[[vip]]", "[health]\nkind = \"tcp\"\n\n[[vip]]", 1)
+	toml = strings.Replace(toml, "[control]\n", "[control]\npanic_threshold = 0\n", 1)
+	f := newFixture(t, toml)
+	f.allUp()
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
+	both := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true, MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true}
+	f.plane.SetNextHop(gw4, gw6, both)
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("not announced: %v", calls)
+	}
+	for _, b := range []string{"be1", "be2", "be3", "be4"} {
+		if err := f.plane.Drain("web", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.setHealth("be6", false)
+	if v := f.vipByName("web"); v.Table != nil {
+		t.Fatal("every backend drained or down, panic off, yet a table")
+	}
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("withdrawn with drained backends alive and both next hops: %v", calls)
+	}
+	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC6: both.MAC6, Has6: true})
+	for range int(NextHopGrace/time.Second) + 1 {
+		f.advance(time.Second)
+		f.tick()
+	}
+	if got := lastAnnounced(calls); len(got) != 0 {
+		t.Errorf("IPv4 next hop lost for the grace, only IPv4 backends alive (drained): still announced %v", got)
+	}
+}
+
+// The next hop is lost, and 10 s into the grace a reload changes the
+// gateway (the operator's fix) to one that does not resolve yet: the new
+// gateway gets the whole grace from the reload (the resolver asks for it
+// at once), so the address stays announced until 15 s after the reload,
+// not 15 s after the first loss. Keeping the old loss's clock withdrew the
+// address 5 s into the fix, while the new gateway was being resolved.
+func TestEdgeNewGatewayDuringLossRestartsGrace(t *testing.T) {
+	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	f := newFixture(t, toml)
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	gw1, gw2 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.199")
+	mac := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
+	f.plane.SetNextHop(gw1, netip.Addr{}, mac)
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("not announced: %v", calls)
+	}
+	wait := func(d time.Duration) {
+		for range int(d / time.Second) {
+			f.advance(time.Second)
+			f.tick()
+		}
+	}
+	f.plane.SetNextHop(gw1, netip.Addr{}, dataplane.NextHop{})
+	wait(10 * time.Second)
+	f.apply(strings.Replace(toml, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv4 = "192.0.2.199"`, 1))
+	f.plane.SetNextHop(gw2, netip.Addr{}, dataplane.NextHop{})
+	wait(NextHopGrace - time.Second)
+	f.rebuild()
+	if got := lastAnnounced(calls); len(got) != 1 {
+		t.Fatalf("withdrawn %v after a reload to a new gateway (lost %v in all): announced %v; want the new gateway's full grace", NextHopGrace-time.Second, NextHopGrace+9*time.Second, got)
+	}
+	wait(time.Second)
+	if got := lastAnnounced(calls); len(got) != 0 {
+		t.Errorf("new gateway unresolved for the grace: still announced %v", got)
+	}
+}
+
+// With stall_timeout = 0 (report only) a worker is reported stalled after
+// the default's 5 s of silence, not at the first fold it misses: a worker
+// silent 4 s is not reported (the status, fulcrum_workers_stalled and the
+// error log would otherwise call a worker stuck after one missed second).
+func TestEdgeStallTimeoutZeroUsesDefaultLimit(t *testing.T) {
+	zero := strings.Replace(baseConfig, "[control]\n", "[control]\nstall_timeout = \"0s\"\n", 1)
+	f := newStallFixture(t, zero)
+	if f.cfg.Control.StallTimeout != 0 {
+		t.Fatalf("stall_timeout = %v, want 0", f.cfg.Control.StallTimeout)
+	}
+	f.plane.WorkersStarted()
+	f.advance(time.Second)
+	f.fold()
+	f.advance(3 * time.Second)
+	f.fold()
+	if st := f.stalled(); len(st) != 0 {
+		t.Fatalf("stall_timeout = 0, worker 1 silent 4 s: stalled %v; want none before 5 s", st)
+	}
+	f.advance(time.Second)
+	f.fold()
+	if st := f.stalled(); !slices.Equal(st, []int{1}) {
+		t.Errorf("stall_timeout = 0, worker 1 silent 5 s: stalled %v; want [1]", st)
+	}
+}
+
+// A fold that finds the same workers stalled as the last one (here none)
+// changes nothing: noteAnswersLocked reports no change, so the fold neither
+// re-runs the announcement nor logs "every worker answers again" once a
+// second on a healthy daemon.
+func TestEdgeStallWatchUnchangedIsNoChange(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	f.plane.WorkersStarted()
+	f.plane.mu.Lock()
+	defer f.plane.mu.Unlock()
+	folds := []workerFold{{polling: true}}
+	for i := range 3 {
+		f.advance(time.Second)
+		if f.plane.noteAnswersLocked(folds, f.plane.now(), false) {
+			t.Fatalf("fold %d: every worker answers, as before; reported a change", i)
+		}
+	}
+}
+
+// Both families' next hops are lost, 10 s apart (IPv4 first). web has
+// backends of both families in its table: it can forward until the later
+// loss, so its grace runs from there. Counting from the earlier loss
+// withdrew the address 5 s after the IPv6 next hop went (while it may
+// still be re-resolved), not 15 s.
+func TestEdgeGraceRunsFromTheLatestFamilyLoss(t *testing.T) {
+	f := newFixture(t, h8MixedConfig())
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
+	both := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true, MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true}
+	f.plane.SetNextHop(gw4, gw6, both)
+	if len(lastAnnounced(calls)) != 1 {
+		t.Fatalf("not announced: %v", calls)
+	}
+	wait := func(d time.Duration) {
+		for range int(d / time.Second) {
+			f.advance(time.Second)
+			f.tick()
+		}
+	}
+	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC6: both.MAC6, Has6: true})
+	wait(10 * time.Second)
+	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{})
+	wait(NextHopGrace - time.Second)
+	f.rebuild()
+	if got := lastAnnounced(calls); len(got) != 1 {
+		t.Fatalf("IPv6 next hop lost %v ago (IPv4 %v ago): withdrawn %v; want announced until the IPv6 loss's grace ends", NextHopGrace-time.Second, NextHopGrace+9*time.Second, got)
+	}
+	wait(time.Second)
+	if got := lastAnnounced(calls); len(got) != 0 {
+		t.Errorf("both next hops lost for the grace: still announced %v", got)
 	}
 }
