@@ -13,6 +13,57 @@ import (
 	"github.com/fulcrumlb/fulcrum/maglev"
 )
 
+// closingPrevRig is a rig whose VIP's table changed here first: the
+// four-backend table F (the fleet's) at t0, then F with be3 made over
+// (drained, or down by its checks) at t0+10s, so F is the previous
+// table. ports are two client ports whose slot F gives be3, x their
+// backend in the table without be3. publish builds a later snapshot.
+type closingPrevRig struct {
+	*rig
+	ports   []uint16
+	x       map[uint16]string
+	publish func(over map[string]Effective, at time.Time)
+	t0      time.Time
+}
+
+const closingPrevClient = "198.51.100.9"
+
+func newClosingPrevRig(t *testing.T, be3 Effective) *closingPrevRig {
+	t.Helper()
+	r := newRig(t, testConfig)
+	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
+	c := &closingPrevRig{rig: r, x: map[uint16]string{}, t0: time.Unix(1_000_000, 0)}
+	var mb []maglev.Backend
+	for _, n := range []string{"be1", "be2", "be4"} {
+		mb = append(mb, maglev.Backend{Key: n, Weight: 1})
+	}
+	tE, err := maglev.Build(mb, maglev.DefaultSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tF := chanceTable(t, 4)
+	h := flow.NewHasher(r.key)
+	for p := uint16(20000); len(c.ports) < 2; p++ {
+		tp, _ := flow.TupleFrom(netip.MustParseAddr(closingPrevClient), netip.MustParseAddr(chanceVIP), p, 80, 6)
+		hs := h.Hash(&tp)
+		if tF.Backend(tF.Lookup(hs)).Key == "be3" {
+			c.ports = append(c.ports, p)
+			c.x[p] = tE.Backend(tE.Lookup(hs)).Key
+		}
+	}
+	c.publish = func(over map[string]Effective, at time.Time) {
+		t.Helper()
+		s, err := NewServicesAt(r.shared.Services.Load(), r.enc, nh, chanceSpecs(4, encap.GRE, chanceWindow, over), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.shared.Services.Store(s)
+	}
+	c.publish(nil, c.t0)                                                  // the fleet's table F
+	c.publish(map[string]Effective{"be3": be3}, c.t0.Add(10*time.Second)) // be3 made over here first: F is the previous table
+	return c
+}
+
 // TestClosingEntryPrevChance: this instance changed its table before the
 // fleet did (be3 drained here first), so its previous
 // table is the one the other instances still use. A connection C1 placed
@@ -29,41 +80,9 @@ import (
 // close moves it to be3 too, naming X, whose agent forwards it there: it
 // breaks nothing.
 func TestClosingEntryPrevChance(t *testing.T) {
-	const client = "198.51.100.9"
-	r := newRig(t, testConfig)
-	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
-	t0 := time.Unix(1_000_000, 0)
-	drained := map[string]Effective{"be3": {Weight: 0}} // drained here first (an ejection would leave it Unhealthy: never a target)
-	var mb []maglev.Backend
-	for _, n := range []string{"be1", "be2", "be4"} {
-		mb = append(mb, maglev.Backend{Key: n, Weight: 1})
-	}
-	tE, err := maglev.Build(mb, maglev.DefaultSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tF := chanceTable(t, 4)
-	h := flow.NewHasher(r.key)
-	var ports []uint16
-	x := map[uint16]string{}
-	for p := uint16(20000); len(ports) < 2; p++ {
-		tp, _ := flow.TupleFrom(netip.MustParseAddr(client), netip.MustParseAddr(chanceVIP), p, 80, 6)
-		hs := h.Hash(&tp)
-		if tF.Backend(tF.Lookup(hs)).Key == "be3" {
-			ports = append(ports, p)
-			x[p] = tE.Backend(tE.Lookup(hs)).Key
-		}
-	}
-	publish := func(over map[string]Effective, at time.Time) {
-		t.Helper()
-		s, err := NewServicesAt(r.shared.Services.Load(), r.enc, nh, chanceSpecs(4, encap.GRE, chanceWindow, over), at)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.shared.Services.Store(s)
-	}
-	publish(nil, t0)                         // the fleet's table F
-	publish(drained, t0.Add(10*time.Second)) // this instance drains be3: F is the previous table
+	const client = closingPrevClient
+	c := newClosingPrevRig(t, Effective{Weight: 0}) // drained here first (an ejection would leave it Unhealthy: never a target)
+	r, ports, x, publish, t0 := c.rig, c.ports, c.x, c.publish, c.t0
 	send := func(p uint16, what, flags string, data int, wantTo, wantChance netip.Addr) {
 		t.Helper()
 		out, v := r.run(frame(t, client, chanceVIP, p, 80, layers.IPProtocolTCP, flags, data, true))

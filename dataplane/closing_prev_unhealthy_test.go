@@ -3,13 +3,8 @@ package dataplane
 import (
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/google/gopacket/layers"
-
-	"github.com/fulcrumlb/fulcrum/encap"
-	"github.com/fulcrumlb/fulcrum/flow"
-	"github.com/fulcrumlb/fulcrum/maglev"
 )
 
 // TestClosingPrevChoiceUnhealthy: be3 died; every instance's checks
@@ -22,41 +17,9 @@ import (
 // half-closed download (its real FIN, then its ACKs of the server's data)
 // must reach X too. Neither may be sent to a backend the checks call down.
 func TestClosingPrevChoiceUnhealthy(t *testing.T) {
-	const client = "198.51.100.9"
-	r := newRig(t, testConfig)
-	nh := NextHop{MAC4: gwMAC, MAC6: gwMAC, Has4: true, Has6: true}
-	t0 := time.Unix(1_000_000, 0)
-	dead := map[string]Effective{"be3": {Weight: 0, Unhealthy: true}}
-	var mb []maglev.Backend
-	for _, n := range []string{"be1", "be2", "be4"} {
-		mb = append(mb, maglev.Backend{Key: n, Weight: 1})
-	}
-	tE, err := maglev.Build(mb, maglev.DefaultSize)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tF := chanceTable(t, 4)
-	h := flow.NewHasher(r.key)
-	var ports []uint16
-	x := map[uint16]string{}
-	for p := uint16(20000); len(ports) < 2; p++ {
-		tp, _ := flow.TupleFrom(netip.MustParseAddr(client), netip.MustParseAddr(chanceVIP), p, 80, 6)
-		hs := h.Hash(&tp)
-		if tF.Backend(tF.Lookup(hs)).Key == "be3" {
-			ports = append(ports, p)
-			x[p] = tE.Backend(tE.Lookup(hs)).Key
-		}
-	}
-	for _, at := range []struct {
-		over map[string]Effective
-		t    time.Time
-	}{{nil, t0}, {dead, t0.Add(10 * time.Second)}} {
-		s, err := NewServicesAt(r.shared.Services.Load(), r.enc, nh, chanceSpecs(4, encap.GRE, chanceWindow, at.over), at.t)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.shared.Services.Store(s)
-	}
+	const client = closingPrevClient
+	c := newClosingPrevRig(t, Effective{Weight: 0, Unhealthy: true})
+	r, ports, x := c.rig, c.ports, c.x
 	none := netip.Addr{}
 	send := func(p uint16, what, flags string, data int) {
 		t.Helper()
