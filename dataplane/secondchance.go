@@ -201,8 +201,8 @@ func (w *Worker) firstChance(svc *Services, v *VIP, i int, be *Backend, e *connt
 //
 // The second is for an instance that changed its table before the fleet
 // did (a drain or weight change here first, a ramp begun here first): its
-// previous table is the one the other instances still use. A connection placed here by the new table on the pin ended
-// here; the client reuses the tuple for a new one, whose SYN the routers
+// previous table is the one the other instances still use. A connection
+// placed here by the new table on the pin ended here; the client reuses the tuple for a new one, whose SYN the routers
 // sent to another instance, which placed it by the fleet's table; then
 // its segments come here. The table naming the pin, they went there,
 // where the old connection's TIME_WAIT answers them with ACKs of its own,

@@ -94,11 +94,16 @@ func InitEAL(args []string) error {
 	}
 	runtimeDir = C.GoString(C.rte_eal_get_runtime_dir())
 	for _, id := range eal.LcoresWorker() {
-		// Each worker lcore's listener stays locked to its thread for
-		// the EAL's life, not only while RunOnLcore's fn runs: between
-		// jobs (and until LaunchWorkers) it readies its caller and
-		// blocks on its channel, handing its P on, and a thread the
-		// runtime started then was cloned from the pinned lcore's.
+		// Each worker lcore's listener is locked to its thread by the
+		// program, not only by cgo's callback, for the EAL's life (the
+		// main lcore's goroutine above is too): a thread the Go
+		// scheduler starts while the lcore's thread hands its P on (a
+		// loop sleeping or blocking in RunOnLcore's fn, the listener
+		// between jobs) is then started by the runtime's template
+		// thread (a cgo program's runtime.main starts it, before the
+		// EAL pins anything), not cloned from the lcore's, which the
+		// EAL pinned to its CPU: Go's other work ran on the forwarding
+		// core, beside its loop.
 		if err := eal.ExecOnLcore(id, func(*eal.LcoreCtx) { runtime.LockOSThread() }); err != nil {
 			return fmt.Errorf("lcore %d: %w", id, err)
 		}
@@ -203,20 +208,7 @@ func RunOnLcore(id uint, fn func() error) error {
 		return ErrNoEAL
 	}
 	var ferr error
-	if err := eal.ExecOnLcore(id, func(*eal.LcoreCtx) {
-		// Locked by the program, not only by cgo's callback: a thread
-		// the Go scheduler starts while this one hands its P on (fn
-		// sleeps or blocks) is then started by the runtime's template
-		// thread (a cgo program's runtime.main starts it, before the
-		// EAL pins anything), not cloned from this one, which the EAL
-		// pinned to the lcore's CPU: Go's other work ran on the
-		// forwarding core, beside its loop. A worker lcore's thread is
-		// also locked for good by InitEAL; the main lcore's by its
-		// goroutine there.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		ferr = fn()
-	}); err != nil {
+	if err := eal.ExecOnLcore(id, func(*eal.LcoreCtx) { ferr = fn() }); err != nil {
 		return fmt.Errorf("lcore %d: %w", id, err)
 	}
 	if ferr != nil {

@@ -157,7 +157,8 @@ func (c *Checker) unasked() bool {
 // overran reports whether err is a timeout that this host, not the
 // backend, made: the check ended more than min(timeout, 1 s) after its
 // deadline (10 ms at least: a timeout of a millisecond or two is
-// overrun by the timer's and the scheduler's own delay), so the process did not run for that long while it waited
+// overrun by the timer's and the scheduler's own delay), so the process
+// did not run for that long while it waited
 // (SIGSTOP, a paused VM, a starved cgroup; the control plane's stall fold
 // and the neighbour resolver judge nothing then either). Its timer fired
 // late and the answer may have been waiting: the check measured nothing
