@@ -88,12 +88,11 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 			}
 			st.check = netip.AddrPort{}
 			if !checked {
-				if st.health == HealthDown && !p.panicUsing(st) {
+				if st.health == HealthDown {
 					// Trusted again by a reload that ends its checks:
-					// slow start, as a backend that comes up (not one
-					// panic mode was using at full weight, as in
-					// setHealthLocked).
-					st.upSince = now
+					// slow start, as a backend that comes up (comeBack,
+					// as in setHealthLocked).
+					p.comeBack(st, now)
 				}
 				st.health, st.reason = HealthUnchecked, ""
 			} else {
@@ -273,7 +272,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 				// Healthy again: flows panic mode placed here are
 				// healthy flows now, whatever happens next (drained
 				// too: the drained case below reads the mark).
-				st.panicUsed = false
+				st.panicUsed, st.panicLeft = false, time.Time{}
 			}
 			switch {
 			case st.drained:
@@ -345,6 +344,43 @@ func (p *Plane) baseWeight(st *backendState) int {
 // and comes back with a slow start.
 func (p *Plane) panicUsing(st *backendState) bool {
 	return st.panicUsed && p.panicked[st.vip]
+}
+
+// comeBack starts st's slow start as it becomes usable again at now (back
+// up, its ejection over, its checks ended by a reload). A backend panic
+// mode is using at full weight keeps its weight: ramped from
+// slow_start_min, it would get less than the backends still failing. One
+// panic mode stopped using at panicLeft lost its share as it would have
+// gained it, at the ramp's rate: it comes back at the ramp's position it
+// had then less (now - panicLeft) / slow_start, and ramps on from there.
+//
+// The decay is what keeps the fleet's tables together after a blip that
+// every instance saw. Each instance judges the backends by its own checks,
+// so the order of two verdicts close in time (this backend up, panic mode
+// over) differs between instances. With a cliff at the moment panic mode
+// ends, one instance gave the backend its full weight and another ramped
+// it from 10% for the whole slow start; now a backend back 44 ms after
+// panic mode ended (slow_start 30s) is at 99.85% of its weight, and the two
+// tables meet again 44 ms later. One that stays down for slow_start or
+// longer ramps from slow_start_min, as any backend back up does.
+func (p *Plane) comeBack(st *backendState, now time.Time) {
+	if p.panicUsing(st) {
+		return
+	}
+	before := st.upSince
+	st.upSince = now
+	ss := p.cfg.Control.SlowStart
+	if !st.panicUsed || st.panicLeft.IsZero() || ss <= 0 || now.Before(st.panicLeft) {
+		return
+	}
+	at := 1.0 // its ramp's position when panic mode stopped using it
+	if ran := st.panicLeft.Sub(before); !before.IsZero() && ran < ss {
+		at = math.Max(p.cfg.Control.SlowStartMin, float64(ran)/float64(ss))
+	}
+	at -= float64(now.Sub(st.panicLeft)) / float64(ss)
+	if at > 0 {
+		st.upSince = now.Add(-time.Duration(at * float64(ss)))
+	}
 }
 
 // ErrNotFound is returned for a VIP or backend name that does not exist.
@@ -450,11 +486,11 @@ func (p *Plane) setHealthLocked(st *backendState, up bool, reason string) {
 		// first of a check a reload added to a serving backend (unknown
 		// is routed like up; ramping it again would cut its weight to
 		// slow_start_min at once).
-		// Nor for one panic mode was using at full weight while down:
-		// ramped from slow_start_min, it got less than the backends
-		// still failing.
-		if was == HealthDown && !p.panicUsing(st) {
-			st.upSince = p.now()
+		// Nor for one panic mode was using at full weight while down,
+		// and one it stopped using only just now ramps from near where
+		// it stood (comeBack).
+		if was == HealthDown {
+			p.comeBack(st, p.now())
 		}
 		st.everUp = true
 		p.log.Info("backend up", "vip", vip, "backend", name, "reason", reason)

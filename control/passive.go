@@ -184,9 +184,7 @@ func (p *Plane) endEjection(st *backendState, now time.Time) bool {
 	}
 	ps.until, ps.reason, ps.why = time.Time{}, "", ""
 	ps.stableSince = now
-	if !p.panicUsing(st) {
-		st.upSince = now // slow-start back in (not a backend panic mode used at full weight)
-	}
+	p.comeBack(st, now) // slow-start back in (comeBack: unless panic mode uses it)
 	p.log.Info("passive ejection over", "vip", st.vip, "backend", st.name)
 	for i := range ps.syns { // judge it afresh
 		ps.syns[i], ps.est[i] = 0, 0

@@ -94,6 +94,9 @@ type backendState struct {
 	// panicUsed: down (or ejected) but given new flows by panic mode; when
 	// panic mode ends it keeps them (never Down) until it is healthy again.
 	panicUsed bool
+	// panicLeft: when panic mode last stopped using it (its VIP left panic
+	// mode while it was down or ejected); comeBack ramps it from there.
+	panicLeft time.Time
 	upSince   time.Time // last time it became usable (added, or came back up): slow start
 	changedAt time.Time
 }

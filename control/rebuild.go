@@ -36,6 +36,7 @@ func (p *Plane) rebuildLocked() error {
 				p.log.Error("PANIC MODE: too few healthy backends, sending new flows to all of them", "vip", vip, "threshold", p.cfg.Control.PanicThreshold)
 			} else {
 				p.log.Warn("panic mode over", "vip", vip)
+				p.panicOver(vip, start)
 			}
 		}
 	}
@@ -84,4 +85,16 @@ func (p *Plane) clearRemovedVIPs(prev, cur *dataplane.Services) {
 			}
 		}
 	}()
+}
+
+// panicOver records, on each backend of vip that panic mode was using while
+// down or ejected, that it stopped at the snapshot built at now: from
+// then on it is out of the table, and comeBack ramps it from where that
+// leaves it.
+func (p *Plane) panicOver(vip string, now time.Time) {
+	for _, st := range p.backends {
+		if st.vip == vip && st.panicUsed {
+			st.panicLeft = now
+		}
+	}
 }

@@ -1,0 +1,161 @@
+package control
+
+// A backend panic mode used while down, back up just after panic mode
+// ended: the two instances of a fleet that saw the same blip must build the
+// same table, whichever order their own checks' verdicts came in.
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/dataplane"
+)
+
+// panicBlip runs one instance through a blip: be2..be5 go down (panic mode,
+// 1 of 5 healthy, uses them at full weight), one second later be3 and be4
+// come back (panic mode over) and be2 comes back at be2After from then,
+// negative for before. The fixture is left at be2's verdict, rebuilt.
+func panicBlip(t *testing.T, slowStart string, be2After time.Duration) *fixture {
+	t.Helper()
+	f := newFixture(t, checkedWeb(5, slowStart))
+	f.allUp()
+	for _, n := range []string{"be2", "be3", "be4", "be5"} {
+		f.setHealthOf("web", n, false)
+	}
+	if !f.plane.Panicked()["web"] {
+		t.Fatal("not in panic mode with 1 of 5 up")
+	}
+	f.advance(time.Second)
+	if be2After < 0 {
+		f.setHealthOf("web", "be2", true)
+		f.advance(-be2After)
+	}
+	f.setHealthOf("web", "be3", true)
+	f.setHealthOf("web", "be4", true)
+	if f.plane.Panicked()["web"] {
+		t.Fatal("still in panic mode with 3 or 4 of 5 up")
+	}
+	if be2After >= 0 {
+		if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 0 {
+			t.Fatalf("be2 down after panic mode: weight %d, want 0", w)
+		}
+		f.advance(be2After)
+		f.setHealthOf("web", "be2", true)
+	}
+	return f
+}
+
+// The blip of the fleet lab: on instance A be2's check passed 13 ms before
+// be3's and be4's (panic mode still on: no slow start); on instance B 44 ms
+// after (panic mode over). B cut be2 to slow_start_min (10%) and ramped it
+// for the whole 30 s, so the two tables differed for 30 s and a flow ECMP
+// moved between them could reach another backend. B now brings be2 back
+// where it stood less 44 ms of the ramp: the same weight as A's, and the
+// same table.
+func TestPanicEndedJustBeforeSameTable(t *testing.T) {
+	a := panicBlip(t, "30s", -13*time.Millisecond)
+	b := panicBlip(t, "30s", 44*time.Millisecond)
+	wa, wb := pubBackend(t, a.shared, "web", "be2").Weight, pubBackend(t, b.shared, "web", "be2").Weight
+	if wa != WeightScale || wb != wa {
+		t.Errorf("be2 back 13 ms before panic mode ended: weight %d; 44 ms after: %d (want both %d)", wa, wb, WeightScale)
+	}
+	if d := compareChoices(t, fixtureKey(t, a), a.shared.Services.Load(), b.shared.Services.Load()); d["web"] != 0 {
+		t.Errorf("%d of %d new flows go to another backend on the two instances", d["web"], probeFlows)
+	}
+}
+
+// The decay's arithmetic, and its end: be2, used by panic mode at full
+// weight, stays down for part of slow_start (30 s) after panic mode ends,
+// and comes back at 1 - gap/slow_start of its weight (never below
+// slow_start_min), then ramps on at slow start's rate. Down for slow_start
+// or longer, it ramps from slow_start_min as any backend back up does.
+func TestPanicEndedRampPosition(t *testing.T) {
+	for _, c := range []struct {
+		gap        time.Duration
+		want, next int // weight when back; 6 s later
+	}{
+		{7500 * time.Millisecond, 75, 95},
+		{15 * time.Second, 50, 70},
+		{27 * time.Second, 10, 30},
+		{30 * time.Second, 10, 20},
+		{time.Hour, 10, 20},
+	} {
+		f := panicBlip(t, "30s", c.gap)
+		got := pubBackend(t, f.shared, "web", "be2").Weight
+		f.advance(6 * time.Second)
+		f.rebuild()
+		next := pubBackend(t, f.shared, "web", "be2").Weight
+		if got != c.want || next != c.next {
+			t.Errorf("be2 back %v after panic mode ended: weight %d, 6 s later %d; want %d, %d", c.gap, got, next, c.want, c.next)
+		}
+		if !f.backend("be2").SlowStart {
+			t.Errorf("be2 back %v after panic mode ended: API slow_start false", c.gap)
+		}
+	}
+}
+
+// A backend that was itself ramping when panic mode began (back up 6 s into
+// a 30 s slow start, at 20%, then down again) decays from that position,
+// not from full weight: 1 s after panic mode ends it is back at 20% less
+// 1/30 (17%), not at 97%.
+func TestPanicEndedRampingBackendDecaysFromItsRamp(t *testing.T) {
+	f := newFixture(t, checkedWeb(5, "30s"))
+	f.allUp()
+	f.setHealthOf("web", "be2", false)
+	f.advance(time.Second)
+	f.setHealthOf("web", "be2", true)
+	f.advance(5 * time.Second)
+	f.rebuild()
+	for _, n := range []string{"be2", "be3", "be4", "be5"} {
+		f.setHealthOf("web", n, false)
+	}
+	if !f.plane.Panicked()["web"] {
+		t.Fatal("not in panic mode with 1 of 5 up")
+	}
+	f.advance(time.Second) // panic mode ends 6 s into be2's ramp: 20%
+	f.setHealthOf("web", "be3", true)
+	f.setHealthOf("web", "be4", true)
+	f.advance(time.Second)
+	f.setHealthOf("web", "be2", true)
+	// At panic mode's end be2 stood at 6/30; 1 s later at 5/30 of 100.
+	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 17 {
+		t.Errorf("be2 (ramping at 6/30 when panic mode ended) back 1 s later: weight %d, want 17", w)
+	}
+}
+
+// The same for a passive ejection: be2 is ejected until 3 s after panic
+// mode (which used it) ends. Its ejection's end brings it back at 90% of
+// its weight (3 s of a 30 s slow start lost), not at slow_start_min.
+func TestPanicEndedEjectionEndDecays(t *testing.T) {
+	f := newFixture(t, checkedWeb(5, "30s"))
+	f.allUp()
+	f.plane.mu.Lock()
+	st := f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: "be2"}]
+	st.passive.backoff = 10 * time.Second
+	st.passive.until = f.plane.now().Add(10 * time.Second)
+	f.plane.mu.Unlock()
+	f.rebuild()
+	for _, n := range []string{"be3", "be4", "be5"} {
+		f.setHealthOf("web", n, false)
+	}
+	if !f.plane.Panicked()["web"] {
+		t.Fatal("not in panic mode with 1 of 5 healthy")
+	}
+	f.advance(7 * time.Second)
+	f.setHealthOf("web", "be3", true)
+	f.setHealthOf("web", "be4", true)
+	if f.plane.Panicked()["web"] {
+		t.Fatal("still in panic mode with 3 of 5 healthy")
+	}
+	f.advance(3 * time.Second)
+	f.plane.mu.Lock()
+	ended := f.plane.endEjection(st, f.plane.now())
+	f.plane.mu.Unlock()
+	if !ended {
+		t.Fatal("be2's ejection did not end")
+	}
+	f.rebuild()
+	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 90 {
+		t.Errorf("be2's ejection over 3 s after panic mode (which used it) ended: weight %d, want 90", w)
+	}
+}
