@@ -32,6 +32,51 @@ func lastAnnounced(calls [][]netip.Prefix) []netip.Prefix {
 	return calls[len(calls)-1]
 }
 
+// The gateways of the next-hop tests' configurations, and their next hops
+// resolved: IPv4 only, IPv6 only and both.
+var (
+	testGW4 = netip.MustParseAddr("192.0.2.1")
+	testGW6 = netip.MustParseAddr("2001:db8:ff::1")
+	hop4    = dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
+	hop6    = dataplane.NextHop{MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true}
+	hopBoth = dataplane.NextHop{MAC4: hop4.MAC4, Has4: true, MAC6: hop6.MAC6, Has6: true}
+)
+
+// recordAnnounced makes f's plane append every set of prefixes it
+// announces to the slice returned.
+func (f *fixture) recordAnnounced() *[][]netip.Prefix {
+	var calls [][]netip.Prefix
+	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	return &calls
+}
+
+// hopLostForGrace records f's announcements, resolves the IPv4 gateway
+// (the address is announced) and then loses it for the grace (the address
+// is withdrawn); it fails the test if either does not happen.
+func (f *fixture) hopLostForGrace() *[][]netip.Prefix {
+	f.t.Helper()
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)
+	if len(lastAnnounced(*calls)) != 1 {
+		f.t.Fatalf("not announced: %v", *calls)
+	}
+	f.plane.SetNextHop(testGW4, netip.Addr{}, dataplane.NextHop{})
+	f.tickFor(NextHopGrace + time.Second)
+	if len(lastAnnounced(*calls)) != 0 {
+		f.t.Fatalf("not withdrawn after the grace: %v", *calls)
+	}
+	return calls
+}
+
+// tickFor moves f's clock on by d, a second at a time as in Run, running
+// the next hop's grace at each step.
+func (f *fixture) tickFor(d time.Duration) {
+	for range int(d / time.Second) {
+		f.advance(time.Second)
+		f.tick()
+	}
+}
+
 // Finding: an address carrying a VIP that can forward (web, IPv4
 // backends, IPv4 next hop resolved) and one that cannot (tls, IPv6
 // backends, IPv6 next hop not resolved). A running instance that loses
@@ -39,44 +84,31 @@ func lastAnnounced(calls [][]netip.Prefix) []netip.Prefix {
 // a fresh instance in the very same state never announces it. A rolling
 // restart thus withdraws web:80 from the whole fleet.
 func TestFreshInstanceAnnouncesAddressAnotherVIPCanServe(t *testing.T) {
-	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
-	v4only := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
-	both := v4only
-	both.MAC6, both.Has6 = [6]byte{2, 0, 0, 0, 0, 2}, true
-
 	// Running instance: both next hops, announced; then IPv6 lost for
 	// well over the grace: still announced (web forwards).
 	run := newFixture(t, dualFamilyConfig())
-	var rc [][]netip.Prefix
-	run.plane.SetAnnouncer(func(s []netip.Prefix) { rc = append(rc, s) }, nil)
-	run.plane.SetNextHop(gw4, gw6, both)
-	if len(lastAnnounced(rc)) != 1 {
-		t.Fatalf("running instance: not announced with both next hops: %v", rc)
+	rc := run.recordAnnounced()
+	run.plane.SetNextHop(testGW4, testGW6, hopBoth)
+	if len(lastAnnounced(*rc)) != 1 {
+		t.Fatalf("running instance: not announced with both next hops: %v", *rc)
 	}
-	run.plane.SetNextHop(gw4, gw6, v4only)
-	for range 2 * int(NextHopGrace/time.Second) {
-		run.advance(time.Second)
-		run.tick()
-	}
+	run.plane.SetNextHop(testGW4, testGW6, hop4)
+	run.tickFor(2 * NextHopGrace)
 	run.rebuild()
-	if len(lastAnnounced(rc)) != 1 {
-		t.Fatalf("running instance: withdrawn after IPv6 next hop loss although web forwards over IPv4: %v", rc)
+	if len(lastAnnounced(*rc)) != 1 {
+		t.Fatalf("running instance: withdrawn after IPv6 next hop loss although web forwards over IPv4: %v", *rc)
 	}
 
 	// Fresh instance, same state: IPv4 next hop resolved, IPv6 not.
 	fresh := newFixture(t, dualFamilyConfig())
-	var fc [][]netip.Prefix
-	fresh.plane.SetAnnouncer(func(s []netip.Prefix) { fc = append(fc, s) }, nil)
-	fresh.plane.SetNextHop(gw4, gw6, v4only)
-	for range 2 * int(NextHopGrace/time.Second) {
-		fresh.advance(time.Second)
-		fresh.tick()
-	}
+	fc := fresh.recordAnnounced()
+	fresh.plane.SetNextHop(testGW4, testGW6, hop4)
+	fresh.tickFor(2 * NextHopGrace)
 	fresh.rebuild()
 	if sv := fresh.shared.Services.Load(); sv.VIPs[0].Table == nil {
 		t.Fatalf("web has no table on the fresh instance")
 	}
-	if got := lastAnnounced(fc); len(got) != 1 {
+	if got := lastAnnounced(*fc); len(got) != 1 {
 		t.Errorf("fresh instance: web:80 can serve (table, IPv4 next hop) yet 203.0.113.7 is withheld (announced %v) while the running instance in the same state announces it", got)
 	}
 }
@@ -91,32 +123,17 @@ func TestFreshInstanceAnnouncesAddressAnotherVIPCanServe(t *testing.T) {
 func TestHopWithdrawnThenAllDrainedNotReannounced(t *testing.T) {
 	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
 	f := newFixture(t, toml)
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
-	gw := netip.MustParseAddr("192.0.2.1")
-	mac := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
-	f.plane.SetNextHop(gw, netip.Addr{}, mac)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced: %v", calls)
-	}
-	f.plane.SetNextHop(gw, netip.Addr{}, dataplane.NextHop{})
-	for range int(NextHopGrace/time.Second) + 1 {
-		f.advance(time.Second)
-		f.tick()
-	}
-	if len(lastAnnounced(calls)) != 0 {
-		t.Fatalf("not withdrawn after the grace: %v", calls)
-	}
+	calls := f.hopLostForGrace()
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
 		if err := f.plane.Drain("web", b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.plane.SetNextHop(gw, netip.Addr{}, mac)
+	f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)
 	if sv := f.shared.Services.Load(); sv.VIPs[0].Table != nil {
 		t.Fatal("every backend drained, yet a table")
 	}
-	if got := lastAnnounced(calls); len(got) != 0 {
+	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("next hop back, every backend drained (no table, no flows left here): announced %v; new flows pulled here are dropped as no-backend", got)
 	}
 }
@@ -136,13 +153,10 @@ func h8MixedConfig() string {
 // stays announced forever, because the drained IPv6 member "can forward".
 func TestHopLossNotKeptByMemberOutsideTheTable(t *testing.T) {
 	f := newFixture(t, h8MixedConfig())
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
-	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
-	both := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true, MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true}
-	f.plane.SetNextHop(gw4, gw6, both)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced: %v", calls)
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced: %v", *calls)
 	}
 	if err := f.plane.Drain("web", "be6"); err != nil {
 		t.Fatal(err)
@@ -152,12 +166,9 @@ func TestHopLossNotKeptByMemberOutsideTheTable(t *testing.T) {
 			t.Fatalf("before the loss, a new flow is dropped: %+v", r)
 		}
 	}
-	v6only := dataplane.NextHop{MAC6: both.MAC6, Has6: true}
-	f.plane.SetNextHop(gw4, gw6, v6only) // the IPv4 gateway is gone
-	for range 4 * int(NextHopGrace/time.Second) {
-		f.advance(time.Second)
-		f.tick()
-	}
+	v6only := hop6
+	f.plane.SetNextHop(testGW4, testGW6, v6only) // the IPv4 gateway is gone
+	f.tickFor(4 * NextHopGrace)
 	f.rebuild()
 	// What a new flow meets: the table holds only IPv4 backends.
 	drops := 0
@@ -171,7 +182,7 @@ func TestHopLossNotKeptByMemberOutsideTheTable(t *testing.T) {
 		noHop += w.Drops[dataplane.DropNoNextHop]
 	}
 	t.Logf("no-next-hop drops: %d", noHop)
-	if got := lastAnnounced(calls); len(got) != 0 {
+	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("IPv4 next hop gone for %v, the only member with a next hop (be6) drained: %d of 20 new flows dropped, yet still announced %v", 4*NextHopGrace, drops, got)
 	}
 }
@@ -181,20 +192,18 @@ func TestHopLossNotKeptByMemberOutsideTheTable(t *testing.T) {
 // table: announced at once while every new flow is dropped.
 func TestFreshInstanceWithholdsWhenOnlyOutOfTableMemberForwardable(t *testing.T) {
 	f := newFixture(t, h8MixedConfig())
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	calls := f.recordAnnounced()
 	if err := f.plane.Drain("web", "be6"); err != nil {
 		t.Fatal(err)
 	}
-	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
-	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true})
+	f.plane.SetNextHop(testGW4, testGW6, dataplane.NextHop{MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true})
 	drops := 0
 	for i := range 20 {
 		if r := f.lc.send(syn(t, uint16(9000+i), "S")); r.verdict == dataplane.Drop {
 			drops++
 		}
 	}
-	if got := lastAnnounced(calls); len(got) != 0 {
+	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("fresh instance, IPv4 next hop unresolved, only IPv6 member drained: %d of 20 new flows dropped, yet announced %v", drops, got)
 	}
 }
@@ -203,23 +212,17 @@ func TestFreshInstanceWithholdsWhenOnlyOutOfTableMemberForwardable(t *testing.T)
 func TestHopLossNotKeptByDownMember(t *testing.T) {
 	toml := strings.Replace(h8MixedConfig(), "[[vip]]", "[health]\nkind = \"tcp\"\n\n[[vip]]", 1)
 	f := newFixture(t, toml)
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
-	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
-	both := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true, MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true}
-	f.plane.SetNextHop(gw4, gw6, both)
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
 		f.setHealth(b, true)
 	}
 	f.setHealth("be6", false)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced: %v", calls)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced: %v", *calls)
 	}
-	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC6: both.MAC6, Has6: true})
-	for range 4 * int(NextHopGrace/time.Second) {
-		f.advance(time.Second)
-		f.tick()
-	}
+	f.plane.SetNextHop(testGW4, testGW6, hop6)
+	f.tickFor(4 * NextHopGrace)
 	f.rebuild()
 	drops := 0
 	for i := range 20 {
@@ -227,7 +230,7 @@ func TestHopLossNotKeptByDownMember(t *testing.T) {
 			drops++
 		}
 	}
-	if got := lastAnnounced(calls); len(got) != 0 {
+	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("IPv4 next hop gone for %v, IPv6 member down: %d of 20 new flows dropped, yet still announced %v", 4*NextHopGrace, drops, got)
 	}
 }

@@ -178,26 +178,19 @@ func TestAnnouncementWithdrawnWithoutNextHop(t *testing.T) {
 	if !announced() {
 		t.Fatalf("not announced once resolved: %v", calls)
 	}
-	// Seconds pass, one at a time as in Run.
-	wait := func(d time.Duration) {
-		for range int(d / time.Second) {
-			f.advance(time.Second)
-			f.tick()
-		}
-	}
 
 	// Lost for less than the grace, back, lost again: the clock restarts.
 	f.plane.SetNextHop(gw1, netip.Addr{}, dataplane.NextHop{})
-	wait(NextHopGrace - time.Second)
+	f.tickFor(NextHopGrace - time.Second)
 	f.plane.SetNextHop(gw1, netip.Addr{}, mac)
 	f.plane.SetNextHop(gw1, netip.Addr{}, dataplane.NextHop{})
-	wait(NextHopGrace - time.Second)
+	f.tickFor(NextHopGrace - time.Second)
 	f.rebuild()
 	if !announced() {
 		t.Fatalf("withdrawn within %v of losing the next hop: %v", NextHopGrace, calls)
 	}
 	// Lost for the grace: withdrawn by the step alone, no rebuild.
-	wait(time.Second)
+	f.tickFor(time.Second)
 	if announced() {
 		t.Fatalf("still announced %v after losing the next hop", NextHopGrace)
 	}
@@ -205,7 +198,7 @@ func TestAnnouncementWithdrawnWithoutNextHop(t *testing.T) {
 		t.Errorf("status lists %v as announced", got)
 	}
 	n := len(calls)
-	wait(time.Minute)
+	f.tickFor(time.Minute)
 	f.rebuild()
 	if len(calls) != n {
 		t.Errorf("announcer called again while nothing changed: %v", calls[n:])
@@ -225,11 +218,11 @@ func TestAnnouncementWithdrawnWithoutNextHop(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.plane.SetNextHop(gw2, netip.Addr{}, dataplane.NextHop{})
-	wait(NextHopGrace - time.Second)
+	f.tickFor(NextHopGrace - time.Second)
 	if !announced() {
 		t.Fatalf("withdrawn within %v of the reload: %v", NextHopGrace, calls)
 	}
-	wait(time.Second)
+	f.tickFor(time.Second)
 	if announced() {
 		t.Fatalf("still announced %v after a reload to a gateway that does not resolve", NextHopGrace)
 	}

@@ -298,27 +298,21 @@ func TestEdgeNonServingVIPDoesNotKeepNoHopAddress(t *testing.T) {
 	toml = strings.Replace(toml, "[control]\n", "[control]\npanic_threshold = 0\n", 1)
 	f := newFixture(t, toml)
 	f.allUp()
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
-	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
-	both := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true, MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true}
-	f.plane.SetNextHop(gw4, gw6, both)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced with both next hops: %v", calls)
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced with both next hops: %v", *calls)
 	}
 	f.setHealthOf("tls", "t6", false)
 	if v := f.vipByName("tls"); v.Table != nil {
 		t.Fatal("tls: its only backend down, panic mode off, yet a table")
 	}
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("withdrawn when tls went down although web serves: %v", calls)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("withdrawn when tls went down although web serves: %v", *calls)
 	}
-	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC6: both.MAC6, Has6: true})
-	for range int(NextHopGrace/time.Second) + 1 {
-		f.advance(time.Second)
-		f.tick()
-	}
-	if got := lastAnnounced(calls); len(got) != 0 {
+	f.plane.SetNextHop(testGW4, testGW6, hop6)
+	f.tickFor(NextHopGrace + time.Second)
+	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("IPv4 next hop lost for the grace, web's every packet dropped, tls serving nothing: still announced %v", got)
 	}
 }
@@ -334,25 +328,10 @@ func TestEdgeNonServingVIPDoesNotKeepNoHopAddress(t *testing.T) {
 func TestEdgeHopBackAddressKeepsDrainedFlows(t *testing.T) {
 	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
 	f := newFixture(t, toml)
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
-	gw := netip.MustParseAddr("192.0.2.1")
-	mac := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
-	f.plane.SetNextHop(gw, netip.Addr{}, mac)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced: %v", calls)
-	}
-	f.plane.SetNextHop(gw, netip.Addr{}, dataplane.NextHop{})
-	for range int(NextHopGrace/time.Second) + 1 {
-		f.advance(time.Second)
-		f.tick()
-	}
-	if len(lastAnnounced(calls)) != 0 {
-		t.Fatalf("not withdrawn after the grace: %v", calls)
-	}
-	f.plane.SetNextHop(gw, netip.Addr{}, mac)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("next hop back: not announced again: %v", calls)
+	calls := f.hopLostForGrace()
+	f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("next hop back: not announced again: %v", *calls)
 	}
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
 		if err := f.plane.Drain("web", b); err != nil {
@@ -360,7 +339,7 @@ func TestEdgeHopBackAddressKeepsDrainedFlows(t *testing.T) {
 		}
 	}
 	f.rebuild()
-	if got := lastAnnounced(calls); len(got) != 1 {
+	if got := lastAnnounced(*calls); len(got) != 1 {
 		t.Errorf("every backend drained on an announced address (next hop back long since): announced %v; want it kept for the established flows", got)
 	}
 }
@@ -377,25 +356,10 @@ func TestEdgeHopBackNotHeldByBackendAddedMeanwhile(t *testing.T) {
 	}
 	f := newFixture(t, gwed(4))
 	f.allUp()
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
-	gw := netip.MustParseAddr("192.0.2.1")
-	mac := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
-	f.plane.SetNextHop(gw, netip.Addr{}, mac)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced: %v", calls)
-	}
-	f.plane.SetNextHop(gw, netip.Addr{}, dataplane.NextHop{})
-	for range int(NextHopGrace/time.Second) + 1 {
-		f.advance(time.Second)
-		f.tick()
-	}
-	if len(lastAnnounced(calls)) != 0 {
-		t.Fatalf("not withdrawn after the grace: %v", calls)
-	}
+	calls := f.hopLostForGrace()
 	f.apply(gwed(5)) // be5 added: starts down, unchecked
-	f.plane.SetNextHop(gw, netip.Addr{}, mac)
-	if got := lastAnnounced(calls); len(got) != 1 {
+	f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)
+	if got := lastAnnounced(*calls); len(got) != 1 {
 		t.Errorf("next hop back, be1-be4 up and serving, be5 added meanwhile and not yet checked: announced %v; want the address back at once", got)
 	}
 }
@@ -410,10 +374,9 @@ func TestEdgeHopBackNotHeldByBackendAddedMeanwhile(t *testing.T) {
 func TestEdgeAllCheckedDownWithdrawsUnderKeep(t *testing.T) {
 	f := newFixture(t, strings.Replace(checkedConfig(""), "[control]\n", "[control]\npanic_threshold = 0\n", 1))
 	f.allUp()
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced with every backend up: %v", calls)
+	calls := f.recordAnnounced()
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced with every backend up: %v", *calls)
 	}
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
 		f.setHealth(b, false)
@@ -426,7 +389,7 @@ func TestEdgeAllCheckedDownWithdrawsUnderKeep(t *testing.T) {
 			t.Fatalf("%s: down %v unhealthy %v; want on_down keep's false, true", b.Name, b.Down, b.Unhealthy)
 		}
 	}
-	if got := lastAnnounced(calls); len(got) != 0 {
+	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("every backend's check says down (panic off): still announced %v", got)
 	}
 }
@@ -444,13 +407,10 @@ func TestEdgeUnhealthyBackendIsNoCarrier(t *testing.T) {
 	toml = strings.Replace(toml, "[control]\n", "[control]\npanic_threshold = 0\n", 1)
 	f := newFixture(t, toml)
 	f.allUp()
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
-	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
-	both := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true, MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true}
-	f.plane.SetNextHop(gw4, gw6, both)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced: %v", calls)
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced: %v", *calls)
 	}
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
 		if err := f.plane.Drain("web", b); err != nil {
@@ -461,15 +421,12 @@ func TestEdgeUnhealthyBackendIsNoCarrier(t *testing.T) {
 	if v := f.vipByName("web"); v.Table != nil {
 		t.Fatal("every backend drained or down, panic off, yet a table")
 	}
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("withdrawn with drained backends alive and both next hops: %v", calls)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("withdrawn with drained backends alive and both next hops: %v", *calls)
 	}
-	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC6: both.MAC6, Has6: true})
-	for range int(NextHopGrace/time.Second) + 1 {
-		f.advance(time.Second)
-		f.tick()
-	}
-	if got := lastAnnounced(calls); len(got) != 0 {
+	f.plane.SetNextHop(testGW4, testGW6, hop6)
+	f.tickFor(NextHopGrace + time.Second)
+	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("IPv4 next hop lost for the grace, only IPv4 backends alive (drained): still announced %v", got)
 	}
 }
@@ -483,31 +440,23 @@ func TestEdgeUnhealthyBackendIsNoCarrier(t *testing.T) {
 func TestEdgeNewGatewayDuringLossRestartsGrace(t *testing.T) {
 	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
 	f := newFixture(t, toml)
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
+	calls := f.recordAnnounced()
 	gw1, gw2 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.199")
-	mac := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true}
-	f.plane.SetNextHop(gw1, netip.Addr{}, mac)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced: %v", calls)
-	}
-	wait := func(d time.Duration) {
-		for range int(d / time.Second) {
-			f.advance(time.Second)
-			f.tick()
-		}
+	f.plane.SetNextHop(gw1, netip.Addr{}, hop4)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced: %v", *calls)
 	}
 	f.plane.SetNextHop(gw1, netip.Addr{}, dataplane.NextHop{})
-	wait(10 * time.Second)
+	f.tickFor(10 * time.Second)
 	f.apply(strings.Replace(toml, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv4 = "192.0.2.199"`, 1))
 	f.plane.SetNextHop(gw2, netip.Addr{}, dataplane.NextHop{})
-	wait(NextHopGrace - time.Second)
+	f.tickFor(NextHopGrace - time.Second)
 	f.rebuild()
-	if got := lastAnnounced(calls); len(got) != 1 {
+	if got := lastAnnounced(*calls); len(got) != 1 {
 		t.Fatalf("withdrawn %v after a reload to a new gateway (lost %v in all): announced %v; want the new gateway's full grace", NextHopGrace-time.Second, NextHopGrace+9*time.Second, got)
 	}
-	wait(time.Second)
-	if got := lastAnnounced(calls); len(got) != 0 {
+	f.tickFor(time.Second)
+	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("new gateway unresolved for the grace: still announced %v", got)
 	}
 }
@@ -562,30 +511,21 @@ func TestEdgeStallWatchUnchangedIsNoChange(t *testing.T) {
 // still be re-resolved), not 15 s.
 func TestEdgeGraceRunsFromTheLatestFamilyLoss(t *testing.T) {
 	f := newFixture(t, h8MixedConfig())
-	var calls [][]netip.Prefix
-	f.plane.SetAnnouncer(func(s []netip.Prefix) { calls = append(calls, s) }, nil)
-	gw4, gw6 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8:ff::1")
-	both := dataplane.NextHop{MAC4: [6]byte{2, 0, 0, 0, 0, 1}, Has4: true, MAC6: [6]byte{2, 0, 0, 0, 0, 2}, Has6: true}
-	f.plane.SetNextHop(gw4, gw6, both)
-	if len(lastAnnounced(calls)) != 1 {
-		t.Fatalf("not announced: %v", calls)
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced: %v", *calls)
 	}
-	wait := func(d time.Duration) {
-		for range int(d / time.Second) {
-			f.advance(time.Second)
-			f.tick()
-		}
-	}
-	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC6: both.MAC6, Has6: true})
-	wait(10 * time.Second)
-	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{})
-	wait(NextHopGrace - time.Second)
+	f.plane.SetNextHop(testGW4, testGW6, hop6)
+	f.tickFor(10 * time.Second)
+	f.plane.SetNextHop(testGW4, testGW6, dataplane.NextHop{})
+	f.tickFor(NextHopGrace - time.Second)
 	f.rebuild()
-	if got := lastAnnounced(calls); len(got) != 1 {
+	if got := lastAnnounced(*calls); len(got) != 1 {
 		t.Fatalf("IPv6 next hop lost %v ago (IPv4 %v ago): withdrawn %v; want announced until the IPv6 loss's grace ends", NextHopGrace-time.Second, NextHopGrace+9*time.Second, got)
 	}
-	wait(time.Second)
-	if got := lastAnnounced(calls); len(got) != 0 {
+	f.tickFor(time.Second)
+	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("both next hops lost for the grace: still announced %v", got)
 	}
 }

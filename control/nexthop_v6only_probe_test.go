@@ -74,25 +74,19 @@ func TestV6OnlyProbeIPv6BackendsFollowIPv6NextHop(t *testing.T) {
 	if r.Verdict != dataplane.Tx || !ok || m != mac6 || !(dst == f.addr("b1") || dst == f.addr("b2")) {
 		t.Fatalf("SYN: verdict %d outer6 %v mac %x dst %v", r.Verdict, ok, m, dst)
 	}
-	wait := func(d time.Duration) {
-		for range int(d / time.Second) {
-			f.advance(time.Second)
-			f.tick()
-		}
-	}
 	// The IPv4 next hop lost for long: nothing withdrawn (no IPv4 backend).
 	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC6: mac6, Has6: true})
-	wait(2 * NextHopGrace)
+	f.tickFor(2 * NextHopGrace)
 	if got := last(); got != both {
 		t.Fatalf("after losing only the IPv4 next hop for %v: announced %s, want %s", 2*NextHopGrace, got, both)
 	}
 	// The IPv6 next hop lost: kept for the grace, then withdrawn.
 	f.plane.SetNextHop(gw4, gw6, dataplane.NextHop{MAC4: mac4, Has4: true})
-	wait(NextHopGrace - time.Second)
+	f.tickFor(NextHopGrace - time.Second)
 	if got := last(); got != both {
 		t.Fatalf("withdrawn within the grace: %s", got)
 	}
-	wait(time.Second)
+	f.tickFor(time.Second)
 	if got := last(); got != "[]" {
 		t.Fatalf("IPv6 next hop lost for %v: still announced %s", NextHopGrace, got)
 	}
