@@ -309,6 +309,40 @@ func (p *Plane) announceAfterGraceLocked() {
 	}
 }
 
+// stepSlack is how much later than its second a step of Run must come to
+// say that the process did not run meanwhile (as the resolver's).
+const stepSlack = time.Second
+
+// holdGraceAcrossPauseLocked is given when Run received its once-a-second
+// step. A step over stepSlack late says the process did not run meanwhile
+// (SIGSTOP, a VM paused for migration, starved of CPU; or Run's own
+// rebuild took that long). Nothing read ARP or ND answers then, and the
+// resolver holds an entry that failed across a pause as one being
+// resolved again. The pause does not count toward a lost next hop's grace
+// either: a loss whose grace had not ended at the previous step is dated
+// later by the pause, so the resolver has what was left of the grace to
+// find the gateway again. Counting it withdrew the VIPs at the first step
+// after any pause longer than what was left, and the resolver announced
+// them again a moment later: a withdrawal and an announcement the routers
+// pass on, for nothing. (The status's "missing for" is then the time the
+// process ran without the next hop.)
+func (p *Plane) holdGraceAcrossPauseLocked(at time.Time) {
+	last := p.lastStep
+	p.lastStep = at
+	if last.IsZero() {
+		return
+	}
+	pause := at.Sub(last) - time.Second
+	if pause <= stepSlack {
+		return
+	}
+	for i := range p.hopLost {
+		if l := &p.hopLost[i]; !l.since.IsZero() && last.Sub(l.since) < NextHopGrace {
+			l.since = l.since.Add(pause)
+		}
+	}
+}
+
 func hopState(l hopLoss, now time.Time) string {
 	if l.since.IsZero() {
 		return "resolved"

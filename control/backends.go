@@ -88,13 +88,14 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 			}
 			st.check = netip.AddrPort{}
 			if !checked {
-				if st.health == HealthDown {
+				wasDown := st.health == HealthDown
+				st.health, st.reason = HealthUnchecked, ""
+				if wasDown {
 					// Trusted again by a reload that ends its checks:
 					// slow start, as a backend that comes up (comeBack,
 					// as in setHealthLocked).
 					p.comeBack(st, now)
 				}
-				st.health, st.reason = HealthUnchecked, ""
 			} else {
 				st.check = checkAddr(&v, &b)
 				if st.health == HealthUnchecked {
@@ -211,6 +212,20 @@ func (p *Plane) carryRenamedVIPs(old, cfg *config.Config) map[string]string {
 		}
 	}
 	p.backends = next
+	// Panic mode goes with its VIP too: keyed by the old name, a renamed
+	// VIP in panic mode left it unseen by rebuildLocked (no panicOver: its
+	// backends came back at slow_start_min), and panicUsing read false
+	// for it until the next rebuild.
+	panicked := make(map[string]bool, len(p.panicked))
+	for n, on := range p.panicked {
+		if _, moved := to[n]; !moved {
+			panicked[n] = on
+		}
+	}
+	for n, was := range renamed {
+		panicked[n] = p.panicked[was]
+	}
+	p.panicked = panicked
 	for n, was := range renamed {
 		p.log.Info("VIP renamed: its backends keep their state", "from", was, "to", n)
 	}
@@ -301,7 +316,17 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 				// that then fails only leaves the flag a step early.
 				st.panicUsed = panic && down
 				if ss := c.SlowStart; ss > 0 && !st.upSince.IsZero() && w > 0 {
-					if el := now.Sub(st.upSince); el < ss {
+					if el := now.Sub(st.upSince); el < ss && panic {
+						// Panic mode gives every backend its full weight:
+						// a healthy backend ramping got less than the dead
+						// ones, and one back just before panic mode began
+						// ramped for the whole slow start while one back
+						// just after (used by panic mode while down) did
+						// not, two tables for one blip on two instances.
+						// It ends the ramp (one resumed after panic mode
+						// would split the fleet the same way).
+						st.upSince = time.Time{}
+					} else if el < ss {
 						frac := math.Max(c.SlowStartMin, float64(el)/float64(ss))
 						eff.Weight = max(1, int(math.Ceil(float64(w)*frac)))
 						eff.Ramping, ramping = true, true
@@ -352,7 +377,9 @@ func (p *Plane) panicUsing(st *backendState) bool {
 // slow_start_min, it would get less than the backends still failing. One
 // panic mode stopped using at panicLeft lost its share as it would have
 // gained it, at the ramp's rate: it comes back at the ramp's position it
-// had then less (now - panicLeft) / slow_start, and ramps on from there.
+// had then (full weight: panic mode ends ramps, effective) less
+// (now - panicLeft) / slow_start, and ramps on from there. A slow start
+// begun since (an undrain, a weight back from 0) is the position then.
 //
 // The decay is what keeps the fleet's tables together after a blip that
 // every instance saw. Each instance judges the backends by its own checks,
@@ -367,17 +394,28 @@ func (p *Plane) comeBack(st *backendState, now time.Time) {
 	if p.panicUsing(st) {
 		return
 	}
-	before := st.upSince
+	if st.health == HealthDown || !st.passive.until.IsZero() {
+		// Still out (its checks pass but it is ejected, or its ejection
+		// ended and its checks fail): it comes back when the other ends,
+		// and that comeBack must read upSince as it stood when panic mode
+		// left it, not a position decayed once already.
+		return
+	}
+	before, used, left := st.upSince, st.panicUsed, st.panicLeft
 	st.upSince = now
+	// Back: what panic mode did with it is spent (effective clears it at
+	// the next rebuild; one that goes down again before it is a backend
+	// that came up and went down, not one panic mode still owes a decay).
+	st.panicUsed, st.panicLeft = false, time.Time{}
 	ss := p.cfg.Control.SlowStart
-	if !st.panicUsed || st.panicLeft.IsZero() || ss <= 0 || now.Before(st.panicLeft) {
+	if !used || left.IsZero() || ss <= 0 || now.Before(left) {
 		return
 	}
 	at := 1.0 // its ramp's position when panic mode stopped using it
-	if ran := st.panicLeft.Sub(before); !before.IsZero() && ran < ss {
+	if ran := left.Sub(before); !before.IsZero() && ran < ss {
 		at = math.Max(p.cfg.Control.SlowStartMin, float64(ran)/float64(ss))
 	}
-	at -= float64(now.Sub(st.panicLeft)) / float64(ss)
+	at -= float64(now.Sub(left)) / float64(ss)
 	if at > 0 {
 		st.upSince = now.Add(-time.Duration(at * float64(ss)))
 	}

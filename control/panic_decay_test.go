@@ -11,6 +11,26 @@ import (
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
+// upWeb is a "web" VIP of 5 checked backends, all up, slow_start 30 s.
+func upWeb(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t, checkedWeb(5, "30s"))
+	f.allUp()
+	return f
+}
+
+// intoPanic gives web's backends names the verdict down, and fails the
+// test unless web is in panic mode then.
+func (f *fixture) intoPanic(names ...string) {
+	f.t.Helper()
+	for _, n := range names {
+		f.setHealthOf("web", n, false)
+	}
+	if !f.plane.Panicked()["web"] {
+		f.t.Fatalf("not in panic mode with %v down", names)
+	}
+}
+
 // panicBlip runs one instance through a blip: be2..be5 go down (panic mode,
 // 1 of 5 healthy, uses them at full weight), one second later be3 and be4
 // come back (panic mode over) and be2 comes back at be2After from then,
@@ -19,12 +39,7 @@ func panicBlip(t *testing.T, slowStart string, be2After time.Duration) *fixture 
 	t.Helper()
 	f := newFixture(t, checkedWeb(5, slowStart))
 	f.allUp()
-	for _, n := range []string{"be2", "be3", "be4", "be5"} {
-		f.setHealthOf("web", n, false)
-	}
-	if !f.plane.Panicked()["web"] {
-		t.Fatal("not in panic mode with 1 of 5 up")
-	}
+	f.intoPanic("be2", "be3", "be4", "be5")
 	f.advance(time.Second)
 	if be2After < 0 {
 		f.setHealthOf("web", "be2", true)
@@ -94,32 +109,32 @@ func TestPanicEndedRampPosition(t *testing.T) {
 	}
 }
 
-// A backend that was itself ramping when panic mode began (back up 6 s into
-// a 30 s slow start, at 20%, then down again) decays from that position,
-// not from full weight: 1 s after panic mode ends it is back at 20% less
-// 1/30 (17%), not at 97%.
-func TestPanicEndedRampingBackendDecaysFromItsRamp(t *testing.T) {
-	f := newFixture(t, checkedWeb(5, "30s"))
-	f.allUp()
+// Panic mode gives every backend its full weight, a ramping one included,
+// and ends its ramp: be2, back up 5 s into a 30 s slow start (17%), is at
+// full weight while panic mode lasts and after it ends (a ramp resumed
+// after panic mode would make the tables of two instances differ, on one
+// of which be2 came back just after panic mode began and skipped slow
+// start: TestPanicStartVsComingBackSameTable).
+func TestPanicEndsRamps(t *testing.T) {
+	f := upWeb(t)
 	f.setHealthOf("web", "be2", false)
 	f.advance(time.Second)
 	f.setHealthOf("web", "be2", true)
 	f.advance(5 * time.Second)
 	f.rebuild()
-	for _, n := range []string{"be2", "be3", "be4", "be5"} {
-		f.setHealthOf("web", n, false)
-	}
-	if !f.plane.Panicked()["web"] {
-		t.Fatal("not in panic mode with 1 of 5 up")
-	}
-	f.advance(time.Second) // panic mode ends 6 s into be2's ramp: 20%
-	f.setHealthOf("web", "be3", true)
-	f.setHealthOf("web", "be4", true)
-	f.advance(time.Second)
-	f.setHealthOf("web", "be2", true)
-	// At panic mode's end be2 stood at 6/30; 1 s later at 5/30 of 100.
 	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 17 {
-		t.Errorf("be2 (ramping at 6/30 when panic mode ended) back 1 s later: weight %d, want 17", w)
+		t.Fatalf("be2 5 s into a 30 s slow start: weight %d, want 17", w)
+	}
+	f.intoPanic("be3", "be4", "be5")
+	during, dead := pubBackend(t, f.shared, "web", "be2").Weight, pubBackend(t, f.shared, "web", "be3").Weight
+	f.advance(time.Second)
+	f.setHealthOf("web", "be3", true)
+	if f.plane.Panicked()["web"] {
+		t.Fatal("still in panic mode with 3 of 5 up")
+	}
+	after := pubBackend(t, f.shared, "web", "be2").Weight
+	if during != WeightScale || after != WeightScale {
+		t.Errorf("be2 ramping when panic mode began: weight %d in panic mode (be3, down, %d), %d after; want %d, %d", during, dead, after, WeightScale, WeightScale)
 	}
 }
 
@@ -127,20 +142,14 @@ func TestPanicEndedRampingBackendDecaysFromItsRamp(t *testing.T) {
 // mode (which used it) ends. Its ejection's end brings it back at 90% of
 // its weight (3 s of a 30 s slow start lost), not at slow_start_min.
 func TestPanicEndedEjectionEndDecays(t *testing.T) {
-	f := newFixture(t, checkedWeb(5, "30s"))
-	f.allUp()
+	f := upWeb(t)
 	f.plane.mu.Lock()
 	st := f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: "be2"}]
 	st.passive.backoff = 10 * time.Second
 	st.passive.until = f.plane.now().Add(10 * time.Second)
 	f.plane.mu.Unlock()
 	f.rebuild()
-	for _, n := range []string{"be3", "be4", "be5"} {
-		f.setHealthOf("web", n, false)
-	}
-	if !f.plane.Panicked()["web"] {
-		t.Fatal("not in panic mode with 1 of 5 healthy")
-	}
+	f.intoPanic("be3", "be4", "be5")
 	f.advance(7 * time.Second)
 	f.setHealthOf("web", "be3", true)
 	f.setHealthOf("web", "be4", true)

@@ -141,6 +141,7 @@ type Plane struct {
 	announced    string               // the last set passed to announce, to skip repeats
 	wasAnnounced map[netip.Addr]bool  // VIP addresses announced at least once by this process
 	hopLost      [2]hopLoss           // IPv4, IPv6: since when the snapshot has had no next hop (announce.go)
+	lastStep     time.Time            // when Run last received its step (holdGraceAcrossPauseLocked)
 	hopWithdrawn map[netip.Addr]bool  // announced addresses withdrawn for want of a next hop (logged once)
 	peers        func() []PeerInfo    // BGP session states, for Status
 
@@ -239,7 +240,9 @@ func (p *Plane) Run(done <-chan struct{}) {
 			return
 		case <-p.kick:
 		case <-step.C:
+			at := p.now() // before the lock: waiting for it is no pause
 			p.mu.Lock()
+			p.holdGraceAcrossPauseLocked(at)
 			p.announceAfterGraceLocked() // withdraws a VIP without a next hop (announce.go)
 			p.noteLocalFailuresLocked()
 			// A previous table whose window passed leaves the snapshot
@@ -349,7 +352,7 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 	if err := reloadable(p.cfg, cfg); err != nil {
 		return fmt.Errorf("%s: %w", cfg.File, err)
 	}
-	old, saved := p.cfg, p.saveBackends()
+	old, saved, savedPanic := p.cfg, p.saveBackends(), p.panicked
 	p.cfg = cfg
 	carried := p.carryRenamedVIPs(old, cfg)
 	if cfg.Control.SlowStart > old.Control.SlowStart {
@@ -367,6 +370,7 @@ func (p *Plane) apply(cfg *config.Config, seq uint64) error {
 	if err := p.rebuildLocked(); err != nil {
 		p.cfg = old
 		p.restoreBackends(saved)
+		p.panicked = savedPanic
 		return err
 	}
 	p.appliedSeq = seq

@@ -1,0 +1,169 @@
+package control
+
+// The panic-mode ramp decay across ejections, renames, flaps and panic
+// mode's start.
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fulcrumlb/fulcrum/config/configtest"
+	"github.com/fulcrumlb/fulcrum/dataplane"
+)
+
+// be2 is down by its checks and passively ejected while panic mode uses
+// it. Panic mode ends; 3 s later its checks pass (it is still ejected, out
+// of the table); 6 s after panic mode ended its ejection ends. It was out
+// of the table for 6 s of a 30 s slow start: back at 80%, as a backend
+// only its checks kept out 6 s (the reference, be2 on instance R).
+func TestPanicDecayUpWhileEjected(t *testing.T) {
+	run := func(ejected bool) *fixture {
+		f := upWeb(t)
+		var st *backendState
+		if ejected {
+			f.plane.mu.Lock()
+			st = f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: "be2"}]
+			st.passive.backoff = 7 * time.Second
+			st.passive.until = f.plane.now().Add(7 * time.Second)
+			f.plane.mu.Unlock()
+			f.rebuild()
+		}
+		f.intoPanic("be2", "be3", "be4", "be5")
+		f.advance(time.Second)
+		f.setHealthOf("web", "be3", true)
+		f.setHealthOf("web", "be4", true)
+		if f.plane.Panicked()["web"] {
+			t.Fatal("still in panic mode")
+		}
+		if !ejected {
+			f.advance(6 * time.Second)
+			f.setHealthOf("web", "be2", true)
+			return f
+		}
+		f.advance(3 * time.Second)
+		f.setHealthOf("web", "be2", true) // still ejected
+		if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 0 {
+			t.Fatalf("be2 ejected: weight %d", w)
+		}
+		f.advance(3 * time.Second)
+		f.plane.mu.Lock()
+		ended := f.plane.endEjection(st, f.plane.now())
+		f.plane.mu.Unlock()
+		if !ended {
+			t.Fatal("ejection not over")
+		}
+		f.rebuild()
+		return f
+	}
+	r, e := run(false), run(true)
+	wr, we := pubBackend(t, r.shared, "web", "be2").Weight, pubBackend(t, e.shared, "web", "be2").Weight
+	if wr != 80 || we != wr {
+		t.Errorf("be2 out of the table 6 s after panic mode ended: checks only %d, checks passed at 3 s and ejection over at 6 s %d; want both 80", wr, we)
+	}
+}
+
+// renamedWeb: checkedWeb(5, "30s")'s VIP (same address, port, backends)
+// under the name name, with panic_threshold th.
+func renamedWeb(name, th string) string {
+	b := configtest.New().
+		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
+		Section("conntrack", "capacity = 65536").
+		Section("control", `slow_start = "30s"`, `drain_timeout = "0s"`, "panic_threshold = "+th).
+		Section("health", `kind = "tcp"`).
+		VIP(name, configtest.Web, 80)
+	for i := 1; i <= 5; i++ {
+		b = b.Backend(fmt.Sprintf("be%d", i), fmt.Sprintf("10.0.1.%d", i))
+	}
+	return b.String()
+}
+
+// Panic mode ended by a reload that lowers panic_threshold (1 of 5 healthy
+// is no longer below it) and, in the same reload, renames the VIP (same
+// address: carryRenamedVIPs keeps its backends' state). be2, used by panic
+// mode while down, is back 1 s later: it must come back where the same
+// reload without the rename brings it (1 - 1/30: 97), not at
+// slow_start_min.
+func TestPanicEndedByRenamingReload(t *testing.T) {
+	run := func(name string) int {
+		f := newFixture(t, renamedWeb("web", "0.5"))
+		f.allUp()
+		f.intoPanic("be2", "be3", "be4", "be5")
+		f.advance(time.Second)
+		f.apply(renamedWeb(name, "0.2"))
+		if f.plane.Panicked()[name] {
+			t.Fatal("still in panic mode after the reload")
+		}
+		f.advance(time.Second)
+		f.setHealthOf(name, "be2", true)
+		return pubBackend(t, f.shared, name, "be2").Weight
+	}
+	same, renamed := run("web"), run("www")
+	if same != 97 || renamed != same {
+		t.Errorf("be2 back 1 s after a reload ended panic mode: %d; after one that also renamed the VIP: %d; want both 97", same, renamed)
+	}
+}
+
+// The mirror race at panic mode's start: be2 (down 10 s) comes back 10 ms
+// before be3..be5 go down (A: it is up and ramping when panic mode begins)
+// or 10 ms after (B: panic mode used it at full weight while down, so it
+// skips slow start). A second later be3 and be4 are back (panic mode
+// over). Same events, same state: the tables must match.
+func TestPanicStartVsComingBackSameTable(t *testing.T) {
+	run := func(be2First bool) *fixture {
+		f := upWeb(t)
+		f.setHealthOf("web", "be2", false)
+		f.advance(10 * time.Second)
+		if be2First {
+			f.setHealthOf("web", "be2", true)
+			f.advance(10 * time.Millisecond)
+		}
+		f.intoPanic("be3", "be4", "be5")
+		if !be2First {
+			f.advance(10 * time.Millisecond)
+			f.setHealthOf("web", "be2", true)
+		}
+		f.advance(time.Second)
+		f.setHealthOf("web", "be3", true)
+		f.setHealthOf("web", "be4", true)
+		if f.plane.Panicked()["web"] {
+			t.Fatal("still in panic mode")
+		}
+		return f
+	}
+	a, b := run(true), run(false)
+	wa, wb := pubBackend(t, a.shared, "web", "be2").Weight, pubBackend(t, b.shared, "web", "be2").Weight
+	d := compareChoices(t, fixtureKey(t, a), a.shared.Services.Load(), b.shared.Services.Load())
+	if wa != wb || d["web"] != 0 {
+		t.Errorf("be2 back 10 ms before panic mode began (A) or 10 ms after (B): weight %d vs %d; %d of %d new flows differ", wa, wb, d["web"], probeFlows)
+	}
+}
+
+// A stale panicLeft: be2, used by panic mode while down, passes its checks
+// 2 s after panic mode ended and fails again before the loop rebuilt (no
+// snapshot ever had it up). It is back for good 10 s after panic mode
+// ended. Either it lost its share for 10 s (67) or it came up and went down
+// again, which ramps from slow_start_min (10); a second decay from the
+// position the first comeBack left (53) is neither.
+func TestPanicDecayFlapBeforeRebuild(t *testing.T) {
+	f := upWeb(t)
+	for _, n := range []string{"be2", "be3", "be4", "be5"} {
+		f.setHealthOf("web", n, false)
+	}
+	f.advance(time.Second)
+	f.setHealthOf("web", "be3", true)
+	f.setHealthOf("web", "be4", true)
+	f.advance(2 * time.Second)
+	if err := f.plane.SetHealth("web", "be2", true, "flap"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.plane.SetHealth("web", "be2", false, "flap"); err != nil {
+		t.Fatal(err)
+	}
+	f.rebuild()
+	f.advance(8 * time.Second)
+	f.setHealthOf("web", "be2", true)
+	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 67 && w != 10 {
+		t.Errorf("be2 back 10 s after panic mode ended, after an unpublished flap at 2 s: weight %d, want 67 (decay) or 10 (ramp)", w)
+	}
+}
