@@ -315,8 +315,7 @@ const stepSlack = time.Second
 
 // holdGraceAcrossPauseLocked is given when Run received its once-a-second
 // step. A step over stepSlack late says the process did not run meanwhile
-// (SIGSTOP, a VM paused for migration, starved of CPU; or Run's own
-// rebuild took that long). Nothing read ARP or ND answers then, and the
+// (SIGSTOP, a VM paused for migration, starved of CPU). Nothing read ARP or ND answers then, and the
 // resolver holds an entry that failed across a pause as one being
 // resolved again. The pause does not count toward a lost next hop's grace
 // either: a loss whose grace had not ended at the previous step is dated
@@ -326,19 +325,33 @@ const stepSlack = time.Second
 // them again a moment later: a withdrawal and an announcement the routers
 // pass on, for nothing. (The status's "missing for" is then the time the
 // process ran without the next hop.)
-func (p *Plane) holdGraceAcrossPauseLocked(at time.Time) {
+//
+// idle is when Run last began to wait for a step or a kick: a step due
+// while Run was still at work (a long rebuild) comes as soon as it waits,
+// and the time until then is running time, not a pause (the resolver and
+// the workers ran). Zero: Run waited since the previous step.
+func (p *Plane) holdGraceAcrossPauseLocked(at, idle time.Time) {
 	last := p.lastStep
 	p.lastStep = at
 	if last.IsZero() {
 		return
 	}
-	pause := at.Sub(last) - time.Second
+	due := last.Add(time.Second)
+	if idle.After(due) {
+		due = idle
+	}
+	pause := at.Sub(due)
 	if pause <= stepSlack {
 		return
 	}
 	for i := range p.hopLost {
 		if l := &p.hopLost[i]; !l.since.IsZero() && last.Sub(l.since) < NextHopGrace {
-			l.since = l.since.Add(pause)
+			// Never past this step: a loss seen during the gap (the
+			// resolver runs while Run is late) did not wait through
+			// the part of the gap before it.
+			if l.since = l.since.Add(pause); l.since.After(at) {
+				l.since = at
+			}
 		}
 	}
 }

@@ -316,17 +316,15 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 				// that then fails only leaves the flag a step early.
 				st.panicUsed = panic && down
 				if ss := c.SlowStart; ss > 0 && !st.upSince.IsZero() && w > 0 {
-					if el := now.Sub(st.upSince); el < ss && panic {
-						// Panic mode gives every backend its full weight:
-						// a healthy backend ramping got less than the dead
-						// ones, and one back just before panic mode began
-						// ramped for the whole slow start while one back
-						// just after (used by panic mode while down) did
-						// not, two tables for one blip on two instances.
-						// It ends the ramp (one resumed after panic mode
-						// would split the fleet the same way).
-						st.upSince = time.Time{}
-					} else if el < ss {
+					// Panic mode gives every backend its full weight, one
+					// ramping too (ramped, it got less than the dead ones).
+					// Its ramp goes on by the clock meanwhile, so that
+					// after panic mode it stands where it stands on an
+					// instance that never entered panic mode: each
+					// instance judges by its own checks, and a blip that
+					// only one of them saw (its checks ran at the wrong
+					// moment) must not leave their tables apart.
+					if el := now.Sub(st.upSince); el < ss && !panic {
 						frac := math.Max(c.SlowStartMin, float64(el)/float64(ss))
 						eff.Weight = max(1, int(math.Ceil(float64(w)*frac)))
 						eff.Ramping, ramping = true, true
@@ -377,9 +375,10 @@ func (p *Plane) panicUsing(st *backendState) bool {
 // slow_start_min, it would get less than the backends still failing. One
 // panic mode stopped using at panicLeft lost its share as it would have
 // gained it, at the ramp's rate: it comes back at the ramp's position it
-// had then (full weight: panic mode ends ramps, effective) less
-// (now - panicLeft) / slow_start, and ramps on from there. A slow start
-// begun since (an undrain, a weight back from 0) is the position then.
+// had then (full weight, or where a ramp it was on had come by the clock:
+// effective) less (now - panicLeft) / slow_start, and ramps on from there.
+// A slow start begun since (an undrain, a weight back from 0) is the
+// position then.
 //
 // The decay is what keeps the fleet's tables together after a blip that
 // every instance saw. Each instance judges the backends by its own checks,

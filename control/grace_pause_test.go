@@ -16,7 +16,7 @@ func (f *fixture) step(d time.Duration) {
 	f.advance(d)
 	f.plane.mu.Lock()
 	defer f.plane.mu.Unlock()
-	f.plane.holdGraceAcrossPauseLocked(f.plane.now())
+	f.plane.holdGraceAcrossPauseLocked(f.plane.now(), time.Time{})
 	f.plane.announceAfterGraceLocked()
 }
 
@@ -93,5 +93,94 @@ func TestNextHopGraceLateStepsNoPause(t *testing.T) {
 	f.step(2 * time.Second)
 	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("next hop lost for %v in steps 2 s apart: still announced %v", 2*time.Second*time.Duration(int(NextHopGrace/(2*time.Second))+1), got)
+	}
+}
+
+// The step after a gap (a pause of the process, or Run busy) comes 3 s
+// after the previous one; the IPv4 next hop was lost 2.5 s after that
+// previous step, by the resolver's SetNextHop (the process was running
+// then: the loss was seen). The loss may be re-dated by at most the part
+// of the gap after it: never past the step itself. It was re-dated by the
+// whole gap less 1 s, 1.5 s into the future: the status says "missing for
+// -2s" and the address stays announced without a next hop 2 s past the
+// grace. After a 10 min pause, a loss the resolver reports before Run
+// receives its (overdue) step is held for 10 min + 15 s.
+func TestNextHopLossAfterGapNotPostdated(t *testing.T) {
+	f := gatewayedBase(t)
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced: %v", *calls)
+	}
+	f.step(time.Second)
+	f.advance(2500 * time.Millisecond)
+	lostAt := f.plane.now()
+	f.plane.SetNextHop(testGW4, netip.Addr{}, dataplane.NextHop{})
+	f.step(500 * time.Millisecond) // 3 s after the previous step
+	f.plane.mu.Lock()
+	since, now := f.plane.hopLost[0].since, f.plane.now()
+	state := hopState(f.plane.hopLost[0], now)
+	f.plane.mu.Unlock()
+	if since.After(now) || strings.Contains(state, "-") {
+		t.Errorf("loss seen %v before the step dated %v after it (%q)", now.Sub(lostAt), since.Sub(now), state)
+	}
+	for f.plane.now().Sub(lostAt) < NextHopGrace+time.Second {
+		f.step(time.Second)
+	}
+	if got := lastAnnounced(*calls); len(got) != 0 {
+		t.Errorf("next hop lost %v ago, the process running all along: still announced %v", f.plane.now().Sub(lostAt), got)
+	}
+}
+
+// Run is busy, not paused: every step it rebuilds (a slow start is under
+// way) and the rebuild takes seconds (the clock moves 1 s at each of its
+// readings: a large configuration on a loaded host). The process, the
+// resolver and the workers run all along, and the workers drop the VIP's
+// traffic (no-next-hop) from the loss on. The README: "The 15 s are of
+// running time: while the process is stopped (SIGSTOP, a VM paused) they
+// do not run". Each step came more than 2 s after the previous one, so
+// holdGraceAcrossPauseLocked took Run's own work for a pause and re-dated
+// the loss by it: the grace became 15 steps, however long each took (here
+// still announced 30 s after the loss, with the process running).
+func TestNextHopGraceCountsRunsOwnWork(t *testing.T) {
+	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	toml = strings.Replace(toml, `slow_start = "10s"`, `slow_start = "1h"`, 1)
+	f := newFixture(t, toml)
+	f.step(0)
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced: %v", *calls)
+	}
+	name := f.plane.Config().VIPs[0].Backends[0].Name
+	if err := f.plane.Drain("web", name); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.plane.Undrain("web", name); err != nil { // ramping for 1 h: Run rebuilds at every step
+		t.Fatal(err)
+	}
+	f.plane.SetNextHop(testGW4, netip.Addr{}, dataplane.NextHop{})
+	lostAt := time.Unix(0, f.clock.Load())
+	f.stride.Store(int64(time.Second))
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() { defer close(exited); f.plane.Run(done) }()
+	t.Cleanup(func() { close(done); <-exited })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		f.plane.mu.Lock()
+		ran := time.Unix(0, f.clock.Load()).Sub(lostAt)
+		got := lastAnnounced(*calls)
+		f.plane.mu.Unlock()
+		if ran >= 2*NextHopGrace {
+			if len(got) != 0 {
+				t.Errorf("next hop lost %v ago, Run busy (not paused) at every step: still announced %v", ran, got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Run made the clock run only %v in 60 s", ran)
+		}
+		time.Sleep(50 * time.Millisecond) // polling, not synchronisation
 	}
 }

@@ -235,6 +235,7 @@ func (p *Plane) Run(done <-chan struct{}) {
 	step := time.NewTicker(time.Second)
 	defer step.Stop()
 	for {
+		idle := p.now() // Run waits from here: its own work before is no pause
 		select {
 		case <-done:
 			return
@@ -242,7 +243,7 @@ func (p *Plane) Run(done <-chan struct{}) {
 		case <-step.C:
 			at := p.now() // before the lock: waiting for it is no pause
 			p.mu.Lock()
-			p.holdGraceAcrossPauseLocked(at)
+			p.holdGraceAcrossPauseLocked(at, idle)
 			p.announceAfterGraceLocked() // withdraws a VIP without a next hop (announce.go)
 			p.noteLocalFailuresLocked()
 			// A previous table whose window passed leaves the snapshot
