@@ -314,6 +314,12 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 			default:
 				// Recorded here, where panic mode is decided; a build
 				// that then fails only leaves the flag a step early.
+				if panic && down && !st.panicUsed {
+					st.panicLate = 0
+					if !st.outSince.IsZero() && now.After(st.outSince) {
+						st.panicLate = now.Sub(st.outSince)
+					}
+				}
 				st.panicUsed = panic && down
 				if ss := c.SlowStart; ss > 0 && !st.upSince.IsZero() && w > 0 {
 					// Panic mode gives every backend its full weight, one
@@ -391,6 +397,23 @@ func (p *Plane) panicUsing(st *backendState) bool {
 // longer ramps from slow_start_min, as any backend back up does.
 func (p *Plane) comeBack(st *backendState, now time.Time) {
 	if p.panicUsing(st) {
+		// Full weight while panic mode lasts (effective suspends ramps),
+		// but a backend that was out for long before panic mode used it
+		// has no share to keep afterwards: its ramp stands where it
+		// stood less the time it was out before panic mode (an instance
+		// that never entered panic mode ramps it from its verdict).
+		if ss := p.cfg.Control.SlowStart; ss > 0 && st.panicLate > 0 {
+			at := 1.0
+			if el := now.Sub(st.upSince); !st.upSince.IsZero() && el < ss {
+				at = math.Max(p.cfg.Control.SlowStartMin, float64(el)/float64(ss))
+			}
+			at -= float64(st.panicLate) / float64(ss)
+			st.upSince = now
+			if at > 0 {
+				st.upSince = now.Add(-time.Duration(at * float64(ss)))
+			}
+			st.panicLate = 0
+		}
 		return
 	}
 	if st.health == HealthDown || !st.passive.until.IsZero() {
@@ -400,8 +423,9 @@ func (p *Plane) comeBack(st *backendState, now time.Time) {
 		// left it, not a position decayed once already.
 		return
 	}
-	before, used, left := st.upSince, st.panicUsed, st.panicLeft
+	before, used, left, late := st.upSince, st.panicUsed, st.panicLeft, st.panicLate
 	st.upSince = now
+	st.outSince, st.panicLate = time.Time{}, 0
 	// Back: what panic mode did with it is spent (effective clears it at
 	// the next rebuild; one that goes down again before it is a backend
 	// that came up and went down, not one panic mode still owes a decay).
@@ -414,7 +438,9 @@ func (p *Plane) comeBack(st *backendState, now time.Time) {
 	if ran := left.Sub(before); !before.IsZero() && ran < ss {
 		at = math.Max(p.cfg.Control.SlowStartMin, float64(ran)/float64(ss))
 	}
-	at -= float64(now.Sub(left)) / float64(ss)
+	// Out for late before panic mode used it: its share had decayed by
+	// that much already (dead for slow_start or longer: none left).
+	at -= float64(now.Sub(left)+late) / float64(ss)
 	if at > 0 {
 		st.upSince = now.Add(-time.Duration(at * float64(ss)))
 	}
@@ -515,6 +541,9 @@ func (p *Plane) setHealthLocked(st *backendState, up bool, reason string) {
 	}
 	was := st.health
 	st.health, st.changedAt = h, p.now()
+	if !up && st.passive.until.IsZero() {
+		st.outSince = p.now() // out of the table from now (not already ejected)
+	}
 	if up {
 		// Slow start is for a backend that recovers (or was added and
 		// never served), not for one that served all along: the first

@@ -184,3 +184,58 @@ func TestNextHopGraceCountsRunsOwnWork(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling, not synchronisation
 	}
 }
+
+// The IPv4 next hop is lost and, 5 s of running later, the process is
+// stopped for a minute (SIGSTOP, a VM paused). On resume, Run receives a
+// kick (a health verdict, a passive ejection's end) before its overdue
+// step: its rebuild announces from the snapshot with the minute counted
+// toward the grace, and withdraws the address at once, where the README
+// says "The 15 s are of running time ... after a pause the resolver has
+// what was left of them". (Run's own step would have re-dated the loss.)
+func TestKickAfterPauseCountsThePause(t *testing.T) {
+	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	f := newFixture(t, toml)
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)
+	if len(lastAnnounced(*calls)) != 1 {
+		t.Fatalf("not announced: %v", *calls)
+	}
+	f.plane.SetNextHop(testGW4, netip.Addr{}, dataplane.NextHop{})
+	f.advance(5 * time.Second) // the process ran 5 s without the next hop
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() { defer close(exited); f.plane.Run(done) }()
+	t.Cleanup(func() { close(done); <-exited })
+	deadline := time.Now().Add(10 * time.Second)
+	for { // Run's first step: it waits for the next one from here
+		f.plane.mu.Lock()
+		stepped := !f.plane.lastStep.IsZero()
+		f.plane.mu.Unlock()
+		if stepped {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run took no step in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling
+	}
+	f.plane.mu.Lock()
+	f.advance(time.Minute) // the pause: Run's next step is overdue
+	n := f.plane.rebuilds
+	f.plane.mu.Unlock()
+	f.plane.Kick()
+	for {
+		f.plane.mu.Lock()
+		rebuilt, got := f.plane.rebuilds > n, lastAnnounced(*calls)
+		f.plane.mu.Unlock()
+		if rebuilt {
+			if len(got) != 1 {
+				t.Errorf("next hop lost for 5 s of running time and a 1 min pause: withdrawn (%v) by the first rebuild after the pause", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not rebuild on the kick")
+		}
+		time.Sleep(10 * time.Millisecond) // polling
+	}
+}

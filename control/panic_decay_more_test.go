@@ -177,3 +177,103 @@ func TestPanicDecayFlapBeforeRebuild(t *testing.T) {
 		t.Errorf("be2 back 10 s after panic mode ended, after an unpublished flap at 2 s: weight %d, want 67 (decay) or 10 (ramp)", w)
 	}
 }
+
+// be2 has been down for an hour (dead, its caches cold) on both instances.
+// A blip only instance A's checks catch (be3 and be4 down for a second: 2
+// of 5 healthy, panic mode) makes A's panic mode use be2 for that second.
+// be2 comes back 5 s after A's panic mode ended. B never entered panic
+// mode: be2 ramps from slow_start_min there. A must build the same table;
+// and be2, out of the table for an hour, must not come back near its full
+// weight (its pre-blip share was 0).
+func TestPanicFlickerOnOneInstanceDeadBackend(t *testing.T) {
+	run := func(blip bool) *fixture {
+		f := upWeb(t)
+		f.setHealthOf("web", "be2", false)
+		f.advance(time.Hour)
+		f.rebuild()
+		if blip {
+			f.intoPanic("be3", "be4")
+			f.advance(time.Second)
+			f.setHealthOf("web", "be3", true)
+			f.setHealthOf("web", "be4", true)
+			if f.plane.Panicked()["web"] {
+				t.Fatal("still in panic mode")
+			}
+		} else {
+			f.advance(time.Second)
+		}
+		f.advance(5 * time.Second)
+		f.setHealthOf("web", "be2", true)
+		return f
+	}
+	a, b := run(true), run(false)
+	wa, wb := pubBackend(t, a.shared, "web", "be2").Weight, pubBackend(t, b.shared, "web", "be2").Weight
+	if wa != wb {
+		t.Errorf("be2 down 1 h, back 5 s after a blip only A saw: weight %d on A, %d on B (want both %d)", wa, wb, wb)
+	}
+	if d := compareChoices(t, fixtureKey(t, a), a.shared.Services.Load(), b.shared.Services.Load()); d["web"] != 0 {
+		t.Errorf("%d of %d new flows go to another backend on the two instances", d["web"], probeFlows)
+	}
+}
+
+// A blip every instance saw: be2 was dead for an hour before it; be3..be5
+// go down for a second (panic mode uses every backend), and be2's checks
+// pass 2 s after panic mode ended. Its share before the blip was 0: it
+// must ramp from slow_start_min, not come back at 93% of its weight.
+func TestDeadBeforeBlipRampsAfterIt(t *testing.T) {
+	f := upWeb(t)
+	f.setHealthOf("web", "be2", false)
+	f.advance(time.Hour)
+	f.rebuild()
+	f.intoPanic("be3", "be4", "be5")
+	f.advance(time.Second)
+	f.setHealthOf("web", "be3", true)
+	f.setHealthOf("web", "be4", true)
+	f.setHealthOf("web", "be5", true)
+	if f.plane.Panicked()["web"] {
+		t.Fatal("still in panic mode")
+	}
+	f.advance(2 * time.Second)
+	f.setHealthOf("web", "be2", true)
+	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 10 {
+		t.Errorf("be2 dead 1 h before a 1 s blip, back 2 s after it: weight %d, want 10 (slow_start_min)", w)
+	}
+}
+
+// The same blip only A's checks catch, but be2 (dead for an hour) comes
+// back while A's panic mode lasts. Once A's panic mode is over (be3 and
+// be4 back a second later) both instances must build the same table: B
+// ramps be2 from slow_start_min; A kept its panic-mode full weight for
+// good, for the whole slow start.
+func TestDeadBackendBackDuringOneInstancePanic(t *testing.T) {
+	run := func(blip bool) *fixture {
+		f := upWeb(t)
+		f.setHealthOf("web", "be2", false)
+		f.advance(time.Hour)
+		f.rebuild()
+		if blip {
+			f.intoPanic("be3", "be4")
+		}
+		f.advance(500 * time.Millisecond)
+		f.setHealthOf("web", "be2", true)
+		f.advance(500 * time.Millisecond)
+		if blip {
+			f.setHealthOf("web", "be3", true)
+			f.setHealthOf("web", "be4", true)
+			if f.plane.Panicked()["web"] {
+				t.Fatal("still in panic mode")
+			}
+		}
+		f.advance(2 * time.Second)
+		f.rebuild()
+		return f
+	}
+	a, b := run(true), run(false)
+	wa, wb := pubBackend(t, a.shared, "web", "be2").Weight, pubBackend(t, b.shared, "web", "be2").Weight
+	if wa != wb {
+		t.Errorf("be2 down 1 h, back during a blip only A saw: 2 s after it, weight %d on A, %d on B", wa, wb)
+	}
+	if d := compareChoices(t, fixtureKey(t, a), a.shared.Services.Load(), b.shared.Services.Load()); d["web"] != 0 {
+		t.Errorf("%d of %d new flows go to another backend on the two instances", d["web"], probeFlows)
+	}
+}

@@ -372,6 +372,9 @@ func (p *Plane) eject(st *backendState, h *config.Health, now time.Time, why str
 		ps.backoff = min(2*ps.backoff, h.BackoffMax)
 	}
 	ps.ejections++
+	if ps.until.IsZero() && st.health != HealthDown {
+		st.outSince = now
+	}
 	ps.until = now.Add(ps.backoff)
 	ps.why = why
 	ps.reason = fmt.Sprintf("%s; ejected for %v", why, ps.backoff)

@@ -97,6 +97,12 @@ type backendState struct {
 	// panicLeft: when panic mode last stopped using it (its VIP left panic
 	// mode while it was down or ejected); comeBack ramps it from there.
 	panicLeft time.Time
+	// outSince: when it last went out of the table (down by its checks or
+	// ejected); zero: not out. panicLate: how
+	// long it had been out when panic mode began using it (comeBack
+	// deducts it: a backend dead long before a blip has no share to keep).
+	outSince  time.Time
+	panicLate time.Duration
 	upSince   time.Time // last time it became usable (added, or came back up): slow start
 	changedAt time.Time
 }
@@ -240,6 +246,13 @@ func (p *Plane) Run(done <-chan struct{}) {
 		case <-done:
 			return
 		case <-p.kick:
+			// A kick received first after a pause (a verdict, an
+			// ejection's end) rebuilds and announces: the pause must be
+			// out of the grace before, as at a step.
+			at := p.now()
+			p.mu.Lock()
+			p.holdGraceAcrossPauseLocked(at, idle)
+			p.mu.Unlock()
 		case <-step.C:
 			at := p.now() // before the lock: waiting for it is no pause
 			p.mu.Lock()
