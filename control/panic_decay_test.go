@@ -31,6 +31,15 @@ func (f *fixture) intoPanic(names ...string) {
 	}
 }
 
+// sameNewFlows fails the test if instances a and b send any of probeFlows
+// new flows of web to different backends.
+func sameNewFlows(t *testing.T, a, b *fixture, when string) {
+	t.Helper()
+	if d := compareChoices(t, fixtureKey(t, a), a.shared.Services.Load(), b.shared.Services.Load()); d["web"] != 0 {
+		t.Errorf("%d of %d new flows go to different backends on the two instances %s", d["web"], probeFlows, when)
+	}
+}
+
 // panicBlip runs one instance through a blip: be2..be5 go down (panic mode,
 // 1 of 5 healthy, uses them at full weight), one second later be3 and be4
 // come back (panic mode over) and be2 comes back at be2After from then,
@@ -74,9 +83,7 @@ func TestPanicEndedJustBeforeSameTable(t *testing.T) {
 	if wa != WeightScale || wb != wa {
 		t.Errorf("be2 back 13 ms before panic mode ended: weight %d; 44 ms after: %d (want both %d)", wa, wb, WeightScale)
 	}
-	if d := compareChoices(t, fixtureKey(t, a), a.shared.Services.Load(), b.shared.Services.Load()); d["web"] != 0 {
-		t.Errorf("%d of %d new flows go to another backend on the two instances", d["web"], probeFlows)
-	}
+	sameNewFlows(t, a, b, "")
 }
 
 // The decay's arithmetic, and its end: be2, used by panic mode at full
