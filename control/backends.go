@@ -43,7 +43,7 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 				st = nil
 			}
 			if st == nil {
-				st = &backendState{vip: v.Name, name: b.Name, addr: b.Address.Addr, weight: *b.Weight, upSince: now, changedAt: now}
+				st = &backendState{vip: v.Name, name: b.Name, addr: b.Address.Addr, weight: *b.Weight, upSince: now}
 				if initial {
 					// The first snapshot after start: nothing is ramping
 					// from a previous state, so do not slow-start the
@@ -67,7 +67,6 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 				p.log.Info("backend weight override ended: the reload changed the configured weight", "vip", v.Name, "backend", b.Name,
 					"override", *st.override, "weight", *b.Weight)
 				st.override = nil
-				st.changedAt = now
 			}
 			st.weight = *b.Weight
 			if was == 0 && p.baseWeight(st) > 0 {
@@ -77,11 +76,11 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 				st.cfgDrain = b.Drain
 				switch {
 				case b.Drain && !st.drained:
-					st.drained, st.drainedAt, st.changedAt = true, now, now
+					st.drained, st.drainedAt = true, now
 				case !b.Drain && st.drained:
 					// Undrained by the reload: it slow-starts, as with
 					// Undrain.
-					st.drained, st.upSince, st.changedAt = false, now, now
+					st.drained, st.upSince = false, now
 				}
 				// Drained already (by the operator): the drain and its
 				// timeout go on from when it began.
@@ -467,7 +466,7 @@ func (p *Plane) Drain(vip, name string) error {
 		return err
 	}
 	if !st.drained {
-		st.drained, st.drainedAt, st.changedAt = true, p.now(), p.now()
+		st.drained, st.drainedAt = true, p.now()
 		p.log.Info("backend drained", "vip", vip, "backend", name)
 	}
 	return p.rebuildLocked()
@@ -482,7 +481,7 @@ func (p *Plane) Undrain(vip, name string) error {
 		return err
 	}
 	if st.drained {
-		st.drained, st.upSince, st.changedAt = false, p.now(), p.now()
+		st.drained, st.upSince = false, p.now()
 		p.log.Info("backend undrained", "vip", vip, "backend", name)
 	}
 	return p.rebuildLocked()
@@ -505,7 +504,6 @@ func (p *Plane) SetWeight(vip, name string, w int) error {
 		st.upSince = p.now() // back from weight 0, like an undrain: slow start
 	}
 	st.override = &w
-	st.changedAt = p.now()
 	p.log.Info("backend weight set", "vip", vip, "backend", name, "weight", w)
 	return p.rebuildLocked()
 }
@@ -540,7 +538,7 @@ func (p *Plane) setHealthLocked(st *backendState, up bool, reason string) {
 		return
 	}
 	was := st.health
-	st.health, st.changedAt = h, p.now()
+	st.health = h
 	if !up && st.passive.until.IsZero() {
 		st.outSince = p.now() // out of the table from now (not already ejected)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fulcrumlb/fulcrum/config/configtest"
 	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
@@ -527,5 +528,283 @@ func TestEdgeGraceRunsFromTheLatestFamilyLoss(t *testing.T) {
 	f.tickFor(time.Second)
 	if got := lastAnnounced(*calls); len(got) != 0 {
 		t.Errorf("both next hops lost for the grace: still announced %v", got)
+	}
+}
+
+// A drain written into the config by a reload starts the drain timeout at
+// the reload: be2's tracked flows stay on it (weight 0, not Down) until
+// drain_timeout (30 s) has passed, then they are told to move. Starting
+// the timeout from the zero time cut every flow of a backend drained by a
+// config change at once, as if the timeout had long passed.
+func TestEdgeConfigDrainStartsTimeoutAtReload(t *testing.T) {
+	f := newFixture(t, drainCfg(false))
+	f.advance(time.Minute)
+	f.rebuild()
+	f.apply(drainCfg(true))
+	if b := pubBackend(t, f.shared, "web", "be2"); b.Weight != 0 || b.Down {
+		t.Fatalf("be2 drained by a reload: weight %d down %v; want weight 0, its flows kept (not down)", b.Weight, b.Down)
+	}
+	f.advance(29 * time.Second)
+	f.rebuild()
+	if b := pubBackend(t, f.shared, "web", "be2"); b.Down {
+		t.Fatalf("be2 down 29 s into a 30 s drain timeout")
+	}
+	f.advance(time.Second)
+	f.rebuild()
+	if b := pubBackend(t, f.shared, "web", "be2"); !b.Down {
+		t.Errorf("be2 not down once the 30 s drain timeout passed")
+	}
+}
+
+// movedWeb is checkedWeb(n, "30s") with on_down = "move".
+func movedWeb(n int) string {
+	return configtest.New().
+		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
+		Section("conntrack", "capacity = 65536").
+		Section("control", `slow_start = "30s"`, `drain_timeout = "0s"`).
+		Section("health", `kind = "tcp"`).
+		Web(n, `on_down = "move"`).
+		String()
+}
+
+// A backend panic mode used while down that is then drained and comes
+// back up is a healthy (drained) backend: what panic mode did with it is
+// spent. on_down "move", 5 backends: be2..be5 down (panic mode uses
+// them), be2 drained, be2 up, be2 down again: a drained backend that goes
+// down under on_down "move" has its tracked flows moved (a drain never
+// keeps flows on a dead backend). Keeping the "panic mode placed flows
+// here" mark on be2 while it was up left them on the dead server.
+func TestEdgeDrainedBackThenDownMovesFlows(t *testing.T) {
+	f := newFixture(t, movedWeb(5))
+	f.allUp()
+	f.intoPanic("be2", "be3", "be4", "be5")
+	if err := f.plane.Drain("web", "be2"); err != nil {
+		t.Fatal(err)
+	}
+	f.setHealthOf("web", "be2", true)
+	f.setHealthOf("web", "be2", false)
+	if b := pubBackend(t, f.shared, "web", "be2"); b.Weight != 0 || !b.Down {
+		t.Errorf("be2 drained, up, then down again, on_down move: weight %d down %v; want 0 and down (its flows move)", b.Weight, b.Down)
+	}
+}
+
+// Panic mode marks as its own only the flows it placed on a backend that
+// is down: a healthy backend in a VIP in panic mode is an ordinary one.
+// on_down "move", 5 backends, be2..be5 down (panic mode); then, between
+// two rebuilds, be1 goes down and be2..be4 come back (3 of 5 up: panic
+// mode over). be1's flows were placed while it was healthy: they move.
+// Marking every backend used in panic mode (healthy ones too) kept them
+// on the dead be1.
+func TestEdgeHealthyInPanicNotMarkedPanicUsed(t *testing.T) {
+	f := newFixture(t, movedWeb(5))
+	f.allUp()
+	f.intoPanic("be2", "be3", "be4", "be5")
+	if err := f.plane.SetHealth("web", "be1", false, "probe"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"be2", "be3", "be4"} {
+		if err := f.plane.SetHealth("web", n, true, "probe"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.rebuild()
+	if f.plane.Panicked()["web"] {
+		t.Fatal("panic mode with 3 of 5 up")
+	}
+	if b := pubBackend(t, f.shared, "web", "be1"); b.Weight != 0 || !b.Down {
+		t.Errorf("be1 down (healthy all through panic mode), on_down move: weight %d down %v; want 0 and down", b.Weight, b.Down)
+	}
+}
+
+// A drain does not move the flows panic mode placed on a down backend:
+// they stay, as they would if it were not drained (panic mode never moves
+// a flow). on_down "move", 5 backends, be2..be5 down (panic mode uses
+// them); draining be2 (still panic mode: 1 of 4 counted healthy) gives it
+// weight 0, unhealthy, but not down.
+func TestEdgeDrainKeepsPanicPlacedFlows(t *testing.T) {
+	f := newFixture(t, movedWeb(5))
+	f.allUp()
+	f.intoPanic("be2", "be3", "be4", "be5")
+	if err := f.plane.Drain("web", "be2"); err != nil {
+		t.Fatal(err)
+	}
+	if !f.plane.Panicked()["web"] {
+		t.Fatal("panic mode over with 1 of 4 up")
+	}
+	if b := pubBackend(t, f.shared, "web", "be2"); b.Weight != 0 || b.Down || !b.Unhealthy {
+		t.Errorf("be2 used by panic mode while down, then drained: weight %d down %v unhealthy %v; want 0, false (its flows stay), true", b.Weight, b.Down, b.Unhealthy)
+	}
+	if b := pubBackend(t, f.shared, "web", "be3"); b.Weight != WeightScale {
+		t.Errorf("be3 down in panic mode: weight %d, want %d", b.Weight, WeightScale)
+	}
+}
+
+// Panic mode does not use a backend a reload added that no check has
+// judged yet. 5 backends, be2..be5 down (panic mode); a reload adds be6:
+// it waits for its checks (weight 0) while panic mode gives the down
+// be2..be5 their full weight.
+func TestEdgePanicSkipsBackendAwaitingVerdict(t *testing.T) {
+	f := newFixture(t, checkedWeb(5, "30s"))
+	f.allUp()
+	f.intoPanic("be2", "be3", "be4", "be5")
+	f.apply(checkedWeb(6, "30s"))
+	if !f.plane.Panicked()["web"] {
+		t.Fatal("panic mode over after adding an unchecked backend")
+	}
+	if b := pubBackend(t, f.shared, "web", "be6"); b.Weight != 0 {
+		t.Errorf("be6 added by a reload, not checked yet, in panic mode: weight %d; want 0", b.Weight)
+	}
+	if b := pubBackend(t, f.shared, "web", "be2"); b.Weight != WeightScale {
+		t.Errorf("be2 down in panic mode: weight %d; want %d", b.Weight, WeightScale)
+	}
+}
+
+// A backend at weight 0 (the operator's override, like a drain) does not
+// count in its VIP's panic threshold. 4 backends, be1 at weight 0, be2 and
+// be3 down: 1 of the 3 that count is healthy, under the default 0.5, so
+// the VIP is in panic mode and the down be2 gets its full weight. Counting
+// the weight-0 be1 as healthy (2 of 4) kept the VIP out of panic mode with
+// every new flow on be4.
+func TestEdgeWeightZeroNotCountedForPanic(t *testing.T) {
+	f := newFixture(t, checkedWeb(4, "30s"))
+	f.allUp()
+	if err := f.plane.SetWeight("web", "be1", 0); err != nil {
+		t.Fatal(err)
+	}
+	f.setHealthOf("web", "be2", false)
+	f.setHealthOf("web", "be3", false)
+	if !f.plane.Panicked()["web"] {
+		t.Fatal("not in panic mode with 1 of 3 weighted backends healthy (be1 at weight 0)")
+	}
+	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != WeightScale {
+		t.Errorf("be2 down in panic mode: weight %d, want %d", w, WeightScale)
+	}
+	if w := pubBackend(t, f.shared, "web", "be1").Weight; w != 0 {
+		t.Errorf("be1 at weight 0 in panic mode: weight %d, want 0", w)
+	}
+}
+
+// A backend a reload added ramps from its first up verdict, not from the
+// reload: it never served, and a verdict that takes 15 s must not give it
+// half its weight at once. 3 backends, be2 and be3 down (panic mode); a
+// reload adds be4 (waiting for its checks, not counted); 15 s later be4
+// passes: 2 of 4 up ends panic mode and be4 starts its 30 s slow start at
+// slow_start_min (10%).
+func TestEdgeAddedInPanicRampsFromVerdict(t *testing.T) {
+	f := newFixture(t, checkedWeb(3, "30s"))
+	f.allUp()
+	f.setHealthOf("web", "be2", false)
+	f.setHealthOf("web", "be3", false)
+	if !f.plane.Panicked()["web"] {
+		t.Fatal("not in panic mode with 1 of 3 up")
+	}
+	f.apply(checkedWeb(4, "30s"))
+	f.advance(15 * time.Second)
+	f.setHealthOf("web", "be4", true)
+	if f.plane.Panicked()["web"] {
+		t.Fatal("still in panic mode with 2 of 4 up")
+	}
+	if w := pubBackend(t, f.shared, "web", "be4").Weight; w != WeightScale/10 {
+		t.Errorf("be4 added by a reload 15 s before its first up verdict: weight %d; want %d (slow_start_min)", w, WeightScale/10)
+	}
+}
+
+// A backend whose slow start began (its weight back from 0) after panic
+// mode stopped using it comes back at that ramp's start, slow_start_min,
+// less the time since panic mode left it, and ramps on from there
+// (comeBack). 5 backends, slow_start 30 s: be2..be5 down (panic mode),
+// 1 s later be3 and be4 up (panic mode over); at once be2's weight is set
+// to 0 and back to 1; 1 s later be2 passes: its position is 10% - 1/30,
+// so 4 s on it is at 10% - 1/30 + 4/30 = 20% of its weight. Reading the
+// ramp's start as position 0 instead of slow_start_min restarted it from
+// then (4/30: 14).
+func TestEdgeRampBegunAfterPanicComesBackFromMin(t *testing.T) {
+	f := newFixture(t, checkedWeb(5, "30s"))
+	f.allUp()
+	f.intoPanic("be2", "be3", "be4", "be5")
+	f.advance(time.Second)
+	f.setHealthOf("web", "be3", true)
+	f.setHealthOf("web", "be4", true)
+	if f.plane.Panicked()["web"] {
+		t.Fatal("still in panic mode with 3 of 5 up")
+	}
+	for _, w := range []int{0, 1} {
+		if err := f.plane.SetWeight("web", "be2", w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.advance(time.Second)
+	f.setHealthOf("web", "be2", true)
+	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != WeightScale/10 {
+		t.Fatalf("be2 back: weight %d, want %d (slow_start_min)", w, WeightScale/10)
+	}
+	f.advance(4 * time.Second)
+	f.rebuild()
+	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != WeightScale/5 {
+		t.Errorf("be2 4 s after coming back: weight %d; want %d (10%% - 1/30 + 4/30 of its weight)", w, WeightScale/5)
+	}
+}
+
+// Draining a backend that is drained already changes nothing: its drain
+// timeout goes on from the first drain. drain_timeout 30 s: be2 drained,
+// drained again 20 s later (a retried fulcrumctl drain), down (its flows
+// told to move) 10 s after that, and drained again once more after the
+// timeout it stays down. Restarting the timeout at each drain kept the
+// flows 20 s longer, and gave back to be2 the flows the timeout had
+// already moved off it.
+func TestEdgeRepeatedDrainKeepsTimeout(t *testing.T) {
+	f := newFixture(t, drainCfg(false))
+	f.advance(time.Minute)
+	f.rebuild()
+	for range 2 {
+		if err := f.plane.Drain("web", "be2"); err != nil {
+			t.Fatal(err)
+		}
+		f.advance(20 * time.Second)
+	}
+	f.rebuild()
+	if b := pubBackend(t, f.shared, "web", "be2"); !b.Down {
+		t.Fatalf("be2 drained 40 s ago (and again 20 s ago), drain_timeout 30 s: not down")
+	}
+	if err := f.plane.Drain("web", "be2"); err != nil {
+		t.Fatal(err)
+	}
+	if b := pubBackend(t, f.shared, "web", "be2"); !b.Down || b.Weight != 0 {
+		t.Errorf("be2 drained again after its drain timed out: weight %d down %v; want 0 and down", b.Weight, b.Down)
+	}
+}
+
+// Undraining a backend that is not drained changes nothing: a backend
+// serving at full weight keeps it. Restarting its slow start cut it to
+// slow_start_min (10%) of its weight on a stray fulcrumctl undrain.
+func TestEdgeUndrainOfServingBackendKeepsWeight(t *testing.T) {
+	f := newFixture(t, checkedWeb(4, "30s"))
+	f.allUp()
+	f.advance(time.Minute)
+	f.rebuild()
+	if err := f.plane.Undrain("web", "be2"); err != nil {
+		t.Fatal(err)
+	}
+	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != WeightScale {
+		t.Errorf("be2 (never drained) undrained: weight %d, want %d", w, WeightScale)
+	}
+}
+
+// A verdict for a backend whose VIP has no checks (a checker's last
+// verdict racing the reload that turned checks off) is ignored: be2
+// stays unchecked and in the table at full weight, not down.
+func TestEdgeVerdictForUncheckedBackendIgnored(t *testing.T) {
+	f := newFixture(t, baseConfig)
+	f.advance(time.Minute)
+	f.rebuild()
+	if err := f.plane.SetHealth("web", "be2", false, "late"); err != nil {
+		t.Fatal(err)
+	}
+	f.rebuild()
+	if b := pubBackend(t, f.shared, "web", "be2"); b.Weight != WeightScale || b.Down || b.Unhealthy {
+		t.Errorf("unchecked be2 after a stray down verdict: weight %d down %v unhealthy %v; want %d, false, false", b.Weight, b.Down, b.Unhealthy, WeightScale)
+	}
+	if h := f.backend("be2").Health; h != HealthUnchecked.String() {
+		t.Errorf("unchecked be2 after a stray down verdict: health %v, want %v", h, HealthUnchecked)
 	}
 }

@@ -104,7 +104,6 @@ type backendState struct {
 	outSince  time.Time
 	panicLate time.Duration
 	upSince   time.Time // last time it became usable (added, or came back up): slow start
-	changedAt time.Time
 }
 
 // awaitingVerdict reports whether st was added by a reload and its checks
