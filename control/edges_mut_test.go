@@ -25,12 +25,7 @@ func TestEdgeEjectedNotHealthyForPanicThreshold(t *testing.T) {
 	f := newFixture(t, checkedWeb(5, "30s"))
 	f.allUp()
 	f.rebuild()
-	f.plane.mu.Lock()
-	st := f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: "be2"}]
-	st.passive.backoff = time.Hour
-	st.passive.until = f.plane.now().Add(time.Hour)
-	f.plane.mu.Unlock()
-	f.rebuild()
+	f.ejectFor("be2", time.Hour)
 	f.setHealthOf("web", "be3", false)
 	f.setHealthOf("web", "be4", false)
 	if !f.plane.Panicked()["web"] {
@@ -152,12 +147,7 @@ func TestEdgeEjectionEndInPanicKeepsWeight(t *testing.T) {
 	f := newFixture(t, checkedWeb(5, "30s"))
 	f.allUp()
 	f.rebuild()
-	f.plane.mu.Lock()
-	st := f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: "be2"}]
-	st.passive.backoff = time.Hour
-	st.passive.until = f.plane.now().Add(time.Hour)
-	f.plane.mu.Unlock()
-	f.rebuild()
+	st := f.ejectFor("be2", time.Hour)
 	for _, n := range []string{"be3", "be4", "be5"} {
 		f.setHealthOf("web", n, false)
 	}
@@ -169,13 +159,7 @@ func TestEdgeEjectionEndInPanicKeepsWeight(t *testing.T) {
 		t.Fatal("panic mode: ejected be2 at weight 0")
 	}
 	f.advance(time.Hour + time.Second)
-	f.plane.mu.Lock()
-	ended := f.plane.endEjection(st, f.plane.now())
-	f.plane.mu.Unlock()
-	if !ended {
-		t.Fatal("be2's ejection did not end")
-	}
-	f.rebuild()
+	f.endEjectionNow(st)
 	if !f.plane.Panicked()["web"] {
 		t.Fatal("left panic mode with 2 of 5 healthy")
 	}

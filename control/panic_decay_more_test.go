@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fulcrumlb/fulcrum/config/configtest"
-	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
 // be2 is down by its checks and passively ejected while panic mode uses
@@ -22,12 +21,7 @@ func TestPanicDecayUpWhileEjected(t *testing.T) {
 		f := upWeb(t)
 		var st *backendState
 		if ejected {
-			f.plane.mu.Lock()
-			st = f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: "be2"}]
-			st.passive.backoff = 7 * time.Second
-			st.passive.until = f.plane.now().Add(7 * time.Second)
-			f.plane.mu.Unlock()
-			f.rebuild()
+			st = f.ejectFor("be2", 7*time.Second)
 		}
 		f.intoPanic("be2", "be3", "be4", "be5")
 		f.advance(time.Second)
@@ -47,13 +41,7 @@ func TestPanicDecayUpWhileEjected(t *testing.T) {
 			t.Fatalf("be2 ejected: weight %d", w)
 		}
 		f.advance(3 * time.Second)
-		f.plane.mu.Lock()
-		ended := f.plane.endEjection(st, f.plane.now())
-		f.plane.mu.Unlock()
-		if !ended {
-			t.Fatal("ejection not over")
-		}
-		f.rebuild()
+		f.endEjectionNow(st)
 		return f
 	}
 	r, e := run(false), run(true)

@@ -40,6 +40,35 @@ func sameNewFlows(t *testing.T, a, b *fixture, when string) {
 	}
 }
 
+// ejectFor ejects web's backend name for d from now, as a passive
+// ejection does (eject), rebuilds, and returns its state.
+func (f *fixture) ejectFor(name string, d time.Duration) *backendState {
+	f.t.Helper()
+	f.plane.mu.Lock()
+	st := f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: name}]
+	st.passive.backoff = d
+	st.passive.until = f.plane.now().Add(d)
+	if st.health != HealthDown {
+		st.outSince = f.plane.now()
+	}
+	f.plane.mu.Unlock()
+	f.rebuild()
+	return st
+}
+
+// endEjectionNow ends st's ejection at the clock's time and rebuilds; it
+// fails the test if the ejection does not end.
+func (f *fixture) endEjectionNow(st *backendState) {
+	f.t.Helper()
+	f.plane.mu.Lock()
+	ended := f.plane.endEjection(st, f.plane.now())
+	f.plane.mu.Unlock()
+	if !ended {
+		f.t.Fatalf("%s's ejection did not end", st.name)
+	}
+	f.rebuild()
+}
+
 // panicBlip runs one instance through a blip: be2..be5 go down (panic mode,
 // 1 of 5 healthy, uses them at full weight), one second later be3 and be4
 // come back (panic mode over) and be2 comes back at be2After from then,
@@ -149,12 +178,7 @@ func TestPanicSuspendsRamps(t *testing.T) {
 // its weight (3 s of a 30 s slow start lost), not at slow_start_min.
 func TestPanicEndedEjectionEndDecays(t *testing.T) {
 	f := upWeb(t)
-	f.plane.mu.Lock()
-	st := f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: "be2"}]
-	st.passive.backoff = 10 * time.Second
-	st.passive.until = f.plane.now().Add(10 * time.Second)
-	f.plane.mu.Unlock()
-	f.rebuild()
+	st := f.ejectFor("be2", 10*time.Second)
 	f.intoPanic("be3", "be4", "be5")
 	f.advance(7 * time.Second)
 	f.setHealthOf("web", "be3", true)
@@ -163,13 +187,7 @@ func TestPanicEndedEjectionEndDecays(t *testing.T) {
 		t.Fatal("still in panic mode with 3 of 5 healthy")
 	}
 	f.advance(3 * time.Second)
-	f.plane.mu.Lock()
-	ended := f.plane.endEjection(st, f.plane.now())
-	f.plane.mu.Unlock()
-	if !ended {
-		t.Fatal("be2's ejection did not end")
-	}
-	f.rebuild()
+	f.endEjectionNow(st)
 	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 90 {
 		t.Errorf("be2's ejection over 3 s after panic mode (which used it) ended: weight %d, want 90", w)
 	}

@@ -6,8 +6,6 @@ package control
 import (
 	"testing"
 	"time"
-
-	"github.com/fulcrumlb/fulcrum/dataplane"
 )
 
 // Panic mode uses be2..be5 (down) at full weight. be3 and be4 recover, the
@@ -57,12 +55,7 @@ func TestPanicOverThenEjectionEndRamps(t *testing.T) {
 	f := newFixture(t, checkedWeb(5, "30s"))
 	f.allUp()
 	f.rebuild()
-	f.plane.mu.Lock()
-	st := f.plane.backends[dataplane.BackendRef{VIP: "web", Backend: "be2"}]
-	st.passive.backoff = time.Hour
-	st.passive.until = f.plane.now().Add(time.Hour)
-	f.plane.mu.Unlock()
-	f.rebuild()
+	st := f.ejectFor("be2", time.Hour)
 	for _, n := range []string{"be3", "be4", "be5"} {
 		f.setHealthOf("web", n, false)
 	}
@@ -78,13 +71,7 @@ func TestPanicOverThenEjectionEndRamps(t *testing.T) {
 		t.Fatalf("be2 ejected, panic over: weight %d, want 0", w)
 	}
 	f.advance(time.Hour + time.Second)
-	f.plane.mu.Lock()
-	ended := f.plane.endEjection(st, f.plane.now())
-	f.plane.mu.Unlock()
-	if !ended {
-		t.Fatal("be2's ejection did not end")
-	}
-	f.rebuild()
+	f.endEjectionNow(st)
 	if w := pubBackend(t, f.shared, "web", "be2").Weight; w >= WeightScale {
 		t.Errorf("be2 out of the table for an hour (ejected, panic mode over) back at weight %d at once; want the slow start's %d", w, WeightScale/10)
 	}
