@@ -381,9 +381,10 @@ func (p *Plane) panicUsing(st *backendState) bool {
 // panic mode stopped using at panicLeft lost its share as it would have
 // gained it, at the ramp's rate: it comes back at the ramp's position it
 // had then (full weight, or where a ramp it was on had come by the clock:
-// effective) less (now - panicLeft) / slow_start, and ramps on from there.
-// A slow start begun since (an undrain, a weight back from 0) is the
-// position then.
+// effective) less (now - panicLeft) / slow_start and less the time it had
+// been out before panic mode began using it (panicLate), and ramps on from
+// there. A slow start begun since (an undrain, a weight back from 0) is
+// the position then.
 //
 // The decay is what keeps the fleet's tables together after a blip that
 // every instance saw. Each instance judges the backends by its own checks,
