@@ -50,6 +50,24 @@ func (f *fixture) recordAnnounced() *[][]netip.Prefix {
 	return &calls
 }
 
+// gatewayed is toml with its static next hop MAC replaced by the IPv4
+// gateway 192.0.2.1 (testGW4), resolved at run time by SetNextHop.
+func gatewayed(toml string) string {
+	return strings.Replace(toml, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+}
+
+// announcedWithBothHops records f's announcements and resolves both
+// gateways; it fails the test unless the address is announced then.
+func (f *fixture) announcedWithBothHops() *[][]netip.Prefix {
+	f.t.Helper()
+	calls := f.recordAnnounced()
+	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
+	if len(lastAnnounced(*calls)) != 1 {
+		f.t.Fatalf("not announced with both next hops: %v", *calls)
+	}
+	return calls
+}
+
 // hopLostForGrace records f's announcements, resolves the IPv4 gateway
 // (the address is announced) and then loses it for the grace (the address
 // is withdrawn); it fails the test if either does not happen.
@@ -121,7 +139,7 @@ func TestFreshInstanceAnnouncesAddressAnotherVIPCanServe(t *testing.T) {
 // (A fresh instance, or one that withdrew it for not serving, would not
 // announce a VIP whose every backend is drained.)
 func TestHopWithdrawnThenAllDrainedNotReannounced(t *testing.T) {
-	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	toml := gatewayed(baseConfig)
 	f := newFixture(t, toml)
 	calls := f.hopLostForGrace()
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
@@ -153,11 +171,7 @@ func h8MixedConfig() string {
 // stays announced forever, because the drained IPv6 member "can forward".
 func TestHopLossNotKeptByMemberOutsideTheTable(t *testing.T) {
 	f := newFixture(t, h8MixedConfig())
-	calls := f.recordAnnounced()
-	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
-	if len(lastAnnounced(*calls)) != 1 {
-		t.Fatalf("not announced: %v", *calls)
-	}
+	calls := f.announcedWithBothHops()
 	if err := f.plane.Drain("web", "be6"); err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ port = 443
 // withholds its VIPs: announcing them would pull traffic onto an instance
 // that can only drop it (no-next-hop).
 func TestAnnouncementWaitsForTheNextHop(t *testing.T) {
-	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	toml := gatewayed(baseConfig)
 	f := newFixture(t, toml)
 	var calls [][]netip.Prefix
 	f.plane.SetAnnouncer(func(set []netip.Prefix) { calls = append(calls, set) }, nil)
@@ -167,7 +167,7 @@ func (f *fixture) tick() {
 // withdrawn after NextHopGrace, not before, and announced again when the
 // next hop is back.
 func TestAnnouncementWithdrawnWithoutNextHop(t *testing.T) {
-	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	toml := gatewayed(baseConfig)
 	f := newFixture(t, toml)
 	var calls [][]netip.Prefix
 	f.plane.SetAnnouncer(func(set []netip.Prefix) { calls = append(calls, set) }, nil)

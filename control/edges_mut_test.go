@@ -283,11 +283,7 @@ func TestEdgeNonServingVIPDoesNotKeepNoHopAddress(t *testing.T) {
 	toml = strings.Replace(toml, "[control]\n", "[control]\npanic_threshold = 0\n", 1)
 	f := newFixture(t, toml)
 	f.allUp()
-	calls := f.recordAnnounced()
-	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
-	if len(lastAnnounced(*calls)) != 1 {
-		t.Fatalf("not announced with both next hops: %v", *calls)
-	}
+	calls := f.announcedWithBothHops()
 	f.setHealthOf("tls", "t6", false)
 	if v := f.vipByName("tls"); v.Table != nil {
 		t.Fatal("tls: its only backend down, panic mode off, yet a table")
@@ -311,7 +307,7 @@ func TestEdgeNonServingVIPDoesNotKeepNoHopAddress(t *testing.T) {
 // process's life: a later drain of every backend withdrew it and cut
 // every established flow on this instance.
 func TestEdgeHopBackAddressKeepsDrainedFlows(t *testing.T) {
-	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	toml := gatewayed(baseConfig)
 	f := newFixture(t, toml)
 	calls := f.hopLostForGrace()
 	f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)
@@ -337,7 +333,7 @@ func TestEdgeHopBackAddressKeepsDrainedFlows(t *testing.T) {
 // until the new backend's first check, for no table difference.
 func TestEdgeHopBackNotHeldByBackendAddedMeanwhile(t *testing.T) {
 	gwed := func(n int) string {
-		return strings.Replace(checkedWeb(n, "0s"), `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+		return gatewayed(checkedWeb(n, "0s"))
 	}
 	f := newFixture(t, gwed(4))
 	f.allUp()
@@ -392,11 +388,7 @@ func TestEdgeUnhealthyBackendIsNoCarrier(t *testing.T) {
 	toml = strings.Replace(toml, "[control]\n", "[control]\npanic_threshold = 0\n", 1)
 	f := newFixture(t, toml)
 	f.allUp()
-	calls := f.recordAnnounced()
-	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
-	if len(lastAnnounced(*calls)) != 1 {
-		t.Fatalf("not announced: %v", *calls)
-	}
+	calls := f.announcedWithBothHops()
 	for _, b := range []string{"be1", "be2", "be3", "be4"} {
 		if err := f.plane.Drain("web", b); err != nil {
 			t.Fatal(err)
@@ -423,7 +415,7 @@ func TestEdgeUnhealthyBackendIsNoCarrier(t *testing.T) {
 // not 15 s after the first loss. Keeping the old loss's clock withdrew the
 // address 5 s into the fix, while the new gateway was being resolved.
 func TestEdgeNewGatewayDuringLossRestartsGrace(t *testing.T) {
-	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	toml := gatewayed(baseConfig)
 	f := newFixture(t, toml)
 	calls := f.recordAnnounced()
 	gw1, gw2 := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.199")
@@ -496,11 +488,7 @@ func TestEdgeStallWatchUnchangedIsNoChange(t *testing.T) {
 // still be re-resolved), not 15 s.
 func TestEdgeGraceRunsFromTheLatestFamilyLoss(t *testing.T) {
 	f := newFixture(t, h8MixedConfig())
-	calls := f.recordAnnounced()
-	f.plane.SetNextHop(testGW4, testGW6, hopBoth)
-	if len(lastAnnounced(*calls)) != 1 {
-		t.Fatalf("not announced: %v", *calls)
-	}
+	calls := f.announcedWithBothHops()
 	f.plane.SetNextHop(testGW4, testGW6, hop6)
 	f.tickFor(10 * time.Second)
 	f.plane.SetNextHop(testGW4, testGW6, dataplane.NextHop{})

@@ -21,7 +21,7 @@ func (f *fixture) step(d time.Duration) {
 }
 
 func gatewayedBase(t *testing.T) *fixture {
-	f := newFixture(t, strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1))
+	f := newFixture(t, gatewayed(baseConfig))
 	f.step(0)
 	return f
 }
@@ -143,7 +143,7 @@ func TestNextHopLossAfterGapNotPostdated(t *testing.T) {
 // the loss by it: the grace became 15 steps, however long each took (here
 // still announced 30 s after the loss, with the process running).
 func TestNextHopGraceCountsRunsOwnWork(t *testing.T) {
-	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	toml := gatewayed(baseConfig)
 	toml = strings.Replace(toml, `slow_start = "10s"`, `slow_start = "1h"`, 1)
 	f := newFixture(t, toml)
 	f.step(0)
@@ -193,7 +193,7 @@ func TestNextHopGraceCountsRunsOwnWork(t *testing.T) {
 // says "The 15 s are of running time ... after a pause the resolver has
 // what was left of them". (Run's own step would have re-dated the loss.)
 func TestKickAfterPauseCountsThePause(t *testing.T) {
-	toml := strings.Replace(baseConfig, `next_hop_mac = "02:00:00:00:00:fe"`, `gateway_ipv4 = "192.0.2.1"`, 1)
+	toml := gatewayed(baseConfig)
 	f := newFixture(t, toml)
 	calls := f.recordAnnounced()
 	f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)

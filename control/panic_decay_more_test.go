@@ -25,11 +25,7 @@ func TestPanicDecayUpWhileEjected(t *testing.T) {
 		}
 		f.intoPanic("be2", "be3", "be4", "be5")
 		f.advance(time.Second)
-		f.setHealthOf("web", "be3", true)
-		f.setHealthOf("web", "be4", true)
-		if f.plane.Panicked()["web"] {
-			t.Fatal("still in panic mode")
-		}
+		f.outOfPanic("be3", "be4")
 		if !ejected {
 			f.advance(6 * time.Second)
 			f.setHealthOf("web", "be2", true)
@@ -114,12 +110,7 @@ func TestPanicOnOneInstanceKeepsRampInStep(t *testing.T) {
 		}
 		f.advance(time.Second)
 		if blip {
-			f.setHealthOf("web", "be3", true)
-			f.setHealthOf("web", "be4", true)
-			f.setHealthOf("web", "be5", true)
-			if f.plane.Panicked()["web"] {
-				t.Fatal("still in panic mode with all up")
-			}
+			f.outOfPanic("be3", "be4", "be5")
 		}
 		f.advance(2 * time.Second)
 		f.rebuild()
@@ -164,6 +155,17 @@ func TestPanicDecayFlapBeforeRebuild(t *testing.T) {
 	}
 }
 
+// deadBe2Web is upWeb with be2 down for the last hour (dead, its caches
+// cold).
+func deadBe2Web(t *testing.T) *fixture {
+	t.Helper()
+	f := upWeb(t)
+	f.setHealthOf("web", "be2", false)
+	f.advance(time.Hour)
+	f.rebuild()
+	return f
+}
+
 // be2 has been down for an hour (dead, its caches cold) on both instances.
 // A blip only instance A's checks catch (be3 and be4 down for a second: 2
 // of 5 healthy, panic mode) makes A's panic mode use be2 for that second.
@@ -173,18 +175,11 @@ func TestPanicDecayFlapBeforeRebuild(t *testing.T) {
 // weight (its pre-blip share was 0).
 func TestPanicFlickerOnOneInstanceDeadBackend(t *testing.T) {
 	run := func(blip bool) *fixture {
-		f := upWeb(t)
-		f.setHealthOf("web", "be2", false)
-		f.advance(time.Hour)
-		f.rebuild()
+		f := deadBe2Web(t)
 		if blip {
 			f.intoPanic("be3", "be4")
 			f.advance(time.Second)
-			f.setHealthOf("web", "be3", true)
-			f.setHealthOf("web", "be4", true)
-			if f.plane.Panicked()["web"] {
-				t.Fatal("still in panic mode")
-			}
+			f.outOfPanic("be3", "be4")
 		} else {
 			f.advance(time.Second)
 		}
@@ -205,18 +200,10 @@ func TestPanicFlickerOnOneInstanceDeadBackend(t *testing.T) {
 // pass 2 s after panic mode ended. Its share before the blip was 0: it
 // must ramp from slow_start_min, not come back at 93% of its weight.
 func TestDeadBeforeBlipRampsAfterIt(t *testing.T) {
-	f := upWeb(t)
-	f.setHealthOf("web", "be2", false)
-	f.advance(time.Hour)
-	f.rebuild()
+	f := deadBe2Web(t)
 	f.intoPanic("be3", "be4", "be5")
 	f.advance(time.Second)
-	f.setHealthOf("web", "be3", true)
-	f.setHealthOf("web", "be4", true)
-	f.setHealthOf("web", "be5", true)
-	if f.plane.Panicked()["web"] {
-		t.Fatal("still in panic mode")
-	}
+	f.outOfPanic("be3", "be4", "be5")
 	f.advance(2 * time.Second)
 	f.setHealthOf("web", "be2", true)
 	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 10 {
@@ -231,10 +218,7 @@ func TestDeadBeforeBlipRampsAfterIt(t *testing.T) {
 // good, for the whole slow start.
 func TestDeadBackendBackDuringOneInstancePanic(t *testing.T) {
 	run := func(blip bool) *fixture {
-		f := upWeb(t)
-		f.setHealthOf("web", "be2", false)
-		f.advance(time.Hour)
-		f.rebuild()
+		f := deadBe2Web(t)
 		if blip {
 			f.intoPanic("be3", "be4")
 		}
@@ -242,11 +226,7 @@ func TestDeadBackendBackDuringOneInstancePanic(t *testing.T) {
 		f.setHealthOf("web", "be2", true)
 		f.advance(500 * time.Millisecond)
 		if blip {
-			f.setHealthOf("web", "be3", true)
-			f.setHealthOf("web", "be4", true)
-			if f.plane.Panicked()["web"] {
-				t.Fatal("still in panic mode")
-			}
+			f.outOfPanic("be3", "be4")
 		}
 		f.advance(2 * time.Second)
 		f.rebuild()

@@ -31,6 +31,18 @@ func (f *fixture) intoPanic(names ...string) {
 	}
 }
 
+// outOfPanic gives web's backends names the verdict up, and fails the
+// test if web is still in panic mode then.
+func (f *fixture) outOfPanic(names ...string) {
+	f.t.Helper()
+	for _, n := range names {
+		f.setHealthOf("web", n, true)
+	}
+	if f.plane.Panicked()["web"] {
+		f.t.Fatalf("still in panic mode with %v up", names)
+	}
+}
+
 // sameNewFlows fails the test if instances a and b send any of probeFlows
 // new flows of web to different backends.
 func sameNewFlows(t *testing.T, a, b *fixture, when string) {
@@ -83,11 +95,7 @@ func panicBlip(t *testing.T, slowStart string, be2After time.Duration) *fixture 
 		f.setHealthOf("web", "be2", true)
 		f.advance(-be2After)
 	}
-	f.setHealthOf("web", "be3", true)
-	f.setHealthOf("web", "be4", true)
-	if f.plane.Panicked()["web"] {
-		t.Fatal("still in panic mode with 3 or 4 of 5 up")
-	}
+	f.outOfPanic("be3", "be4")
 	if be2After >= 0 {
 		if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 0 {
 			t.Fatalf("be2 down after panic mode: weight %d, want 0", w)
@@ -163,10 +171,7 @@ func TestPanicSuspendsRamps(t *testing.T) {
 	f.intoPanic("be3", "be4", "be5")
 	during, dead := pubBackend(t, f.shared, "web", "be2").Weight, pubBackend(t, f.shared, "web", "be3").Weight
 	f.advance(time.Second)
-	f.setHealthOf("web", "be3", true)
-	if f.plane.Panicked()["web"] {
-		t.Fatal("still in panic mode with 3 of 5 up")
-	}
+	f.outOfPanic("be3")
 	after := pubBackend(t, f.shared, "web", "be2").Weight
 	if during != WeightScale || after != 20 {
 		t.Errorf("be2 ramping when panic mode began: weight %d in panic mode (be3, down, %d), %d after; want %d, 20", during, dead, after, WeightScale)
@@ -181,11 +186,7 @@ func TestPanicEndedEjectionEndDecays(t *testing.T) {
 	st := f.ejectFor("be2", 10*time.Second)
 	f.intoPanic("be3", "be4", "be5")
 	f.advance(7 * time.Second)
-	f.setHealthOf("web", "be3", true)
-	f.setHealthOf("web", "be4", true)
-	if f.plane.Panicked()["web"] {
-		t.Fatal("still in panic mode with 3 of 5 healthy")
-	}
+	f.outOfPanic("be3", "be4")
 	f.advance(3 * time.Second)
 	f.endEjectionNow(st)
 	if w := pubBackend(t, f.shared, "web", "be2").Weight; w != 90 {
