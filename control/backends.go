@@ -330,7 +330,7 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 					// only one of them saw (its checks ran at the wrong
 					// moment) must not leave their tables apart.
 					if el := now.Sub(st.upSince); el < ss && !panic {
-						frac := math.Max(c.SlowStartMin, float64(el)/float64(ss))
+						frac := p.rampPosition(st.upSince, now)
 						eff.Weight = max(1, int(math.Ceil(float64(w)*frac)))
 						eff.Ramping, ramping = true, true
 					}
@@ -403,16 +403,8 @@ func (p *Plane) comeBack(st *backendState, now time.Time) {
 		// stood less the time it was out before panic mode (an instance
 		// that never entered panic mode ramps it from its verdict).
 		if ss := p.cfg.Control.SlowStart; ss > 0 && st.panicLate > 0 {
-			at := 1.0
-			if el := now.Sub(st.upSince); !st.upSince.IsZero() && el < ss {
-				at = math.Max(p.cfg.Control.SlowStartMin, float64(el)/float64(ss))
-			}
-			at -= float64(st.panicLate) / float64(ss)
-			st.upSince = now
-			if at > 0 {
-				st.upSince = now.Add(-time.Duration(at * float64(ss)))
-			}
-			st.panicLate = 0
+			at := p.rampPosition(st.upSince, now) - float64(st.panicLate)/float64(ss)
+			st.upSince, st.panicLate = p.rampAt(at, now), 0
 		}
 		return
 	}
@@ -434,16 +426,32 @@ func (p *Plane) comeBack(st *backendState, now time.Time) {
 	if !used || left.IsZero() || ss <= 0 || now.Before(left) {
 		return
 	}
-	at := 1.0 // its ramp's position when panic mode stopped using it
-	if ran := left.Sub(before); !before.IsZero() && ran < ss {
-		at = math.Max(p.cfg.Control.SlowStartMin, float64(ran)/float64(ss))
+	// Its ramp's position when panic mode stopped using it, less the time
+	// since and the time it was out before panic mode used it (late: its
+	// share had decayed by that much already; dead for slow_start or
+	// longer, none is left).
+	at := p.rampPosition(before, left) - float64(now.Sub(left)+late)/float64(ss)
+	st.upSince = p.rampAt(at, now)
+}
+
+// rampPosition is where a ramp begun at upSince stands at t: the share of
+// its weight, from slow_start_min to 1 (1: no ramp, or one that has ended).
+// slow_start must be on.
+func (p *Plane) rampPosition(upSince, t time.Time) float64 {
+	if el := t.Sub(upSince); !upSince.IsZero() && el < p.cfg.Control.SlowStart {
+		return math.Max(p.cfg.Control.SlowStartMin, float64(el)/float64(p.cfg.Control.SlowStart))
 	}
-	// Out for late before panic mode used it: its share had decayed by
-	// that much already (dead for slow_start or longer: none left).
-	at -= float64(now.Sub(left)+late) / float64(ss)
-	if at > 0 {
-		st.upSince = now.Add(-time.Duration(at * float64(ss)))
+	return 1
+}
+
+// rampAt is the upSince of a ramp standing at position at now; at 0 or
+// below, a ramp that starts now (from slow_start_min). slow_start must be
+// on.
+func (p *Plane) rampAt(at float64, now time.Time) time.Time {
+	if at <= 0 {
+		return now
 	}
+	return now.Add(-time.Duration(at * float64(p.cfg.Control.SlowStart)))
 }
 
 // ErrNotFound is returned for a VIP or backend name that does not exist.

@@ -241,32 +241,30 @@ func (p *Plane) Run(done <-chan struct{}) {
 	defer step.Stop()
 	for {
 		idle := p.now() // Run waits from here: its own work before is no pause
+		ticked := false
 		select {
 		case <-done:
 			return
 		case <-p.kick:
-			// A kick received first after a pause (a verdict, an
-			// ejection's end) rebuilds and announces: the pause must be
-			// out of the grace before, as at a step.
-			at := p.now()
-			p.mu.Lock()
-			p.holdGraceAcrossPauseLocked(at, idle)
-			p.mu.Unlock()
 		case <-step.C:
-			at := p.now() // before the lock: waiting for it is no pause
-			p.mu.Lock()
-			p.holdGraceAcrossPauseLocked(at, idle)
+			ticked = true
+		}
+		at := p.now() // before the lock: waiting for it is no pause
+		p.mu.Lock()
+		// A kick received first after a pause (a verdict, an ejection's
+		// end) rebuilds and announces too: the pause is out of the grace
+		// before either.
+		p.holdGraceAcrossPauseLocked(at, idle)
+		if ticked {
 			p.announceAfterGraceLocked() // withdraws a VIP without a next hop (announce.go)
 			p.noteLocalFailuresLocked()
 			// A previous table whose window passed leaves the snapshot
 			// (docs/second-chance.md); NewServices dates changes by time.Now.
-			need := p.ramping || p.drainTimeoutPending() || p.shared.Services.Load().ChanceExpired(time.Now())
-			p.mu.Unlock()
-			if !need {
+			if !(p.ramping || p.drainTimeoutPending() || p.shared.Services.Load().ChanceExpired(time.Now())) {
+				p.mu.Unlock()
 				continue
 			}
 		}
-		p.mu.Lock()
 		if err := p.rebuildLocked(); err != nil {
 			p.log.Error("table rebuild failed; the previous tables stay", "err", err)
 		}
