@@ -31,7 +31,13 @@ const NextHopGrace = 15 * time.Second
 type hopLoss struct {
 	gw    netip.Addr // the gateway configured when the loss began (a new one restarts the grace)
 	since time.Time  // when the snapshot lost the next hop; zero: it has one
-	acted bool       // announceLocked has run since the grace ended
+	// ended: the grace is over, as a step of Run judged it
+	// (announceAfterGraceLocked), after the step took any pause of the
+	// process out of it (holdGraceAcrossPauseLocked). Only a step ends a
+	// grace: a rebuild that an API call or a reload made in the moment
+	// after a pause, before Run's first step, would otherwise count the
+	// pause and withdraw the VIPs.
+	ended bool
 }
 
 // SetAnnouncer hands the control plane the function that announces the VIPs
@@ -73,11 +79,6 @@ func (p *Plane) announceLocked() {
 	svc := p.shared.Services.Load()
 	now := p.now()
 	p.trackNextHopLocked(svc, now)
-	for i := range p.hopLost {
-		if l := &p.hopLost[i]; !l.since.IsZero() && now.Sub(l.since) >= NextHopGrace {
-			l.acted = true
-		}
-	}
 	if p.announce == nil {
 		return
 	}
@@ -112,7 +113,7 @@ func (p *Plane) announceLocked() {
 		if !serving(svc, v, true) {
 			continue // not serving: not announced for that reason alone
 		}
-		if since, ok := p.noNextHopSince(svc, v); !fwd && ok && now.Sub(since) >= NextHopGrace {
+		if !fwd && p.graceEnded(svc, v) {
 			if noHop[v.Addr] == nil {
 				noHop[v.Addr] = v
 			}
@@ -271,11 +272,13 @@ func (p *Plane) trackNextHopLocked(svc *dataplane.Services, now time.Time) {
 	}
 }
 
-// noNextHopSince reports since when v has had no next hop: the latest
-// loss among the address families of its backends that can take its
-// traffic (carrier; ok false: v has no such backend, or one of their
-// families has a next hop).
-func (p *Plane) noNextHopSince(svc *dataplane.Services, v *dataplane.VIP) (since time.Time, ok bool) {
+// graceEnded reports whether v has been without a next hop for the
+// grace: every address family of its backends that can take its traffic
+// (carrier) has lost its next hop and that loss's grace has ended (false:
+// v has no such backend, or one of their families has a next hop or is
+// still in its grace).
+func (p *Plane) graceEnded(svc *dataplane.Services, v *dataplane.VIP) bool {
+	lost := false
 	for _, id := range v.Members {
 		b := carrier(svc, v, id)
 		if b == nil {
@@ -285,27 +288,28 @@ func (p *Plane) noNextHopSince(svc *dataplane.Services, v *dataplane.VIP) (since
 		if b.Addr.Is6() {
 			l = p.hopLost[1]
 		}
-		if l.since.IsZero() {
-			return time.Time{}, false
+		if l.since.IsZero() || !l.ended {
+			return false
 		}
-		if !ok || l.since.After(since) {
-			since, ok = l.since, true
-		}
+		lost = true
 	}
-	return since, ok
+	return lost
 }
 
-// announceAfterGraceLocked runs announceLocked if a family's next hop has
-// been missing for NextHopGrace and it has not run since, so the
-// withdrawal does not wait for the next rebuild. Run calls it every
-// second.
+// announceAfterGraceLocked ends the grace of a family whose next hop has
+// been missing for NextHopGrace and runs announceLocked, so the withdrawal
+// does not wait for the next rebuild. Run calls it at every step, after
+// holdGraceAcrossPauseLocked.
 func (p *Plane) announceAfterGraceLocked() {
 	now := p.now()
-	for _, l := range p.hopLost {
-		if !l.since.IsZero() && !l.acted && now.Sub(l.since) >= NextHopGrace {
-			p.announceLocked()
-			return
+	ended := false
+	for i := range p.hopLost {
+		if l := &p.hopLost[i]; !l.since.IsZero() && !l.ended && now.Sub(l.since) >= NextHopGrace {
+			l.ended, ended = true, true
 		}
+	}
+	if ended {
+		p.announceLocked()
 	}
 }
 

@@ -61,6 +61,53 @@ func TestNextHopGraceSkipsAPause(t *testing.T) {
 	}
 }
 
+// The same pause, and the first thing the process does after it is not
+// Run's step but a rebuild something else asked for: an operator's drain
+// through the admin API, a weight set, a reload. Each rebuild
+// announces; it judged the grace by the clock, pause included, and
+// withdrew the address until Run's step a moment later, which put the
+// pause back out of the grace and announced it again: a withdrawal and an
+// announcement the routers pass on, for nothing. Only a step ends a grace.
+func TestNextHopGraceSkipsAPauseBeforeRunsStep(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after func(f *fixture) error
+	}{
+		{"drain", func(f *fixture) error { return f.plane.Drain("web", "be2") }},
+		{"weight", func(f *fixture) error { return f.plane.SetWeight("web", "be3", 7) }},
+		{"reload", func(f *fixture) error {
+			return f.plane.Apply(mustParse(f.t, gatewayed(strings.Replace(baseConfig, `slow_start = "10s"`, `slow_start = "20s"`, 1))))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := gatewayedBase(t)
+			calls := f.recordAnnounced()
+			f.plane.SetNextHop(testGW4, netip.Addr{}, hop4)
+			f.plane.SetNextHop(testGW4, netip.Addr{}, dataplane.NextHop{})
+			for range 5 {
+				f.step(time.Second)
+			}
+			n := len(*calls)
+			f.advance(time.Minute) // stopped: no step, nothing runs
+			if err := c.after(f); err != nil {
+				t.Fatal(err)
+			}
+			f.step(time.Second) // Run's overdue step
+			if got := (*calls)[n:]; len(got) != 0 {
+				t.Fatalf("next hop lost 5 s before a 1 min pause, then a %s: announced %v after it; want no change", c.name, got)
+			}
+			ran := 6 * time.Second
+			for ran < NextHopGrace {
+				f.step(time.Second)
+				ran += time.Second
+			}
+			if got := lastAnnounced(*calls); len(got) != 0 {
+				t.Errorf("next hop lost for %v of running time: still announced %v", ran, got)
+			}
+		})
+	}
+}
+
 // A loss whose grace ended before the pause stays acted on: the address,
 // withdrawn, is not announced again by the pause, nor by a rebuild after.
 func TestNextHopGraceEndedBeforePauseStaysWithdrawn(t *testing.T) {
