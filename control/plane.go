@@ -160,6 +160,9 @@ type Plane struct {
 	onConfig  []func(cfg *config.Config)          // told of every configuration put in force (OnConfig)
 
 	ops opsStats // reloads and rebuild durations, for metrics (status.go)
+	// build is BuildServices; tests make it fail, to reach the paths that
+	// keep the previous snapshot and state when a rebuild fails.
+	build func(*config.Config, *dataplane.Services, dataplane.Overrides, dataplane.NextHop) (*dataplane.Services, error)
 
 	stall    stallWatch    // the workers' liveness (stall.go)
 	folds    []workerFold  // signalStep's view of each worker, reused
@@ -192,7 +195,7 @@ func New(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Work
 func newPlane(cfg *config.Config, shared *dataplane.Shared, workers []*dataplane.Worker, log *slog.Logger, now func() time.Time) (*Plane, error) {
 	p := &Plane{log: log, shared: shared, workers: workers, now: now, cfg: cfg,
 		backends: map[dataplane.BackendRef]*backendState{}, panicked: map[string]bool{}, kick: make(chan struct{}, 1), gwChanged: make(chan struct{}, 1),
-		foldWait: foldWait}
+		foldWait: foldWait, build: BuildServices}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncBackends(cfg, true)

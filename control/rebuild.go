@@ -15,7 +15,7 @@ import (
 func (p *Plane) rebuildLocked() error {
 	start := p.now()
 	over, panicked, ramping := p.effective(start)
-	svc, err := BuildServices(p.cfg, p.shared.Services.Load(), over, p.nextHopLocked(p.cfg))
+	svc, err := p.build(p.cfg, p.shared.Services.Load(), over, p.nextHopLocked(p.cfg))
 	if err != nil {
 		p.lastErr = err
 		for _, st := range p.backends {
