@@ -113,7 +113,11 @@ func (p *Plane) announceLocked() {
 		if !serving(svc, v, true) {
 			continue // not serving: not announced for that reason alone
 		}
-		if !fwd && p.graceEnded(svc, v) {
+		// An address withdrawn for a lost next hop comes back only once a
+		// VIP on it can forward, as a fresh one would: a reload that
+		// changed the gateway restarts the loss's grace, but the new
+		// gateway has not resolved yet.
+		if !fwd && (p.hopWithdrawn[v.Addr] || p.graceEnded(svc, v)) {
 			if noHop[v.Addr] == nil {
 				noHop[v.Addr] = v
 			}

@@ -311,13 +311,26 @@ func (p *Plane) effective(now time.Time) (dataplane.Overrides, map[string]bool, 
 				// and sent new flows to backends no check had seen.
 				eff = dataplane.Effective{Weight: 0, Down: v.OnDown == "move" && !st.panicUsed, Unhealthy: true}
 			default:
-				// Recorded here, where panic mode is decided; a build
-				// that then fails only leaves the flag a step early.
-				if panic && down && !st.panicUsed {
+				// Recorded here, where panic mode is decided
+				// (rebuildLocked puts the marks back if the build fails).
+				switch {
+				case !panic || !down:
+				case !st.panicUsed:
 					st.panicLate = 0
 					if !st.outSince.IsZero() && now.After(st.outSince) {
 						st.panicLate = now.Sub(st.outSince)
 					}
+				case !st.panicLeft.IsZero():
+					// Used by an earlier panic mode and out since it
+					// ended (panicUsed stays until it is back): its share
+					// went on decaying meanwhile, as the time it was out
+					// before that panic mode did. Forgotten, a backend
+					// dead for an hour between two panic modes came back
+					// at full weight.
+					if now.After(st.panicLeft) {
+						st.panicLate += now.Sub(st.panicLeft)
+					}
+					st.panicLeft = time.Time{}
 				}
 				st.panicUsed = panic && down
 				if ss := c.SlowStart; ss > 0 && !st.upSince.IsZero() && w > 0 {

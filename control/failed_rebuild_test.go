@@ -167,3 +167,50 @@ func TestFailedRebuildKeepsVerdictForTheNext(t *testing.T) {
 		t.Errorf("status after a rebuild that built: LastError %q, want none", st.LastError)
 	}
 }
+
+// A verdict's rebuild fails (Plane.build) after effective() decided panic
+// mode and marked the down backends panicUsed. Panic mode was never
+// published (p.panicked unchanged) and the next verdict ends it: the
+// backend still down must be published Down under on_down = "move" (its
+// flows leave it), as on a twin that never saw the failed build. The
+// stale panicUsed kept it Down false: its tracked flows stayed on a dead
+// backend until it came back up.
+func TestFailedRebuildLeavesNoPanicMark(t *testing.T) {
+	toml := drainProbeConfig("maglev", true, "move", "0s", "0s", "panic_threshold = 0.6")
+	f, twin := newFixture(t, toml), newFixture(t, toml)
+	for _, x := range []*fixture{f, twin} {
+		x.allUp()
+		x.setHealthOf("web", "be1", false) // 3 of 4: no panic
+	}
+	if !pubBackend(t, f.shared, "web", "be1").Down {
+		t.Fatal("be1 down, on_down move: not published Down")
+	}
+	injected := errors.New("injected build failure")
+	f.plane.build = func(*config.Config, *dataplane.Services, dataplane.Overrides, dataplane.NextHop) (*dataplane.Services, error) {
+		return nil, injected
+	}
+	if err := f.plane.SetHealth("web", "be2", false, "probe"); err != nil {
+		t.Fatal(err)
+	}
+	f.plane.mu.Lock()
+	err := f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	if !errors.Is(err, injected) {
+		t.Fatalf("rebuild with a failing build: %v", err)
+	}
+	f.plane.build = BuildServices
+	f.setHealthOf("web", "be2", true)
+	// The twin's two verdicts come before its rebuild (Run coalesces the
+	// kicks): it publishes nothing between them either.
+	if err := twin.plane.SetHealth("web", "be2", false, "probe"); err != nil {
+		t.Fatal(err)
+	}
+	twin.setHealthOf("web", "be2", true)
+	if f.plane.Panicked()["web"] {
+		t.Fatal("web in panic mode with 3 of 4 up")
+	}
+	a, b := pubBackend(t, f.shared, "web", "be1"), pubBackend(t, twin.shared, "web", "be1")
+	if a.Down != b.Down {
+		t.Errorf("be1 down, on_down move, no panic published: Down %v after a failed build, %v on the twin (the same verdicts, no rebuild between them)", a.Down, b.Down)
+	}
+}

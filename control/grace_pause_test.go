@@ -286,3 +286,28 @@ func TestKickAfterPauseCountsThePause(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling
 	}
 }
+
+// An address withdrawn because its next hop was lost for the grace is
+// announced again, per the README, "as soon as the gateway resolves". A
+// reload that changes the gateway (the operator's fix of a typo) restarts
+// the loss's clock (a new hopLoss, ended false), and announceLocked then
+// re-announced the withdrawn address at once, although the new gateway
+// had not resolved: every packet it pulled in was dropped as no-next-hop,
+// and 15 s later it was withdrawn again (a flap the routers pass on).
+func TestWithdrawnAddressNotReannouncedByGatewayReload(t *testing.T) {
+	toml := gatewayed(baseConfig)
+	f := newFixture(t, toml)
+	calls := f.hopLostForGrace()
+	n := len(*calls)
+	gw2 := netip.MustParseAddr("192.0.2.199")
+	f.apply(strings.Replace(toml, `gateway_ipv4 = "192.0.2.1"`, `gateway_ipv4 = "192.0.2.199"`, 1))
+	f.plane.SetNextHop(gw2, netip.Addr{}, dataplane.NextHop{}) // not resolved yet
+	f.tickFor(NextHopGrace + time.Second)
+	if got := (*calls)[n:]; len(got) != 0 {
+		t.Fatalf("withdrawn for a lost next hop, then a reload to a gateway that does not resolve: announcements %v; want none", got)
+	}
+	f.plane.SetNextHop(gw2, netip.Addr{}, hop4)
+	if got := lastAnnounced(*calls); len(got) != 1 {
+		t.Errorf("new gateway resolved: announced %v; want the address", got)
+	}
+}

@@ -239,3 +239,50 @@ func TestDeadBackendBackDuringOneInstancePanic(t *testing.T) {
 	}
 	sameNewFlows(t, a, b, "")
 }
+
+// be2 dies; panic mode uses it for a second (be2..be5 down, then be3 and
+// be4 back) and ends while be2 is still dead. Ten minutes later a second
+// panic mode uses it again (be3 and be4 down once more), and be2 comes
+// back, during that panic mode or just after it. Dead for ten minutes, it
+// has no share left: it ramps from slow_start_min, as on a twin instance
+// whose checks missed the first panic mode (be3 and be4 stayed up there).
+// The first panic mode's mark stayed on be2 (panicUsed: it never came
+// back), so the second one did not date when it began using be2 again:
+// be2 came back at full weight (during panic mode) or at 97% (just
+// after), the ten minutes forgotten, and the two instances' tables
+// differed for the whole slow start.
+func TestSecondPanicModeKeepsDeadTime(t *testing.T) {
+	for _, during := range []bool{true, false} {
+		run := func(first bool) *fixture {
+			f := upWeb(t)
+			if first {
+				f.intoPanic("be2", "be3", "be4", "be5")
+				f.advance(time.Second)
+				f.outOfPanic("be3", "be4")
+			} else {
+				f.setHealthOf("web", "be2", false)
+				f.setHealthOf("web", "be5", false)
+				f.advance(time.Second)
+			}
+			f.advance(10 * time.Minute)
+			f.intoPanic("be3", "be4")
+			f.advance(time.Second)
+			if during {
+				f.setHealthOf("web", "be2", true)
+				f.outOfPanic("be3", "be4")
+			} else {
+				f.outOfPanic("be3", "be4")
+				f.advance(time.Second)
+				f.setHealthOf("web", "be2", true)
+			}
+			return f
+		}
+		a, b := run(true), run(false)
+		wa, wb := pubBackend(t, a.shared, "web", "be2").Weight, pubBackend(t, b.shared, "web", "be2").Weight
+		if wa != 10 || wb != 10 {
+			t.Errorf("be2 dead for 10 min, back %s the second panic mode: weight %d after two panic modes, %d after one; want 10 (slow_start_min)",
+				map[bool]string{true: "during", false: "just after"}[during], wa, wb)
+		}
+		sameNewFlows(t, a, b, "after be2, dead for 10 min, came back")
+	}
+}

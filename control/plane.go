@@ -98,8 +98,9 @@ type backendState struct {
 	// mode while it was down or ejected); comeBack ramps it from there.
 	panicLeft time.Time
 	// outSince: when it last went out of the table (down by its checks or
-	// ejected); zero: not out. panicLate: how
-	// long it had been out when panic mode began using it (comeBack
+	// ejected); zero: not out. panicLate: how long it had been out, and
+	// not used by panic mode, when panic mode last began using it (the
+	// time before a first panic mode, and between panic modes; comeBack
 	// deducts it: a backend dead long before a blip has no share to keep).
 	outSince  time.Time
 	panicLate time.Duration

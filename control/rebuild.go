@@ -14,11 +14,17 @@ import (
 // the tables, the encapsulator and the next hop of p.cfg, in one store.
 func (p *Plane) rebuildLocked() error {
 	start := p.now()
+	// effective marks panic mode's use of the backends (panicUsed,
+	// panicLate, panicLeft): a build that fails publishes none of it.
+	saved := p.saveBackends()
 	over, panicked, ramping := p.effective(start)
 	svc, err := p.build(p.cfg, p.shared.Services.Load(), over, p.nextHopLocked(p.cfg))
 	if err != nil {
 		p.lastErr = err
-		for _, st := range p.backends {
+		for k, st := range p.backends {
+			if s, ok := saved[k]; ok {
+				*st = s
+			}
 			st.timedOut = false // not published: drainTimeoutPending tries again
 		}
 		return err
