@@ -58,6 +58,12 @@ func (p *Plane) syncBackends(cfg *config.Config, initial bool) {
 					st.health, st.reason = HealthDown, "not checked yet"
 					if initial {
 						st.health = HealthUnknown
+					} else {
+						// Out of the table from now (its first verdict,
+						// down, changes nothing to date it): panic mode
+						// that uses it later must not credit it with a
+						// share it never had (comeBack).
+						st.outSince = now
 					}
 				}
 				p.backends[k] = st

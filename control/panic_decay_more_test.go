@@ -286,3 +286,35 @@ func TestSecondPanicModeKeepsDeadTime(t *testing.T) {
 		sameNewFlows(t, a, b, "after be2, dead for 10 min, came back")
 	}
 }
+
+// A reload adds be6 (checked: down until its checks pass). Its first
+// verdict, 25 s later, is down; then panic mode uses it (be2..be5 down,
+// 1 of 6 healthy), and be6 passes its checks a second later, while panic
+// mode lasts. It never served: once panic mode is over it ramps from
+// slow_start_min, as on an instance whose checks missed the blip. Its
+// first verdict, down like the state it was added in, did not date its
+// outage, so panic mode credited it with the ramp's position since the
+// reload (87%).
+func TestAddedBackendNeverServedRampsAfterPanic(t *testing.T) {
+	run := func(blip bool) *fixture {
+		f := upWeb(t)
+		f.apply(checkedWeb(6, "30s"))
+		f.advance(25 * time.Second)
+		f.setHealthOf("web", "be6", false)
+		if blip {
+			f.intoPanic("be2", "be3", "be4", "be5")
+		}
+		f.advance(time.Second)
+		f.setHealthOf("web", "be6", true)
+		if blip {
+			f.outOfPanic("be2", "be3", "be4", "be5")
+		}
+		return f
+	}
+	a, b := run(true), run(false)
+	wa, wb := pubBackend(t, a.shared, "web", "be6").Weight, pubBackend(t, b.shared, "web", "be6").Weight
+	if wa != 10 || wb != 10 {
+		t.Errorf("be6 added by a reload, never up until 26 s later: weight %d after a panic mode used it, %d without; want 10 (slow_start_min)", wa, wb)
+	}
+	sameNewFlows(t, a, b, "after be6 first came up")
+}
