@@ -202,26 +202,12 @@ func TestEdgeReusedIDNotMeasuredOnPredecessorCounters(t *testing.T) {
 // check's round trip (200 µs), so an idle backend is tried again. Charging
 // it the penalty (30 ms) as if it were cold left it there for good.
 func TestEdgeIdleWarmBackendFallsTowardCheckRTT(t *testing.T) {
-	toml := configtest.New().
-		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
-		Section("conntrack", "capacity = 65536").
-		Section("control", `slow_start = "0s"`, `drain_timeout = "0s"`).
-		Section("health", `kind = "tcp"`, `interval = "100ms"`, `timeout = "80ms"`, `rise = 1`, `fall = 3`).
-		VIP("web", configtest.Web, 80, `scheduler = "peak-ewma"`).
-		Backend("be1", "10.0.1.1").
-		Backend("be2", "10.0.1.2").
-		String()
-	f := newFixture(t, toml)
+	f := newFixture(t, ewmaPair)
 	ids, fold := checkedEWMA(t, f, "web", fixedRTT{200 * time.Microsecond})
-	serve := func(bc *dataplane.PacketBytes) {
-		bc.SYNs += 100
-		bc.Established += 100
-		bc.HandshakeMs += 100 * 40
-	}
-	fold(3, func(_ string, bc *dataplane.PacketBytes) { serve(bc) })
+	fold(3, func(_ string, bc *dataplane.PacketBytes) { served40ms(bc) })
 	fold(20, func(name string, bc *dataplane.PacketBytes) {
 		if name == "be1" {
-			serve(bc)
+			served40ms(bc)
 		}
 	})
 	l := f.shared.Loads.Load()
@@ -237,16 +223,7 @@ func TestEdgeIdleWarmBackendFallsTowardCheckRTT(t *testing.T) {
 // and be2 none; ranked at its check's 200 µs, be2 would take every new
 // flow (the cold-start trap) until its own handshakes were folded.
 func TestEdgeStartBackendWithoutHandshakeIsCold(t *testing.T) {
-	toml := configtest.New().
-		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
-		Section("conntrack", "capacity = 65536").
-		Section("control", `slow_start = "0s"`, `drain_timeout = "0s"`).
-		Section("health", `kind = "tcp"`, `interval = "100ms"`, `timeout = "80ms"`, `rise = 1`, `fall = 3`).
-		VIP("web", configtest.Web, 80, `scheduler = "peak-ewma"`).
-		Backend("be1", "10.0.1.1").
-		Backend("be2", "10.0.1.2").
-		String()
-	f := newFixture(t, toml)
+	f := newFixture(t, ewmaPair)
 	ids, fold := checkedEWMA(t, f, "web", fixedRTT{200 * time.Microsecond})
 	fold(1, func(name string, bc *dataplane.PacketBytes) {
 		if name == "be1" {
@@ -267,29 +244,15 @@ func TestEdgeStartBackendWithoutHandshakeIsCold(t *testing.T) {
 // estimate and the penalty (µs).
 func coldAfterPause(t *testing.T, out, back func(f *fixture) error, idle int) (us, pen int64) {
 	t.Helper()
-	toml := configtest.New().
-		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
-		Section("conntrack", "capacity = 65536").
-		Section("control", `slow_start = "0s"`, `drain_timeout = "0s"`).
-		Section("health", `kind = "tcp"`, `interval = "100ms"`, `timeout = "80ms"`, `rise = 1`, `fall = 3`).
-		VIP("web", configtest.Web, 80, `scheduler = "peak-ewma"`).
-		Backend("be1", "10.0.1.1").
-		Backend("be2", "10.0.1.2").
-		String()
-	f := newFixture(t, toml)
+	f := newFixture(t, ewmaPair)
 	ids, fold := checkedEWMA(t, f, "web", fixedRTT{200 * time.Microsecond})
-	serve := func(bc *dataplane.PacketBytes) {
-		bc.SYNs += 100
-		bc.Established += 100
-		bc.HandshakeMs += 100 * 40
-	}
-	fold(3, func(_ string, bc *dataplane.PacketBytes) { serve(bc) })
+	fold(3, func(_ string, bc *dataplane.PacketBytes) { served40ms(bc) })
 	if err := out(f); err != nil {
 		t.Fatal(err)
 	}
 	be1Only := func(name string, bc *dataplane.PacketBytes) {
 		if name == "be1" {
-			serve(bc)
+			served40ms(bc)
 		}
 	}
 	fold(10, be1Only)

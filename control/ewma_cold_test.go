@@ -42,16 +42,7 @@ func TestPeakEWMACheckedColdBackendStartsAtPenalty(t *testing.T) {
 }
 
 func testColdBackend(t *testing.T, servedFirst bool) {
-	toml := configtest.New().
-		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
-		Section("conntrack", "capacity = 65536").
-		Section("control", `slow_start = "0s"`, `drain_timeout = "0s"`).
-		Section("health", `kind = "tcp"`, `interval = "100ms"`, `timeout = "80ms"`, `rise = 1`, `fall = 3`).
-		VIP("web", configtest.Web, 80, `scheduler = "peak-ewma"`).
-		Backend("be1", "10.0.1.1").
-		Backend("be2", "10.0.1.2").
-		String()
-	f := newFixture(t, toml)
+	f := newFixture(t, ewmaPair)
 	ids, fold := checkedEWMA(t, f, "web", fixedRTT{200 * time.Microsecond})
 	serve := func(bc *dataplane.PacketBytes) {
 		bc.SYNs += 100
@@ -147,4 +138,23 @@ func checkedEWMA(t *testing.T, f *fixture, vip string, prober health.Prober) (id
 		}
 	}
 	return ids, fold
+}
+
+// ewmaPair is a peak-ewma VIP "web" of two checked backends, be1 and be2
+// (checks every 100 ms, rise 1), without slow start.
+var ewmaPair = configtest.New().
+	Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
+	Section("conntrack", "capacity = 65536").
+	Section("control", `slow_start = "0s"`, `drain_timeout = "0s"`).
+	Section("health", `kind = "tcp"`, `interval = "100ms"`, `timeout = "80ms"`, `rise = 1`, `fall = 3`).
+	VIP("web", configtest.Web, 80, `scheduler = "peak-ewma"`).
+	Backend("be1", "10.0.1.1").
+	Backend("be2", "10.0.1.2").
+	String()
+
+// served40ms adds 100 completed handshakes of 40 ms to bc.
+func served40ms(bc *dataplane.PacketBytes) {
+	bc.SYNs += 100
+	bc.Established += 100
+	bc.HandshakeMs += 100 * 40
 }

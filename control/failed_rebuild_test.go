@@ -69,10 +69,7 @@ func TestFailedReloadRestoresEveryState(t *testing.T) {
 	cfg, svc := f.plane.cfg, f.shared.Services.Load()
 	states, panicked := f.plane.saveBackends(), maps.Clone(f.plane.panicked)
 	f.plane.mu.Unlock()
-	injected := errors.New("injected build failure")
-	f.plane.build = func(*config.Config, *dataplane.Services, dataplane.Overrides, dataplane.NextHop) (*dataplane.Services, error) {
-		return nil, injected
-	}
+	injected := f.failBuilds()
 	reload := reloadWeb("www", "60s", "0.2", 1, 2, 3, 4, 6)
 	if err := f.plane.Apply(mustParse(t, reload)); !errors.Is(err, injected) {
 		t.Fatalf("reload with a failing build: %v, want the build's error", err)
@@ -139,19 +136,11 @@ func TestFailedRebuildKeepsVerdictForTheNext(t *testing.T) {
 	f := newFixture(t, checkedWeb(4, "0s"))
 	f.allUp()
 	svc := f.shared.Services.Load()
-	injected := errors.New("injected build failure")
-	f.plane.build = func(*config.Config, *dataplane.Services, dataplane.Overrides, dataplane.NextHop) (*dataplane.Services, error) {
-		return nil, injected
-	}
+	injected := f.failBuilds()
 	if err := f.plane.SetHealth("web", "be2", false, "probe"); err != nil {
 		t.Fatal(err)
 	}
-	f.plane.mu.Lock()
-	err := f.plane.rebuildLocked()
-	f.plane.mu.Unlock()
-	if !errors.Is(err, injected) {
-		t.Fatalf("rebuild with a failing build: %v, want its error", err)
-	}
+	f.failedRebuild(injected)
 	if got := f.shared.Services.Load(); got != svc {
 		t.Fatal("a snapshot was published although its build failed")
 	}
@@ -185,19 +174,11 @@ func TestFailedRebuildLeavesNoPanicMark(t *testing.T) {
 	if !pubBackend(t, f.shared, "web", "be1").Down {
 		t.Fatal("be1 down, on_down move: not published Down")
 	}
-	injected := errors.New("injected build failure")
-	f.plane.build = func(*config.Config, *dataplane.Services, dataplane.Overrides, dataplane.NextHop) (*dataplane.Services, error) {
-		return nil, injected
-	}
+	injected := f.failBuilds()
 	if err := f.plane.SetHealth("web", "be2", false, "probe"); err != nil {
 		t.Fatal(err)
 	}
-	f.plane.mu.Lock()
-	err := f.plane.rebuildLocked()
-	f.plane.mu.Unlock()
-	if !errors.Is(err, injected) {
-		t.Fatalf("rebuild with a failing build: %v", err)
-	}
+	f.failedRebuild(injected)
 	f.plane.build = BuildServices
 	f.setHealthOf("web", "be2", true)
 	// The twin's two verdicts come before its rebuild (Run coalesces the
@@ -212,5 +193,27 @@ func TestFailedRebuildLeavesNoPanicMark(t *testing.T) {
 	a, b := pubBackend(t, f.shared, "web", "be1"), pubBackend(t, twin.shared, "web", "be1")
 	if a.Down != b.Down {
 		t.Errorf("be1 down, on_down move, no panic published: Down %v after a failed build, %v on the twin (the same verdicts, no rebuild between them)", a.Down, b.Down)
+	}
+}
+
+// failBuilds makes every rebuild's build fail, until the test sets
+// f.plane.build back to BuildServices, and returns the error it fails with.
+func (f *fixture) failBuilds() error {
+	injected := errors.New("injected build failure")
+	f.plane.build = func(*config.Config, *dataplane.Services, dataplane.Overrides, dataplane.NextHop) (*dataplane.Services, error) {
+		return nil, injected
+	}
+	return injected
+}
+
+// failedRebuild rebuilds, and fails the test unless the rebuild fails
+// with injected.
+func (f *fixture) failedRebuild(injected error) {
+	f.t.Helper()
+	f.plane.mu.Lock()
+	err := f.plane.rebuildLocked()
+	f.plane.mu.Unlock()
+	if !errors.Is(err, injected) {
+		f.t.Fatalf("rebuild with a failing build: %v, want its error", err)
 	}
 }

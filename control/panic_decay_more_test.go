@@ -4,11 +4,8 @@ package control
 // mode's start.
 
 import (
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/fulcrumlb/fulcrum/config/configtest"
 )
 
 // be2 is down by its checks and passively ejected while panic mode uses
@@ -50,16 +47,7 @@ func TestPanicDecayUpWhileEjected(t *testing.T) {
 // renamedWeb: checkedWeb(5, "30s")'s VIP (same address, port, backends)
 // under the name name, with panic_threshold th.
 func renamedWeb(name, th string) string {
-	b := configtest.New().
-		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
-		Section("conntrack", "capacity = 65536").
-		Section("control", `slow_start = "30s"`, `drain_timeout = "0s"`, "panic_threshold = "+th).
-		Section("health", `kind = "tcp"`).
-		VIP(name, configtest.Web, 80)
-	for i := 1; i <= 5; i++ {
-		b = b.Backend(fmt.Sprintf("be%d", i), fmt.Sprintf("10.0.1.%d", i))
-	}
-	return b.String()
+	return reloadWeb(name, "30s", th, 1, 2, 3, 4, 5)
 }
 
 // Panic mode ended by a reload that lowers panic_threshold (1 of 5 healthy
