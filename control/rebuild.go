@@ -14,17 +14,19 @@ import (
 // the tables, the encapsulator and the next hop of p.cfg, in one store.
 func (p *Plane) rebuildLocked() error {
 	start := p.now()
-	// effective marks panic mode's use of the backends (panicUsed,
-	// panicLate, panicLeft): a build that fails publishes none of it.
-	saved := p.saveBackends()
+	// effective marks panic mode's use of the backends: a build that
+	// fails publishes none of it, and the marks go back.
+	saved := make(map[*backendState]panicMarks, len(p.backends))
+	for _, st := range p.backends {
+		saved[st] = panicMarks{st.panicUsed, st.panicLeft, st.panicLate}
+	}
 	over, panicked, ramping := p.effective(start)
 	svc, err := p.build(p.cfg, p.shared.Services.Load(), over, p.nextHopLocked(p.cfg))
 	if err != nil {
 		p.lastErr = err
-		for k, st := range p.backends {
-			if s, ok := saved[k]; ok {
-				*st = s
-			}
+		for _, st := range p.backends {
+			m := saved[st]
+			st.panicUsed, st.panicLeft, st.panicLate = m.used, m.left, m.late
 			st.timedOut = false // not published: drainTimeoutPending tries again
 		}
 		return err
@@ -52,6 +54,14 @@ func (p *Plane) rebuildLocked() error {
 	}
 	p.announceLocked()
 	return nil
+}
+
+// panicMarks are the fields of a backendState that effective writes for
+// panic mode (rebuildLocked restores them when a build fails).
+type panicMarks struct {
+	used bool
+	left time.Time
+	late time.Duration
 }
 
 // clearRemovedVIPs asks every worker to drop the conntrack entries of VIPs
