@@ -101,9 +101,7 @@ func TestEdgeConvergingCountNeverFallsAtTheFreeze(t *testing.T) {
 	if st := f.plane.Status(false); st.ConvergingNewFlows != 25 {
 		t.Fatalf("converging_new_flows %d, want 25", st.ConvergingNewFlows)
 	}
-	for _, b := range []string{"be1", "be2", "be3", "be4"} {
-		f.setHealth(b, true)
-	}
+	f.allUp()
 	f.plane.mu.Lock()
 	f.plane.foldSignals(older, f.plane.now())
 	f.plane.mu.Unlock()
@@ -121,9 +119,7 @@ func TestEdgeConvergingCountKeepsFlowsBeforeTheLastVerdict(t *testing.T) {
 	for i := range 12 {
 		f.lc.send(syn(t, uint16(5200+i), "S"))
 	}
-	for _, b := range []string{"be1", "be2", "be3", "be4"} {
-		f.setHealth(b, true)
-	}
+	f.allUp()
 	if st := f.plane.Status(false); st.Converging || st.ConvergingNewFlows != 12 {
 		t.Fatalf("converging %v, converging_new_flows %d; want false, 12", st.Converging, st.ConvergingNewFlows)
 	}
@@ -299,9 +295,7 @@ func TestEdgeConvergingCountFrozenByFoldWithoutStatusRead(t *testing.T) {
 	for i := range 10 {
 		f.lc.send(syn(t, uint16(5400+i), "S"))
 	}
-	for _, b := range []string{"be1", "be2", "be3", "be4"} {
-		f.setHealth(b, true)
-	}
+	f.allUp()
 	c := []dataplane.Counters{{}}
 	if !f.lc.w.Snapshot(&c[0], 5*time.Second) {
 		t.Fatal("no counter snapshot")

@@ -202,9 +202,7 @@ func TestEdgeActionAnswerSharesStatusView(t *testing.T) {
 // minute, at its full weight, it is not.
 func TestEdgeDownBackendIsNotSlowStarting(t *testing.T) {
 	f := newFixture(t, checkedConfig(""))
-	for _, b := range []string{"be1", "be2", "be3", "be4"} {
-		f.setHealth(b, true)
-	}
+	f.allUp()
 	f.advance(time.Minute)
 	f.rebuild()
 	f.setHealth("be1", false)
