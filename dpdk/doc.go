@@ -9,7 +9,7 @@
 //
 // # What comes from where
 //
-// The EAL, lcore launching and mempool creation go through
+// The EAL's lcore queries and cleanup and mempool creation go through
 // github.com/yerden/go-dpdk v0.0.7 (packages eal, mempool, mbuf), which
 // build against DPDK 22.11. Its ethdev package does not (22.11 renamed
 // the offload macros), so the ethdev calls are this package's own, in
@@ -38,9 +38,11 @@
 //
 // # Lcores
 //
-// InitEAL starts the EAL on a goroutine of go-dpdk's that becomes the
-// main lcore; each worker lcore then waits for Go functions
-// (LaunchWorkers, RunOnLcore). Other goroutines may call DPDK too, but
+// InitEAL starts the EAL on a locked goroutine of its own that becomes
+// the main lcore; each worker lcore then waits for Go functions
+// (LaunchWorkers, RunOnLcore) in this package's listener (lcore.go), not
+// go-dpdk's: it locks its thread before anything else, so that no thread
+// the Go runtime starts inherits the lcore's CPU pin and name. Other goroutines may call DPDK too, but
 // they are not lcores: mempool caches are per lcore, so a loop run from
 // a plain goroutine goes to the shared pool ring on every alloc/free.
 //

@@ -6,6 +6,7 @@ package dpdk
 #include "fulcrum_dpdk.h"
 #include <rte_version.h>
 int fl_eal_init(int argc, char **argv, int *err);
+int fl_save_start_thread(void);
 */
 import "C"
 
@@ -25,16 +26,6 @@ import (
 	"github.com/yerden/go-dpdk/eal"
 )
 
-// ealLaunch is go-dpdk's: it starts go-dpdk's job listener on every lcore
-// (the one RunOnLcore and StopLcores talk to), each calling wg.Done once
-// it runs. InitEAL calls rte_eal_init itself and then this, instead of
-// eal.Init, because eal.Init launches the lcores even when rte_eal_init
-// failed without setting rte_errno (a second process on the same file
-// prefix), which panics; and it log.Println's its arguments.
-//
-//go:linkname ealLaunch github.com/yerden/go-dpdk/eal.ealLaunch
-func ealLaunch(wg *sync.WaitGroup)
-
 // ErrNoEAL is returned by calls that need a running EAL before InitEAL
 // succeeded or after CleanupEAL.
 var ErrNoEAL = errors.New("dpdk: EAL not initialised")
@@ -43,6 +34,8 @@ var (
 	ealMu      sync.Mutex
 	ealRunning atomic.Bool
 	runtimeDir string
+	// mainDone is closed when the main lcore's goroutine has returned.
+	mainDone chan struct{}
 )
 
 // InitEAL starts DPDK's environment abstraction layer in this process.
@@ -58,9 +51,10 @@ var (
 // logger given to SetLogger, or else to stderr.
 //
 // The calling goroutine's thread does not become the main lcore:
-// go-dpdk starts the EAL on a locked goroutine of its own, which then
+// InitEAL starts the EAL on a locked goroutine of its own, which then
 // serves RunOnLcore for the main lcore. Every worker lcore waits for
-// work from LaunchWorkers or RunOnLcore.
+// work from LaunchWorkers or RunOnLcore in Fulcrum's listener (lcore.go),
+// locked to its thread from its first instruction.
 func InitEAL(args []string) error {
 	ealMu.Lock()
 	defer ealMu.Unlock()
@@ -72,42 +66,48 @@ func InitEAL(args []string) error {
 	}
 	lastErrors()
 	argv := append([]string{"fulcrum"}, args...)
-	var (
-		wg      sync.WaitGroup
-		initErr error
-	)
-	wg.Add(1)
+	var initErr error
+	// One for the main lcore's goroutine: its listener's, or its
+	// failure's (launchListeners adds the worker lcores').
+	lcoresUp.Add(1)
+	mainDone = make(chan struct{})
 	go func() {
-		// This thread becomes the main lcore: it stays in ealLaunch
-		// serving RunOnLcore until StopLcores.
+		defer close(mainDone)
+		// This thread becomes the main lcore: rte_eal_init pins it to
+		// its CPU, and it runs the main lcore's listener (lcore.go)
+		// until CleanupEAL. Locked first, like every lcore's.
 		runtime.LockOSThread()
-		if initErr = ealInit(argv); initErr != nil {
-			wg.Done()
+		if rc := C.fl_save_start_thread(); rc != 0 {
+			initErr = fmt.Errorf("the starting thread's CPUs and name: %w", syscall.Errno(rc))
+			lcoresUp.Done()
 			return
 		}
-		wg.Add(int(eal.LcoreCount()) - 1)
-		ealLaunch(&wg)
+		if initErr = ealInit(argv); initErr != nil {
+			lcoresUp.Done()
+			return
+		}
+		if err := launchListeners(eal.Lcores()); err != nil {
+			initErr = err
+			lcoresUp.Done()
+		}
 	}()
-	wg.Wait()
+	lcoresUp.Wait()
+	if initErr == nil {
+		// A thread left on the process's CPUs would forward
+		// unpinned: never seen, but stop rather than run so.
+		lcoreSettleErrs.Lock()
+		initErr = errors.Join(lcoreSettleErrs.errs...)
+		lcoreSettleErrs.Unlock()
+		if initErr != nil {
+			stopListeners(eal.Lcores())
+			<-mainDone
+			eal.Cleanup()
+		}
+	}
 	if initErr != nil {
 		return fmt.Errorf("eal init %q: %w", args, initErr)
 	}
 	runtimeDir = C.GoString(C.rte_eal_get_runtime_dir())
-	for _, id := range eal.LcoresWorker() {
-		// Each worker lcore's listener is locked to its thread by the
-		// program, not only by cgo's callback, for the EAL's life (the
-		// main lcore's goroutine above is too): a thread the Go
-		// scheduler starts while the lcore's thread hands its P on (a
-		// loop sleeping or blocking in RunOnLcore's fn, the listener
-		// between jobs) is then started by the runtime's template
-		// thread (a cgo program's runtime.main starts it, before the
-		// EAL pins anything), not cloned from the lcore's, which the
-		// EAL pinned to its CPU: Go's other work ran on the forwarding
-		// core, beside its loop.
-		if err := eal.ExecOnLcore(id, func(*eal.LcoreCtx) { runtime.LockOSThread() }); err != nil {
-			return fmt.Errorf("lcore %d: %w", id, err)
-		}
-	}
 	ealRunning.Store(true)
 	return nil
 }
@@ -123,7 +123,8 @@ func CleanupEAL() error {
 	if !ealRunning.Load() {
 		return ErrNoEAL
 	}
-	eal.StopLcores()
+	stopListeners(eal.Lcores())
+	<-mainDone
 	ealRunning.Store(false)
 	if err := eal.Cleanup(); err != nil {
 		return fmt.Errorf("eal cleanup: %w", goDPDKErr(err))
@@ -201,18 +202,14 @@ const LcoreIDAny = C.LCORE_ID_ANY
 func LcoreID() uint { return uint(C.rte_lcore_id()) }
 
 // RunOnLcore runs fn on the EAL thread of lcore id and waits for it. A
-// panic in fn is recovered and returned as an error (go-dpdk's
-// *eal.ErrLcorePanic, with the stack).
+// panic in fn is recovered and returned as an error (an *LcorePanic,
+// with the stack).
 func RunOnLcore(id uint, fn func() error) error {
 	if !ealRunning.Load() {
 		return ErrNoEAL
 	}
-	var ferr error
-	if err := eal.ExecOnLcore(id, func(*eal.LcoreCtx) { ferr = fn() }); err != nil {
+	if err := execOnLcore(id, fn); err != nil {
 		return fmt.Errorf("lcore %d: %w", id, err)
-	}
-	if ferr != nil {
-		return fmt.Errorf("lcore %d: %w", id, ferr)
 	}
 	return nil
 }

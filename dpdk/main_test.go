@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 	if prefix := os.Getenv(ealPrefixChild); prefix != "" {
 		os.Exit(prefixChild(prefix))
 	}
+	if prefix := os.Getenv(ealLaunchChild); prefix != "" {
+		os.Exit(launchChild(prefix))
+	}
 	if os.Getenv(ealErrorChild) != "" {
 		err := InitEAL([]string{"--no-such-eal-option"})
 		fmt.Println(err)

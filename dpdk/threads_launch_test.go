@@ -1,0 +1,187 @@
+//go:build dpdk
+
+package dpdk
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// lcoreClones lists the threads, other than a worker lcore's own, that
+// have its name or are held to its CPU alone (when the process had more
+// than one): threads the Go runtime started from the lcore's; and a worker
+// lcore's thread without its own name and CPU.
+func lcoreClones() (bad []string, err error) {
+	type lcore struct {
+		tid int
+		cpu unix.CPUSet
+	}
+	own := map[string]lcore{}
+	lcoreTID := map[int]bool{}
+	for _, id := range WorkerLcores() {
+		var l lcore
+		err := RunOnLcore(id, func() error {
+			l.tid = unix.Gettid()
+			return unix.SchedGetaffinity(0, &l.cpu)
+		})
+		if err != nil {
+			return nil, err
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc/self/task", strconv.Itoa(l.tid), "comm"))
+		if err != nil {
+			return nil, err
+		}
+		name := strings.TrimSpace(string(comm))
+		own[name] = l
+		lcoreTID[l.tid] = true
+		// Its own CPU and name, given back once its listener locked it.
+		// Both EALs here place worker lcore i on CPU 1+(i-1)%(CPUs-1).
+		if want := fmt.Sprintf("rte-worker-%d", id); name != want {
+			bad = append(bad, fmt.Sprintf("lcore %d's thread is named %q, want %q", id, name, want))
+		}
+		if n := runtime.NumCPU(); n > 1 {
+			var want unix.CPUSet
+			want.Set(1 + (int(id)-1)%(n-1))
+			if l.cpu != want {
+				bad = append(bad, fmt.Sprintf("lcore %d's thread is on %d CPUs, want CPU %d alone", id, l.cpu.Count(), 1+(int(id)-1)%(n-1)))
+			}
+		}
+	}
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil || lcoreTID[tid] {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc/self/task", e.Name(), "comm"))
+		if err != nil {
+			continue // ended meanwhile
+		}
+		name := strings.TrimSpace(string(comm))
+		s, err := threadAffinity(tid)
+		if err != nil {
+			continue
+		}
+		for lname, l := range own {
+			if name == lname || s == l.cpu && s.Count() == 1 && startAffinity.Count() > 1 {
+				bad = append(bad, fmt.Sprintf("thread %d %q (%d CPUs) beside lcore thread %d %q", tid, name, s.Count(), l.tid, lname))
+			}
+		}
+	}
+	return bad, nil
+}
+
+// TestNoThreadClonedFromAnLcoreAtLaunch: each worker lcore's listener
+// locks its thread before it readies InitEAL's caller or waits for its
+// first job. go-dpdk's did neither first, and in about one daemon start in
+// eight the Go runtime started a thread from the lcore's then: pinned to
+// the worker lcore's CPU and named after it for the life of the process,
+// where any of Go's work could run beside the forwarding loop. The runtime
+// never ends an idle thread, so one cloned at InitEAL is still there
+// afterwards. This process's EAL (TestMain's) is checked, and children's
+// that start theirs while other goroutines keep the runtime's threads
+// busy in system calls, as a daemon's do.
+func TestNoThreadClonedFromAnLcoreAtLaunch(t *testing.T) {
+	if len(WorkerLcores()) == 0 {
+		t.Skip("needs a worker lcore")
+	}
+	bad, err := lcoreClones()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 {
+		t.Errorf("this process: %v", bad)
+	}
+	children := 12
+	if testing.Short() {
+		children = 3
+	}
+	for i := range children {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), ealLaunchChild+"="+fmt.Sprintf("fl-launch-%d-%d", os.Getpid(), i))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil || string(out) != "clean\n" {
+			t.Errorf("child %d (%v): %s", i, err, out)
+		}
+	}
+}
+
+// ealLaunchChild makes TestMain start an EAL with the file prefix it names
+// while goroutines hold threads in system calls, and print "clean" or the
+// threads lcoreClones finds.
+const ealLaunchChild = "FULCRUM_DPDK_EAL_LAUNCH_CHILD"
+
+func launchChild(prefix string) int {
+	var err error
+	if startAffinity, err = threadAffinity(0); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	// Eight worker lcores, each a window, on the CPUs but the main
+	// lcore's (lcore i on CPU 1 + i%(CPUs-1)), or all on CPU 0 (one CPU:
+	// only the name then tells a clone).
+	lcores := "0@0"
+	for i := 1; i <= 8; i++ {
+		cpu := 0
+		if n := runtime.NumCPU(); n > 1 {
+			cpu = 1 + (i-1)%(n-1)
+		}
+		lcores += fmt.Sprintf(",%d@%d", i, cpu)
+	}
+	// Every P busy with goroutines that start more, so that the
+	// runtime's threads are rarely idle: a goroutine readied then
+	// (InitEAL's caller, by each lcore's listener as it starts) needs a
+	// new thread, started from the readying one unless it is locked.
+	// With go-dpdk's listener, about 4 children in 10 had a clone (on
+	// 2 CPUs; 1 in 10 with a goroutine a P or GOMAXPROCS raised).
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 * runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				done := make(chan struct{})
+				go func() { close(done) }()
+				<-done
+			}
+		}()
+	}
+	err = InitEAL([]string{"--lcores", lcores, "--no-huge", "-m", "64", "--no-pci", "--file-prefix", prefix, "--log-level", "warning"})
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		fmt.Println("eal error:", err)
+		return 1
+	}
+	dir := RuntimeDir()
+	defer func() {
+		CleanupEAL()
+		RemoveRuntimeDir(dir)
+	}()
+	bad, err := lcoreClones()
+	switch {
+	case err != nil:
+		fmt.Println(err)
+		return 1
+	case len(bad) > 0:
+		fmt.Println(strings.Join(bad, "\n"))
+		return 1
+	}
+	fmt.Println("clean")
+	return 0
+}
