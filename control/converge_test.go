@@ -153,13 +153,13 @@ func TestAnnouncementWaitsForTheNextHop(t *testing.T) {
 	}
 }
 
-// tick is Run's once-a-second step for the announcement: a VIP whose next
-// hop has been missing for NextHopGrace is withdrawn without waiting for
-// a rebuild.
+// tick is Run's once-a-second step (stepLocked) at the fixture's clock: a
+// VIP whose next hop has been missing for NextHopGrace is withdrawn
+// without waiting for a rebuild.
 func (f *fixture) tick() {
 	f.plane.mu.Lock()
 	defer f.plane.mu.Unlock()
-	f.plane.announceAfterGraceLocked()
+	f.plane.stepLocked(f.plane.now(), time.Time{}, true)
 }
 
 // An announced VIP whose next hop stays missing (a reload to a gateway

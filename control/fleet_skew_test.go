@@ -280,13 +280,7 @@ func (s *skewInstance) checkRamps() {
 func (s *skewInstance) until(d time.Duration) {
 	for s.steps < d {
 		s.f.clock.Store(s.t0.Add(s.steps).UnixNano())
-		s.f.plane.mu.Lock()
-		if s.f.plane.ramping || s.f.plane.drainTimeoutPending() {
-			if err := s.f.plane.rebuildLocked(); err != nil {
-				s.f.t.Fatal(err)
-			}
-		}
-		s.f.plane.mu.Unlock()
+		s.f.tick()
 		s.observe()
 		s.checkRamps()
 		s.steps += time.Second

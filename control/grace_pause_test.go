@@ -14,10 +14,7 @@ import (
 // step runs Run's once-a-second step received d after the last one.
 func (f *fixture) step(d time.Duration) {
 	f.advance(d)
-	f.plane.mu.Lock()
-	defer f.plane.mu.Unlock()
-	f.plane.holdGraceAcrossPauseLocked(f.plane.now(), time.Time{})
-	f.plane.announceAfterGraceLocked()
+	f.tick()
 }
 
 func gatewayedBase(t *testing.T) *fixture {

@@ -255,24 +255,32 @@ func (p *Plane) Run(done <-chan struct{}) {
 		}
 		at := p.now() // before the lock: waiting for it is no pause
 		p.mu.Lock()
-		// A kick received first after a pause (a verdict, an ejection's
-		// end) rebuilds and announces too: the pause is out of the grace
-		// before either.
-		p.holdGraceAcrossPauseLocked(at, idle)
-		if ticked {
-			p.announceAfterGraceLocked() // withdraws a VIP without a next hop (announce.go)
-			p.noteLocalFailuresLocked()
-			// A previous table whose window passed leaves the snapshot
-			// (docs/second-chance.md); NewServices dates changes by time.Now.
-			if !(p.ramping || p.drainTimeoutPending() || p.shared.Services.Load().ChanceExpired(time.Now())) {
-				p.mu.Unlock()
-				continue
-			}
-		}
-		if err := p.rebuildLocked(); err != nil {
-			p.log.Error("table rebuild failed; the previous tables stay", "err", err)
-		}
+		p.stepLocked(at, idle, ticked)
 		p.mu.Unlock()
+	}
+}
+
+// stepLocked is Run's work on each wake: at is when it woke, idle when it
+// began to wait (zero: it waited since the previous step), ticked whether
+// the once-a-second step woke it rather than a kick. A kick (a verdict, an
+// ejection's end) rebuilds; the step withdraws what lost its next hop for
+// the grace, and rebuilds only while there is something to move on
+// (a ramp, a drain's timeout, a previous table whose window passed).
+func (p *Plane) stepLocked(at, idle time.Time, ticked bool) {
+	// A kick received first after a pause rebuilds and announces too:
+	// the pause is out of the grace before either.
+	p.holdGraceAcrossPauseLocked(at, idle)
+	if ticked {
+		p.announceAfterGraceLocked() // withdraws a VIP without a next hop (announce.go)
+		p.noteLocalFailuresLocked()
+		// A previous table whose window passed leaves the snapshot
+		// (docs/second-chance.md); NewServices dates changes by time.Now.
+		if !(p.ramping || p.drainTimeoutPending() || p.shared.Services.Load().ChanceExpired(time.Now())) {
+			return
+		}
+	}
+	if err := p.rebuildLocked(); err != nil {
+		p.log.Error("table rebuild failed; the previous tables stay", "err", err)
 	}
 }
 
