@@ -341,6 +341,9 @@ const stepSlack = time.Second
 func (p *Plane) holdGraceAcrossPauseLocked(at, idle time.Time) {
 	last := p.lastStep
 	p.lastStep = at
+	seen := p.pauses.paused(p.pauses.now())
+	watched := seen - p.pausedAtStep
+	p.pausedAtStep = seen
 	if last.IsZero() {
 		return
 	}
@@ -348,17 +351,24 @@ func (p *Plane) holdGraceAcrossPauseLocked(at, idle time.Time) {
 	if idle.After(due) {
 		due = idle
 	}
-	pause := at.Sub(due)
+	// The pause watch's, when larger: a pause while Run waited for the
+	// lock or was at work (after idle, or before at) is in it alone. A
+	// pause while Run waited for this step is in both, once.
+	pause := max(at.Sub(due), watched)
 	if pause <= stepSlack {
 		return
+	}
+	now := p.now()
+	if now.Before(at) {
+		now = at
 	}
 	for i := range p.hopLost {
 		if l := &p.hopLost[i]; !l.since.IsZero() && last.Sub(l.since) < NextHopGrace {
 			// Never past this step: a loss seen during the gap (the
 			// resolver runs while Run is late) did not wait through
 			// the part of the gap before it.
-			if l.since = l.since.Add(pause); l.since.After(at) {
-				l.since = at
+			if l.since = l.since.Add(pause); l.since.After(now) {
+				l.since = now
 			}
 		}
 	}

@@ -148,6 +148,8 @@ type Plane struct {
 	wasAnnounced map[netip.Addr]bool  // VIP addresses announced at least once by this process
 	hopLost      [2]hopLoss           // IPv4, IPv6: since when the snapshot has had no next hop (announce.go)
 	lastStep     time.Time            // when Run last received its step (holdGraceAcrossPauseLocked)
+	pauses       pauseWatch           // the time the process did not run, by a goroutine of its own (pausewatch.go)
+	pausedAtStep time.Duration        // pauses.paused at the last step
 	hopWithdrawn map[netip.Addr]bool  // announced addresses withdrawn for want of a next hop (logged once)
 	peers        func() []PeerInfo    // BGP session states, for Status
 
@@ -241,6 +243,9 @@ func (p *Plane) Run(done <-chan struct{}) {
 	p.mu.Lock()
 	p.runDone = done
 	p.mu.Unlock()
+	watching := make(chan struct{})
+	go func() { defer close(watching); p.watchPauses(done) }()
+	defer func() { <-watching }()
 	step := time.NewTicker(time.Second)
 	defer step.Stop()
 	for {
