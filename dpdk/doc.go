@@ -42,7 +42,10 @@
 // the main lcore; each worker lcore then waits for Go functions
 // (LaunchWorkers, RunOnLcore) in this package's listener (lcore.go), not
 // go-dpdk's: it locks its thread before anything else, so that no thread
-// the Go runtime starts inherits the lcore's CPU pin and name. Other goroutines may call DPDK too, but
+// the Go runtime starts inherits the lcore's CPU pin and name. For the
+// same reason what a worker lcore's thread logs before then (the EAL's
+// "lcore N is ready" at debug level) is held in C and reaches the logger
+// when InitEAL returns. Other goroutines may call DPDK too, but
 // they are not lcores: mempool caches are per lcore, so a loop run from
 // a plain goroutine goes to the shared pool ring on every alloc/free.
 //

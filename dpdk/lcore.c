@@ -12,7 +12,8 @@
  * entering Go from C runs the runtime's code first, where the goroutine
  * can be preempted and its thread start another. So until the listener
  * has locked it, the thread has the CPUs and name the process started
- * with, and fl_lcore_settle then gives it back the lcore's.
+ * with, and fl_lcore_settle then gives it back the lcore's. What the
+ * thread logs before it is locked is held (log.c): a log line enters Go.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -68,6 +69,8 @@ static int fl_lcore_entry(void *arg)
 /* fl_lcore_settle gives a worker lcore's thread back its CPUs and name;
  * the listener calls it once its goroutine is locked to the thread.
  * Returns 0 or an errno. */
+void fl_log_lcore_locked(unsigned id); /* log.c */
+
 int fl_lcore_settle(void)
 {
 	unsigned id = rte_lcore_id();
@@ -76,6 +79,7 @@ int fl_lcore_settle(void)
 
 	if (!fl_is_worker(id))
 		return 0;
+	fl_log_lcore_locked(id);
 	rc = pthread_setaffinity_np(self, sizeof(cpu_set_t), &fl_lcore_cpus[id]);
 	if (rc == 0)
 		rc = pthread_setname_np(self, fl_lcore_names[id]);

@@ -7,15 +7,89 @@
  * the stream is line buffered, so a call carries whole lines.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_lcore.h>
 #include <rte_log.h>
 
 #include "_cgo_export.h"
+
+/*
+ * A worker lcore's thread must not enter Go before Fulcrum's listener has
+ * locked it (lcore.c): a thread the Go runtime started from it then would
+ * keep the lcore's CPU pin and name. The EAL logs from that thread before
+ * the launch ("lcore N is ready", at debug level), so what a worker lcore
+ * writes until then is held here and handed to Go by InitEAL once every
+ * listener runs (fl_log_release_held). Bounded: what does not fit is
+ * counted and dropped.
+ */
+#define FL_HELD_MAX 65536
+
+static pthread_mutex_t fl_held_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fl_held[FL_HELD_MAX];
+static size_t fl_held_len, fl_held_lost;
+static int fl_lcore_in_go[RTE_MAX_LCORE];
+
+struct fl_held_rec {
+	int level;
+	size_t n;
+};
+
+/* fl_log_lcore_locked says lcore id's thread may now enter Go. */
+void fl_log_lcore_locked(unsigned id)
+{
+	if (id < RTE_MAX_LCORE)
+		__atomic_store_n(&fl_lcore_in_go[id], 1, __ATOMIC_RELEASE);
+}
+
+static int fl_must_hold(void)
+{
+	unsigned id = rte_lcore_id();
+
+	return id < RTE_MAX_LCORE && id != rte_get_main_lcore() &&
+	       !__atomic_load_n(&fl_lcore_in_go[id], __ATOMIC_ACQUIRE);
+}
+
+static void fl_hold(const char *buf, size_t n, int level)
+{
+	struct fl_held_rec r = { .level = level, .n = n };
+
+	pthread_mutex_lock(&fl_held_mu);
+	if (sizeof(r) + n <= FL_HELD_MAX - fl_held_len) {
+		memcpy(fl_held + fl_held_len, &r, sizeof(r));
+		memcpy(fl_held + fl_held_len + sizeof(r), buf, n);
+		fl_held_len += sizeof(r) + n;
+	} else {
+		fl_held_lost += n;
+	}
+	pthread_mutex_unlock(&fl_held_mu);
+}
+
+/* fl_log_release_held hands the held lines to Go, oldest first, on the
+ * calling (Go) thread, and returns how many bytes did not fit. */
+size_t fl_log_release_held(void)
+{
+	size_t off = 0, lost;
+	struct fl_held_rec r;
+
+	pthread_mutex_lock(&fl_held_mu);
+	while (off < fl_held_len) {
+		memcpy(&r, fl_held + off, sizeof(r));
+		fulcrumDPDKLog(fl_held + off + sizeof(r), r.n, r.level);
+		off += sizeof(r) + r.n;
+	}
+	fl_held_len = 0;
+	lost = fl_held_lost;
+	fl_held_lost = 0;
+	pthread_mutex_unlock(&fl_held_mu);
+	return lost;
+}
 
 /* The cookie is a fixed level for the streams that stand in for stdio
  * during rte_eal_init, or 0: the level of the message rte_log writes. */
@@ -25,7 +99,10 @@ static ssize_t fl_log_write(void *cookie, const char *buf, size_t n)
 
 	if (level == 0)
 		level = rte_log_cur_msg_loglevel();
-	fulcrumDPDKLog((char *)buf, n, level);
+	if (fl_must_hold())
+		fl_hold(buf, n, level);
+	else
+		fulcrumDPDKLog((char *)buf, n, level);
 	return (ssize_t)n;
 }
 

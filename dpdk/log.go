@@ -66,7 +66,13 @@ func openLog() error {
 
 //export fulcrumDPDKLog
 func fulcrumDPDKLog(buf *C.char, n C.size_t, level C.int) {
-	b := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	logBytes(unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n)), level)
+}
+
+// logLine logs one line of Fulcrum's own about DPDK as DPDK's lines are.
+func logLine(level int, line string) { logBytes([]byte(line+"\n"), C.int(level)) }
+
+func logBytes(b []byte, level C.int) {
 	logState.Lock()
 	logState.partial = append(logState.partial, b...)
 	var lines []string

@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	if prefix := os.Getenv(ealLaunchChild); prefix != "" {
 		os.Exit(launchChild(prefix))
 	}
+	if prefix := os.Getenv(ealLogChild); prefix != "" {
+		os.Exit(logChild(prefix))
+	}
 	if os.Getenv(ealErrorChild) != "" {
 		err := InitEAL([]string{"--no-such-eal-option"})
 		fmt.Println(err)

@@ -3,11 +3,14 @@
 package dpdk
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,6 +123,21 @@ func TestNoThreadClonedFromAnLcoreAtLaunch(t *testing.T) {
 	}
 }
 
+// lcoreLayout is --lcores for n worker lcores, each a window, on the CPUs
+// but the main lcore's (lcore i on CPU 1 + (i-1)%(CPUs-1)), or all on CPU
+// 0 (one CPU: only the name then tells a clone).
+func lcoreLayout(n int) string {
+	lcores := "0@0"
+	for i := 1; i <= n; i++ {
+		cpu := 0
+		if c := runtime.NumCPU(); c > 1 {
+			cpu = 1 + (i-1)%(c-1)
+		}
+		lcores += fmt.Sprintf(",%d@%d", i, cpu)
+	}
+	return lcores
+}
+
 // ealLaunchChild makes TestMain start an EAL with the file prefix it names
 // while goroutines hold threads in system calls, and print "clean" or the
 // threads lcoreClones finds.
@@ -131,17 +149,7 @@ func launchChild(prefix string) int {
 		fmt.Println(err)
 		return 1
 	}
-	// Eight worker lcores, each a window, on the CPUs but the main
-	// lcore's (lcore i on CPU 1 + i%(CPUs-1)), or all on CPU 0 (one CPU:
-	// only the name then tells a clone).
-	lcores := "0@0"
-	for i := 1; i <= 8; i++ {
-		cpu := 0
-		if n := runtime.NumCPU(); n > 1 {
-			cpu = 1 + (i-1)%(n-1)
-		}
-		lcores += fmt.Sprintf(",%d@%d", i, cpu)
-	}
+	lcores := lcoreLayout(8)
 	// Every P busy with goroutines that start more, so that the
 	// runtime's threads are rarely idle: a goroutine readied then
 	// (InitEAL's caller, by each lcore's listener as it starts) needs a
@@ -179,6 +187,100 @@ func launchChild(prefix string) int {
 		fmt.Println(err)
 		return 1
 	case len(bad) > 0:
+		fmt.Println(strings.Join(bad, "\n"))
+		return 1
+	}
+	fmt.Println("clean")
+	return 0
+}
+
+// TestWorkerLcoreLogHeldUntilLocked: the EAL logs from each worker lcore's
+// thread as it starts ("lcore N is ready", at debug level), before the
+// launch, and a log line enters Go: a thread the Go runtime started then
+// would keep the lcore's CPU and name. With the EAL's debug log on, every
+// such line reaches the logger, and none is handled on a worker lcore's
+// thread before InitEAL returns.
+func TestWorkerLcoreLogHeldUntilLocked(t *testing.T) {
+	if len(WorkerLcores()) == 0 {
+		t.Skip("needs a worker lcore")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), ealLogChild+"="+fmt.Sprintf("fl-launchlog-%d", os.Getpid()))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil || string(out) != "clean\n" {
+		t.Errorf("child (%v): %s", err, out)
+	}
+}
+
+// ealLogChild makes TestMain start an EAL of eight worker lcores with
+// the EAL's debug log on, into a logger that notes the thread of each
+// record, and print "clean" or what is wrong.
+const ealLogChild = "FULCRUM_DPDK_EAL_LOG_CHILD"
+
+type threadRecord struct {
+	tid int
+	msg string
+}
+
+// threadRecorder is a slog handler that notes each record's message and
+// the thread that handled it.
+type threadRecorder struct {
+	mu   *sync.Mutex
+	recs *[]threadRecord
+}
+
+func (h threadRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h threadRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	*h.recs = append(*h.recs, threadRecord{unix.Gettid(), r.Message})
+	h.mu.Unlock()
+	return nil
+}
+func (h threadRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h threadRecorder) WithGroup(string) slog.Handler      { return h }
+
+func logChild(prefix string) int {
+	var mu sync.Mutex
+	var recs []threadRecord
+	if err := SetLogger(slog.New(threadRecorder{&mu, &recs})); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	n := 8
+	err := InitEAL([]string{"--lcores", lcoreLayout(n), "--no-huge", "-m", "64", "--no-pci", "--file-prefix", prefix, "--log-level", "lib.eal:debug"})
+	mu.Lock()
+	atInit := slices.Clone(recs)
+	mu.Unlock()
+	if err != nil {
+		fmt.Println("eal error:", err)
+		return 1
+	}
+	dir := RuntimeDir()
+	defer func() {
+		CleanupEAL()
+		RemoveRuntimeDir(dir)
+	}()
+	var bad []string
+	for _, id := range WorkerLcores() {
+		var tid int
+		if err := RunOnLcore(id, func() error { tid = unix.Gettid(); return nil }); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		ready := fmt.Sprintf("lcore %d is ready", id)
+		seen := false
+		for _, r := range atInit {
+			if r.tid == tid {
+				bad = append(bad, fmt.Sprintf("%q handled on lcore %d's thread %d before its listener ran", r.msg, id, tid))
+			}
+			seen = seen || strings.Contains(r.msg, ready)
+		}
+		if !seen {
+			bad = append(bad, fmt.Sprintf("no %q among the %d records InitEAL logged", ready, len(atInit)))
+		}
+	}
+	if len(bad) > 0 {
 		fmt.Println(strings.Join(bad, "\n"))
 		return 1
 	}
