@@ -364,9 +364,10 @@ func (p *Plane) holdGraceAcrossPauseLocked(at, idle time.Time) {
 	}
 	for i := range p.hopLost {
 		if l := &p.hopLost[i]; !l.since.IsZero() && last.Sub(l.since) < NextHopGrace {
-			// Never past this step: a loss seen during the gap (the
-			// resolver runs while Run is late) did not wait through
-			// the part of the gap before it.
+			// Never past this step (its time once it holds the
+			// lock): a loss seen during the gap (the resolver runs
+			// while Run is late) did not wait through the part of
+			// the gap before it.
 			if l.since = l.since.Add(pause); l.since.After(now) {
 				l.since = now
 			}
