@@ -31,6 +31,7 @@ static cpu_set_t fl_start_cpus;
 static char fl_start_name[FL_NAME_LEN];
 static cpu_set_t fl_lcore_cpus[RTE_MAX_LCORE];
 static char fl_lcore_names[RTE_MAX_LCORE][FL_NAME_LEN];
+static int fl_lcore_locked[RTE_MAX_LCORE]; /* its listener has locked it */
 
 /* fl_save_start_thread records the calling thread's CPUs and name; called
  * before rte_eal_init pins it. Returns 0 or an errno. */
@@ -46,6 +47,15 @@ int fl_save_start_thread(void)
 static int fl_is_worker(unsigned id)
 {
 	return id < RTE_MAX_LCORE && id != rte_get_main_lcore();
+}
+
+/* fl_lcore_unlocked says the calling thread is a worker lcore's whose
+ * listener has not locked it yet: it must not enter Go (log.c). */
+int fl_lcore_unlocked(void)
+{
+	unsigned id = rte_lcore_id();
+
+	return fl_is_worker(id) && !__atomic_load_n(&fl_lcore_locked[id], __ATOMIC_ACQUIRE);
 }
 
 static int fl_lcore_entry(void *arg)
@@ -69,8 +79,6 @@ static int fl_lcore_entry(void *arg)
 /* fl_lcore_settle gives a worker lcore's thread back its CPUs and name;
  * the listener calls it once its goroutine is locked to the thread.
  * Returns 0 or an errno. */
-void fl_log_lcore_locked(unsigned id); /* log.c */
-
 int fl_lcore_settle(void)
 {
 	unsigned id = rte_lcore_id();
@@ -79,7 +87,7 @@ int fl_lcore_settle(void)
 
 	if (!fl_is_worker(id))
 		return 0;
-	fl_log_lcore_locked(id);
+	__atomic_store_n(&fl_lcore_locked[id], 1, __ATOMIC_RELEASE);
 	rc = pthread_setaffinity_np(self, sizeof(cpu_set_t), &fl_lcore_cpus[id]);
 	if (rc == 0)
 		rc = pthread_setname_np(self, fl_lcore_names[id]);

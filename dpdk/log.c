@@ -15,7 +15,6 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
-#include <rte_lcore.h>
 #include <rte_log.h>
 
 #include "_cgo_export.h"
@@ -34,27 +33,13 @@
 static pthread_mutex_t fl_held_mu = PTHREAD_MUTEX_INITIALIZER;
 static char fl_held[FL_HELD_MAX];
 static size_t fl_held_len, fl_held_lost;
-static int fl_lcore_in_go[RTE_MAX_LCORE];
 
 struct fl_held_rec {
 	int level;
 	size_t n;
 };
 
-/* fl_log_lcore_locked says lcore id's thread may now enter Go. */
-void fl_log_lcore_locked(unsigned id)
-{
-	if (id < RTE_MAX_LCORE)
-		__atomic_store_n(&fl_lcore_in_go[id], 1, __ATOMIC_RELEASE);
-}
-
-static int fl_must_hold(void)
-{
-	unsigned id = rte_lcore_id();
-
-	return id < RTE_MAX_LCORE && id != rte_get_main_lcore() &&
-	       !__atomic_load_n(&fl_lcore_in_go[id], __ATOMIC_ACQUIRE);
-}
+int fl_lcore_unlocked(void); /* lcore.c */
 
 static void fl_hold(const char *buf, size_t n, int level)
 {
@@ -99,7 +84,7 @@ static ssize_t fl_log_write(void *cookie, const char *buf, size_t n)
 
 	if (level == 0)
 		level = rte_log_cur_msg_loglevel();
-	if (fl_must_hold())
+	if (fl_lcore_unlocked())
 		fl_hold(buf, n, level);
 	else
 		fulcrumDPDKLog((char *)buf, n, level);

@@ -48,15 +48,15 @@ func lcoreClones() (bad []string, err error) {
 		own[name] = l
 		lcoreTID[l.tid] = true
 		// Its own CPU and name, given back once its listener locked it.
-		// Both EALs here place worker lcore i on CPU 1+(i-1)%(CPUs-1).
+		// Both EALs here place worker lcore i on workerCPU(i).
 		if want := fmt.Sprintf("rte-worker-%d", id); name != want {
 			bad = append(bad, fmt.Sprintf("lcore %d's thread is named %q, want %q", id, name, want))
 		}
-		if n := runtime.NumCPU(); n > 1 {
+		if runtime.NumCPU() > 1 {
 			var want unix.CPUSet
-			want.Set(1 + (int(id)-1)%(n-1))
+			want.Set(workerCPU(int(id)))
 			if l.cpu != want {
-				bad = append(bad, fmt.Sprintf("lcore %d's thread is on %d CPUs, want CPU %d alone", id, l.cpu.Count(), 1+(int(id)-1)%(n-1)))
+				bad = append(bad, fmt.Sprintf("lcore %d's thread is on %d CPUs, want CPU %d alone", id, l.cpu.Count(), workerCPU(int(id))))
 			}
 		}
 	}
@@ -113,29 +113,60 @@ func TestNoThreadClonedFromAnLcoreAtLaunch(t *testing.T) {
 		children = 3
 	}
 	for i := range children {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), ealLaunchChild+"="+fmt.Sprintf("fl-launch-%d-%d", os.Getpid(), i))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil || string(out) != "clean\n" {
-			t.Errorf("child %d (%v): %s", i, err, out)
-		}
+		runEALChild(t, ealLaunchChild, fmt.Sprintf("fl-launch-%d-%d", os.Getpid(), i))
 	}
 }
 
-// lcoreLayout is --lcores for n worker lcores, each a window, on the CPUs
-// but the main lcore's (lcore i on CPU 1 + (i-1)%(CPUs-1)), or all on CPU
-// 0 (one CPU: only the name then tells a clone).
+// lcoreLayout is --lcores for n worker lcores, each a window, lcore i on
+// workerCPU(i).
 func lcoreLayout(n int) string {
 	lcores := "0@0"
 	for i := 1; i <= n; i++ {
-		cpu := 0
-		if c := runtime.NumCPU(); c > 1 {
-			cpu = 1 + (i-1)%(c-1)
-		}
-		lcores += fmt.Sprintf(",%d@%d", i, cpu)
+		lcores += fmt.Sprintf(",%d@%d", i, workerCPU(i))
 	}
 	return lcores
+}
+
+// workerCPU is the CPU of worker lcore i in the EALs here (TestMain's -l
+// 0-1 too): the CPUs but the main lcore's in turn, 1 + (i-1)%(CPUs-1), or
+// CPU 0 on one CPU (only the name then tells a clone).
+func workerCPU(i int) int {
+	if c := runtime.NumCPU(); c > 1 {
+		return 1 + (i-1)%(c-1)
+	}
+	return 0
+}
+
+// runEALChild runs this test binary with env set to a file prefix of its
+// own (TestMain then starts that child's EAL), and fails t unless the
+// child prints only "clean".
+func runEALChild(t *testing.T, env, prefix string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+prefix)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil || string(out) != "clean\n" {
+		t.Errorf("child %s (%v): %s", prefix, err, out)
+	}
+}
+
+// childDone prints a child's verdict, "clean" or what is wrong, and
+// returns its exit code; it stops the child's EAL.
+func childDone(bad []string, err error) int {
+	dir := RuntimeDir()
+	CleanupEAL()
+	RemoveRuntimeDir(dir)
+	switch {
+	case err != nil:
+		fmt.Println(err)
+		return 1
+	case len(bad) > 0:
+		fmt.Println(strings.Join(bad, "\n"))
+		return 1
+	}
+	fmt.Println("clean")
+	return 0
 }
 
 // ealLaunchChild makes TestMain start an EAL with the file prefix it names
@@ -176,22 +207,7 @@ func launchChild(prefix string) int {
 		fmt.Println("eal error:", err)
 		return 1
 	}
-	dir := RuntimeDir()
-	defer func() {
-		CleanupEAL()
-		RemoveRuntimeDir(dir)
-	}()
-	bad, err := lcoreClones()
-	switch {
-	case err != nil:
-		fmt.Println(err)
-		return 1
-	case len(bad) > 0:
-		fmt.Println(strings.Join(bad, "\n"))
-		return 1
-	}
-	fmt.Println("clean")
-	return 0
+	return childDone(lcoreClones())
 }
 
 // TestWorkerLcoreLogHeldUntilLocked: the EAL logs from each worker lcore's
@@ -204,13 +220,7 @@ func TestWorkerLcoreLogHeldUntilLocked(t *testing.T) {
 	if len(WorkerLcores()) == 0 {
 		t.Skip("needs a worker lcore")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), ealLogChild+"="+fmt.Sprintf("fl-launchlog-%d", os.Getpid()))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil || string(out) != "clean\n" {
-		t.Errorf("child (%v): %s", err, out)
-	}
+	runEALChild(t, ealLogChild, fmt.Sprintf("fl-launchlog-%d", os.Getpid()))
 }
 
 // ealLogChild makes TestMain start an EAL of eight worker lcores with
@@ -256,17 +266,17 @@ func logChild(prefix string) int {
 		fmt.Println("eal error:", err)
 		return 1
 	}
-	dir := RuntimeDir()
-	defer func() {
-		CleanupEAL()
-		RemoveRuntimeDir(dir)
-	}()
-	var bad []string
+	return childDone(heldLogProblems(atInit))
+}
+
+// heldLogProblems checks the records InitEAL logged against each worker
+// lcore's thread: its "lcore N is ready" is there, and none was handled
+// on it.
+func heldLogProblems(atInit []threadRecord) (bad []string, err error) {
 	for _, id := range WorkerLcores() {
 		var tid int
 		if err := RunOnLcore(id, func() error { tid = unix.Gettid(); return nil }); err != nil {
-			fmt.Println(err)
-			return 1
+			return nil, err
 		}
 		ready := fmt.Sprintf("lcore %d is ready", id)
 		seen := false
@@ -280,10 +290,5 @@ func logChild(prefix string) int {
 			bad = append(bad, fmt.Sprintf("no %q among the %d records InitEAL logged", ready, len(atInit)))
 		}
 	}
-	if len(bad) > 0 {
-		fmt.Println(strings.Join(bad, "\n"))
-		return 1
-	}
-	fmt.Println("clean")
-	return 0
+	return bad, nil
 }
