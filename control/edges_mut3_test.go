@@ -15,31 +15,12 @@ import (
 )
 
 // statusHead is baseConfig without its VIP.
-var statusHead = configtest.New().
-	Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
-	Section("conntrack", "capacity = 65536").
-	Section("control", `slow_start = "10s"`, `drain_timeout = "0s"`).
-	String()
+var statusHead = baseHead().String()
 
-const apiVIPSection = `
-[[vip]]
-name = "api"
-address = "203.0.113.9"
-port = 80
-  [[vip.backend]]
-  name = "a1"
-  address = "10.0.3.1"
-`
-
-const dbVIPSection = `
-[[vip]]
-name = "db"
-address = "203.0.113.8"
-port = 80
-  [[vip.backend]]
-  name = "d1"
-  address = "10.0.4.1"
-`
+var (
+	apiVIPSection = configtest.New().VIP("api", "203.0.113.9", 80).Backend("a1", "10.0.3.1").String()
+	dbVIPSection  = configtest.New().VIP("db", "203.0.113.8", 80).Backend("d1", "10.0.4.1").String()
+)
 
 // A VIP removed by a reload leaves its counters on the workers under its
 // id until that id counts again; a VIP a later reload adds on the same id
@@ -250,24 +231,10 @@ func TestEdgeTablePlacementNamesEachBackendsAddress(t *testing.T) {
 // backends have ids 4..6 (web has 0..3), not their places in api's
 // table, and their weights 1, 2 and 3 give them unequal counts.
 func TestEdgeSlotsAreTheTablesCountForEveryVIP(t *testing.T) {
-	f := newFixture(t, baseConfig+`
-[[vip]]
-name = "api"
-address = "203.0.113.9"
-port = 80
-  [[vip.backend]]
-  name = "a1"
-  address = "10.0.3.1"
-  weight = 1
-  [[vip.backend]]
-  name = "a2"
-  address = "10.0.3.2"
-  weight = 2
-  [[vip.backend]]
-  name = "a3"
-  address = "10.0.3.3"
-  weight = 3
-`)
+	f := newFixture(t, baseConfig+configtest.New().VIP("api", "203.0.113.9", 80).
+		Backend("a1", "10.0.3.1", "weight = 1").
+		Backend("a2", "10.0.3.2", "weight = 2").
+		Backend("a3", "10.0.3.3", "weight = 3").String())
 	for _, v := range f.plane.Status(false).VIPs {
 		keys, _, _, err := f.plane.TablePlacement(v.Name)
 		if err != nil {

@@ -18,12 +18,15 @@ import (
 	"github.com/fulcrumlb/fulcrum/flow"
 )
 
-var baseConfig = configtest.New().
-	Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
-	Section("conntrack", "capacity = 65536").
-	Section("control", `slow_start = "10s"`, `drain_timeout = "0s"`).
-	Web(4).
-	String()
+var baseConfig = baseHead().Web(4).String()
+
+// baseHead is baseConfig without its VIP.
+func baseHead() *configtest.Builder {
+	return configtest.New().
+		Dataplane(`next_hop_mac = "02:00:00:00:00:fe"`).
+		Section("conntrack", "capacity = 65536").
+		Section("control", `slow_start = "10s"`, `drain_timeout = "0s"`)
+}
 
 // lcore is the dataplane worker of the tests, driven by a goroutine as a
 // real lcore would be (package dptest).
