@@ -28,20 +28,10 @@ func TestEdgeReloadAddedVIPWithheldUntilEveryVerdict(t *testing.T) {
 	if got := lastAnnounced(*calls); len(got) != 1 {
 		t.Fatalf("unchecked web not announced at start: %v", *calls)
 	}
-	f.apply(baseConfig + `
-[[vip]]
-name = "api"
-address = "203.0.113.9"
-port = 80
-  [vip.health]
-  kind = "tcp"
-  [[vip.backend]]
-  name = "a1"
-  address = "10.0.3.1"
-  [[vip.backend]]
-  name = "a2"
-  address = "10.0.3.2"
-`)
+	f.apply(baseConfig + configtest.New().VIP("api", "203.0.113.9", 80).
+		Sub("[vip.health]", `kind = "tcp"`).
+		Backend("a1", "10.0.3.1").
+		Backend("a2", "10.0.3.2").String())
 	api := netip.MustParsePrefix("203.0.113.9/32")
 	has := func() bool {
 		for _, p := range lastAnnounced(*calls) {
