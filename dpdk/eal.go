@@ -7,7 +7,6 @@ package dpdk
 #include <rte_version.h>
 int fl_eal_init(int argc, char **argv, int *err);
 int fl_save_start_thread(void);
-size_t fl_log_release_held(void);
 */
 import "C"
 
@@ -93,10 +92,9 @@ func InitEAL(args []string) error {
 		}
 	}()
 	lcoresUp.Wait()
-	// What the worker lcores logged before their listeners locked them.
-	if lost := C.fl_log_release_held(); lost > 0 {
-		logLine(rteLogWarning, fmt.Sprintf("EAL: %d bytes of the worker lcores' start-up log dropped (more than the 64 KiB held until their listeners run)", lost))
-	}
+	// What the worker lcores logged before their listeners locked them,
+	// and the EAL's control threads as they started.
+	drainLog()
 	if initErr == nil {
 		// A thread left on the process's CPUs would forward
 		// unpinned: never seen, but stop rather than run so.
@@ -131,6 +129,7 @@ func CleanupEAL() error {
 	stopListeners(eal.Lcores())
 	<-mainDone
 	ealRunning.Store(false)
+	defer drainLog()
 	if err := eal.Cleanup(); err != nil {
 		return fmt.Errorf("eal cleanup: %w", goDPDKErr(err))
 	}

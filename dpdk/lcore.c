@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <string.h>
+#include <sys/prctl.h>
 
 #include <rte_launch.h>
 #include <rte_lcore.h>
@@ -29,6 +31,7 @@
 
 static cpu_set_t fl_start_cpus;
 static char fl_start_name[FL_NAME_LEN];
+static int fl_start_saved;
 static cpu_set_t fl_lcore_cpus[RTE_MAX_LCORE];
 static char fl_lcore_names[RTE_MAX_LCORE][FL_NAME_LEN];
 static int fl_lcore_locked[RTE_MAX_LCORE]; /* its listener has locked it */
@@ -41,7 +44,10 @@ int fl_save_start_thread(void)
 
 	if (rc != 0)
 		return rc;
-	return pthread_getname_np(pthread_self(), fl_start_name, sizeof(fl_start_name));
+	rc = pthread_getname_np(pthread_self(), fl_start_name, sizeof(fl_start_name));
+	if (rc == 0)
+		__atomic_store_n(&fl_start_saved, 1, __ATOMIC_RELEASE);
+	return rc;
 }
 
 static int fl_is_worker(unsigned id)
@@ -56,6 +62,34 @@ int fl_lcore_unlocked(void)
 	unsigned id = rte_lcore_id();
 
 	return fl_is_worker(id) && !__atomic_load_n(&fl_lcore_locked[id], __ATOMIC_ACQUIRE);
+}
+
+/*
+ * fl_thread_may_enter_go says whether the calling thread may call into Go
+ * (log.c): a thread the Go runtime started from it then would be like any
+ * other of the process's. So it is an lcore's whose listener has locked
+ * it (the runtime starts a locked goroutine's threads from its template
+ * thread), or a thread with the CPUs and name the process started with:
+ * the Go runtime's own, but not the EAL's control threads (interrupts,
+ * multi-process requests, telemetry), which it pins to the CPUs no lcore
+ * uses, or to the main lcore's, and names. Before InitEAL recorded the
+ * start, no thread of DPDK's runs: every thread is the runtime's.
+ */
+int fl_thread_may_enter_go(void)
+{
+	cpu_set_t cpus;
+	char name[FL_NAME_LEN] = "";
+
+	if (rte_lcore_id() != LCORE_ID_ANY)
+		return !fl_lcore_unlocked();
+	if (!__atomic_load_n(&fl_start_saved, __ATOMIC_ACQUIRE))
+		return 1;
+	if (pthread_getaffinity_np(pthread_self(), sizeof(cpus), &cpus) != 0 ||
+	    !CPU_EQUAL(&cpus, &fl_start_cpus))
+		return 0;
+	if (prctl(PR_GET_NAME, name) != 0)
+		return 0;
+	return strncmp(name, fl_start_name, FL_NAME_LEN) == 0;
 }
 
 static int fl_lcore_entry(void *arg)

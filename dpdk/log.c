@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -20,60 +22,63 @@
 #include "_cgo_export.h"
 
 /*
- * A worker lcore's thread must not enter Go before Fulcrum's listener has
- * locked it (lcore.c): a thread the Go runtime started from it then would
- * keep the lcore's CPU pin and name. The EAL logs from that thread before
- * the launch ("lcore N is ready", at debug level), so what a worker lcore
- * writes until then is held here and handed to Go by InitEAL once every
- * listener runs (fl_log_release_held). Bounded: what does not fit is
- * counted and dropped.
+ * A thread the EAL created must not call into Go while a thread the Go
+ * runtime started from it would keep its CPUs and name (lcore.c's
+ * fl_thread_may_enter_go): a worker lcore's before its listener locks it
+ * ("lcore N is ready", at debug level, before the launch), and the EAL's
+ * control threads for the life of the process (interrupts and link
+ * events, multi-process requests such as dpdk-pdump's, telemetry). What
+ * they write is queued here, and a goroutine of log.go's, woken through
+ * an eventfd, hands it to the logger; InitEAL drains it too before it
+ * returns. Bounded: what does not fit is counted and dropped.
  */
-#define FL_HELD_MAX 65536
+static pthread_mutex_t fl_q_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fl_q[FL_QUEUE_MAX];
+static size_t fl_q_len;
+static uint64_t fl_q_lost_lines, fl_q_lost_bytes;
+static int fl_q_efd = -1;
 
-static pthread_mutex_t fl_held_mu = PTHREAD_MUTEX_INITIALIZER;
-static char fl_held[FL_HELD_MAX];
-static size_t fl_held_len, fl_held_lost;
+/* FL_QUEUE_MAX and struct fl_q_rec: log.go's, through _cgo_export.h */
 
-struct fl_held_rec {
-	int level;
-	size_t n;
-};
+int fl_thread_may_enter_go(void); /* lcore.c */
 
-int fl_lcore_unlocked(void); /* lcore.c */
-
-static void fl_hold(const char *buf, size_t n, int level)
+static void fl_enqueue(const char *buf, size_t n, int level)
 {
-	struct fl_held_rec r = { .level = level, .n = n };
+	struct fl_q_rec r = { .level = level, .n = n };
+	uint64_t one = 1;
 
-	pthread_mutex_lock(&fl_held_mu);
-	if (sizeof(r) + n <= FL_HELD_MAX - fl_held_len) {
-		memcpy(fl_held + fl_held_len, &r, sizeof(r));
-		memcpy(fl_held + fl_held_len + sizeof(r), buf, n);
-		fl_held_len += sizeof(r) + n;
+	pthread_mutex_lock(&fl_q_mu);
+	if (sizeof(r) + n <= FL_QUEUE_MAX - fl_q_len) {
+		memcpy(fl_q + fl_q_len, &r, sizeof(r));
+		memcpy(fl_q + fl_q_len + sizeof(r), buf, n);
+		fl_q_len += sizeof(r) + n;
 	} else {
-		fl_held_lost += n;
+		fl_q_lost_lines++;
+		fl_q_lost_bytes += n;
 	}
-	pthread_mutex_unlock(&fl_held_mu);
+	pthread_mutex_unlock(&fl_q_mu);
+	if (fl_q_efd >= 0 && write(fl_q_efd, &one, sizeof(one)) < 0) {
+		/* EAGAIN only, at a count of 2^64-2 wakes not yet read */
+	}
 }
 
-/* fl_log_release_held hands the held lines to Go, oldest first, on the
- * calling (Go) thread, and returns how many bytes did not fit. */
-size_t fl_log_release_held(void)
+/* fl_log_take moves the queued records into dst (FL_QUEUE_MAX bytes),
+ * adds what was dropped since the last call to *lost_lines and
+ * *lost_bytes, and returns the bytes moved: records of a struct
+ * fl_q_rec and its line. */
+size_t fl_log_take(char *dst, uint64_t *lost_lines, uint64_t *lost_bytes)
 {
-	size_t off = 0, lost;
-	struct fl_held_rec r;
+	size_t n;
 
-	pthread_mutex_lock(&fl_held_mu);
-	while (off < fl_held_len) {
-		memcpy(&r, fl_held + off, sizeof(r));
-		fulcrumDPDKLog(fl_held + off + sizeof(r), r.n, r.level);
-		off += sizeof(r) + r.n;
-	}
-	fl_held_len = 0;
-	lost = fl_held_lost;
-	fl_held_lost = 0;
-	pthread_mutex_unlock(&fl_held_mu);
-	return lost;
+	pthread_mutex_lock(&fl_q_mu);
+	n = fl_q_len;
+	memcpy(dst, fl_q, n);
+	fl_q_len = 0;
+	*lost_lines += fl_q_lost_lines;
+	*lost_bytes += fl_q_lost_bytes;
+	fl_q_lost_lines = fl_q_lost_bytes = 0;
+	pthread_mutex_unlock(&fl_q_mu);
+	return n;
 }
 
 /* The cookie is a fixed level for the streams that stand in for stdio
@@ -84,10 +89,10 @@ static ssize_t fl_log_write(void *cookie, const char *buf, size_t n)
 
 	if (level == 0)
 		level = rte_log_cur_msg_loglevel();
-	if (fl_lcore_unlocked())
-		fl_hold(buf, n, level);
-	else
+	if (fl_thread_may_enter_go())
 		fulcrumDPDKLog((char *)buf, n, level);
+	else
+		fl_enqueue(buf, n, level);
 	return (ssize_t)n;
 }
 
@@ -101,13 +106,23 @@ static FILE *fl_stream(int level)
 	return f;
 }
 
+/* fl_log_open points DPDK's log at the stream and returns the eventfd
+ * that wakes the queue's reader, or -1. */
 int fl_log_open(void)
 {
-	FILE *f = fl_stream(0);
+	FILE *f;
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 
-	if (f == NULL)
+	if (efd < 0)
 		return -1;
-	return rte_openlog_stream(f);
+	f = fl_stream(0);
+	if (f == NULL) {
+		close(efd);
+		return -1;
+	}
+	fl_q_efd = efd;
+	rte_openlog_stream(f);
+	return efd;
 }
 
 /*

@@ -4,13 +4,25 @@ package dpdk
 
 /*
 #include <stddef.h>
+#include <stdint.h>
+
+// The queue of lines from threads that may not call into Go (log.c): a
+// record is a struct fl_q_rec, then its n bytes.
+#define FL_QUEUE_MAX (256 * 1024)
+struct fl_q_rec {
+	int level;
+	size_t n;
+};
+
 int fl_log_open(void);
+size_t fl_log_take(char *dst, uint64_t *lost_lines, uint64_t *lost_bytes);
 */
 import "C"
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"os"
@@ -49,19 +61,81 @@ func SetLogger(l *slog.Logger) error {
 	return openLog()
 }
 
-// openLog points DPDK's log stream at fulcrumDPDKLog. rte_openlog_stream
-// only records the stream, so it works before rte_eal_init.
+// openLog points DPDK's log stream at fulcrumDPDKLog, and starts the
+// goroutine that hands on what the threads that may not call into Go
+// queue (log.c). rte_openlog_stream only records the stream, so it works
+// before rte_eal_init.
 func openLog() error {
 	logState.Lock()
 	defer logState.Unlock()
 	if logState.opened {
 		return nil
 	}
-	if C.fl_log_open() != 0 {
-		return fmt.Errorf("dpdk: fopencookie for the log stream failed")
+	efd := C.fl_log_open()
+	if efd < 0 {
+		return fmt.Errorf("dpdk: the log stream (fopencookie, eventfd) could not be made")
 	}
 	logState.opened = true
+	wake := os.NewFile(uintptr(efd), "dpdk-log-wake")
+	go func() {
+		var b [8]byte
+		for {
+			if _, err := wake.Read(b[:]); err != nil {
+				logLine(rteLogErr, "DPDK: the reader of the EAL threads' log stopped: "+err.Error())
+				return
+			}
+			drainLog()
+		}
+	}()
 	return nil
+}
+
+// logQueue is the Go side of log.c's queue.
+var logQueue struct {
+	sync.Mutex
+	buf                  []byte
+	lostLines, lostBytes uint64 // since the process started
+}
+
+// drainLog hands the lines queued by the threads that may not call into
+// Go to the logger, oldest first, and logs a warning with what did not
+// fit in the queue since the last call.
+func drainLog() {
+	logQueue.Lock()
+	defer logQueue.Unlock()
+	if logQueue.buf == nil {
+		logQueue.buf = make([]byte, C.FL_QUEUE_MAX)
+	}
+	var lines, bytes C.uint64_t
+	n := int(C.fl_log_take((*C.char)(unsafe.Pointer(&logQueue.buf[0])), &lines, &bytes))
+	var rec C.struct_fl_q_rec
+	hdr, nOff := int(unsafe.Sizeof(rec)), int(unsafe.Offsetof(rec.n))
+	for off := 0; off+hdr <= n; {
+		level := int32(binary.NativeEndian.Uint32(logQueue.buf[off:]))
+		ln := int(binary.NativeEndian.Uint64(logQueue.buf[off+nOff:]))
+		logBytes(logQueue.buf[off+hdr:off+hdr+ln], C.int(level))
+		off += hdr + ln
+	}
+	if lines > 0 {
+		logQueue.lostLines += uint64(lines)
+		logQueue.lostBytes += uint64(bytes)
+		logLine(rteLogWarning, fmt.Sprintf("DPDK: %d log lines (%d bytes) of the EAL's own threads dropped: more than the %d KiB queued for them", lines, bytes, C.FL_QUEUE_MAX/1024))
+	}
+}
+
+// FlushLog hands DPDK's queued log lines to the logger now. Lines from
+// the EAL's own threads (interrupts and link events, multi-process
+// requests, telemetry, a worker lcore before it runs Go) are queued and
+// handed on by a goroutine soon after; lines from the program's own
+// calls into DPDK reach the logger before the call returns.
+func FlushLog() { drainLog() }
+
+// LogDropped is how many of DPDK's log lines, and their bytes, the queue
+// of the EAL's own threads dropped since the process started.
+func LogDropped() (lines, bytes uint64) {
+	logQueue.Lock()
+	defer logQueue.Unlock()
+	return logQueue.lostLines, logQueue.lostBytes
 }
 
 //export fulcrumDPDKLog

@@ -1,0 +1,198 @@
+//go:build dpdk
+
+package dpdk
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// recordsOf returns the records whose message is msg.
+func recordsOf(mu *sync.Mutex, recs *[]threadRecord, msg string) []threadRecord {
+	mu.Lock()
+	defer mu.Unlock()
+	var out []threadRecord
+	for _, r := range *recs {
+		if r.msg == msg {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// recordLogs sends DPDK's log to a threadRecorder until the test ends.
+func recordLogs(t *testing.T) (*sync.Mutex, *[]threadRecord) {
+	t.Helper()
+	var mu sync.Mutex
+	var recs []threadRecord
+	if err := SetLogger(slog.New(threadRecorder{&mu, &recs})); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { SetLogger(nil) })
+	return &mu, &recs
+}
+
+// threadsNamed lists this process's threads named name.
+func threadsNamed(name string) []string {
+	ents, _ := os.ReadDir("/proc/self/task")
+	var out []string
+	for _, e := range ents {
+		comm, err := os.ReadFile(filepath.Join("/proc/self/task", e.Name(), "comm"))
+		if err == nil && strings.TrimSpace(string(comm)) == name {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestControlThreadLogNotHandledOnIt: a line the EAL's control threads log
+// (interrupts and link events, multi-process requests such as dpdk-pdump's,
+// telemetry) reaches the logger, but never on the control thread: a thread
+// the Go runtime started from it would keep its CPUs and name. 50 lines
+// from 50 control threads while goroutines churn, and no thread named as
+// they were is left after they ended.
+func TestControlThreadLogNotHandledOnIt(t *testing.T) {
+	mu, recs := recordLogs(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				done := make(chan struct{})
+				go func() { close(done) }()
+				<-done
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 50 {
+		msg := fmt.Sprintf("control thread probe %d of %d", i, os.Getpid())
+		tid, err := probeCtrlLog(msg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []threadRecord
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if got = recordsOf(mu, recs, msg); len(got) > 0 {
+				break
+			}
+		}
+		if len(got) != 1 {
+			t.Fatalf("%q: %d records within 10 s, want 1", msg, len(got))
+		}
+		if got[0].tid == tid {
+			t.Fatalf("%q handled on the control thread %d that logged it", msg, tid)
+		}
+	}
+	if left := threadsNamed("fl-log-probe"); len(left) > 0 {
+		t.Errorf("threads %v are named after the ended control threads: started from one", left)
+	}
+}
+
+// TestGoThreadLogBeforeReturn: a line DPDK logs in a call from Go reaches
+// the logger before the call returns, on the calling thread, in order
+// with the program's own lines.
+func TestGoThreadLogBeforeReturn(t *testing.T) {
+	mu, recs := recordLogs(t)
+	for i := range 20 {
+		msg := fmt.Sprintf("go thread probe %d of %d", i, os.Getpid())
+		var tid int
+		func() {
+			// Locked, so that the thread the call ran on is the one
+			// read here.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tid = unix.Gettid()
+			probeLog(msg)
+		}()
+		got := recordsOf(mu, recs, msg)
+		if len(got) != 1 || got[0].tid != tid {
+			t.Fatalf("%q: records %v right after the call, want one on thread %d", msg, got, tid)
+		}
+	}
+}
+
+// TestControlThreadLogOverflowCounted: while the logger is stuck, the
+// queue of the control threads' lines fills; what does not fit is dropped
+// and counted, never blocks the thread that logs, and every line is either
+// handed on or counted.
+func TestControlThreadLogOverflowCounted(t *testing.T) {
+	var mu sync.Mutex
+	var recs []threadRecord
+	gate := make(chan struct{})
+	stuck := "logger stuck probe " + fmt.Sprint(os.Getpid())
+	h := gatedRecorder{threadRecorder{&mu, &recs}, stuck, gate}
+	if err := SetLogger(slog.New(h)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { SetLogger(nil) })
+	// Read before the logger is stuck: the reader holds the queue while
+	// it hands lines on.
+	lines0, _ := LogDropped()
+	opened := false
+	defer func() {
+		if !opened {
+			close(gate)
+		}
+	}()
+	// The reader takes this line and waits in the logger.
+	if _, err := probeCtrlLog(stuck, 1); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(recordsOf(&mu, &recs, stuck)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first line did not reach the logger within 10 s")
+		}
+	}
+	// 400 lines of about 1 KiB: more than the 256 KiB queue.
+	msg := "overflow probe " + strings.Repeat("x", 1000)
+	const sent = 400
+	if _, err := probeCtrlLog(msg, sent); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	opened = true
+	FlushLog()
+	lines1, bytes1 := LogDropped()
+	dropped := int(lines1 - lines0)
+	got := len(recordsOf(&mu, &recs, msg))
+	if dropped == 0 || got == 0 {
+		t.Errorf("%d lines handed on, %d dropped: want some of each", got, dropped)
+	}
+	if got+dropped != sent {
+		t.Errorf("%d lines handed on and %d dropped (%d bytes in all), want %d in all", got, dropped, bytes1, sent)
+	}
+}
+
+// gatedRecorder is a threadRecorder that waits for gate before it returns
+// from the record whose message is stuck.
+type gatedRecorder struct {
+	threadRecorder
+	stuck string
+	gate  chan struct{}
+}
+
+func (h gatedRecorder) Handle(ctx context.Context, r slog.Record) error {
+	h.threadRecorder.Handle(ctx, r)
+	if r.Message == h.stuck {
+		<-h.gate
+	}
+	return nil
+}

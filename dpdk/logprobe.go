@@ -1,0 +1,35 @@
+//go:build dpdk
+
+package dpdk
+
+/*
+#include <stdlib.h>
+int fl_probe_ctrl_log(const char *msg, int count, int *tid);
+void fl_probe_log(const char *msg);
+*/
+import "C"
+
+import "unsafe"
+
+// For the package's tests (log_test.go): DPDK log lines written from one
+// of the EAL's control threads and from the calling thread.
+
+// probeCtrlLog logs msg count times at error level from a control
+// thread the EAL starts, and returns once that thread has ended, with its
+// thread id.
+func probeCtrlLog(msg string, count int) (tid int, err error) {
+	cs := C.CString(msg)
+	defer C.free(unsafe.Pointer(cs))
+	var t C.int
+	if rc := C.fl_probe_ctrl_log(cs, C.int(count), &t); rc < 0 {
+		return 0, Errno(-rc)
+	}
+	return int(t), nil
+}
+
+// probeLog logs msg at error level from the calling goroutine's thread.
+func probeLog(msg string) {
+	cs := C.CString(msg)
+	defer C.free(unsafe.Pointer(cs))
+	C.fl_probe_log(cs)
+}
