@@ -113,7 +113,7 @@ func TestNoThreadClonedFromAnLcoreAtLaunch(t *testing.T) {
 		children = 3
 	}
 	for i := range children {
-		runEALChild(t, ealLaunchChild, fmt.Sprintf("fl-launch-%d-%d", os.Getpid(), i))
+		runEALChild(t, ealLaunchChild, fmt.Sprintf("fulcrum-test-launch-%d-%d", os.Getpid(), i))
 	}
 }
 
@@ -146,6 +146,13 @@ func runEALChild(t *testing.T, env, prefix string) {
 	cmd.Env = append(os.Environ(), env+"="+prefix)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
+	// The child removes its runtime directory, but not when its EAL
+	// failed to start, or the child died.
+	if dir := filepath.Join(runtimeBase(), prefix); dirExists(dir) {
+		if err := RemoveRuntimeDir(dir); err != nil {
+			t.Error(err)
+		}
+	}
 	if err != nil || string(out) != "clean\n" {
 		t.Errorf("child %s (%v): %s", prefix, err, out)
 	}
@@ -220,7 +227,7 @@ func TestWorkerLcoreLogHeldUntilLocked(t *testing.T) {
 	if len(WorkerLcores()) == 0 {
 		t.Skip("needs a worker lcore")
 	}
-	runEALChild(t, ealLogChild, fmt.Sprintf("fl-launchlog-%d", os.Getpid()))
+	runEALChild(t, ealLogChild, fmt.Sprintf("fulcrum-test-launchlog-%d", os.Getpid()))
 }
 
 // ealLogChild makes TestMain start an EAL of eight worker lcores with
@@ -291,4 +298,9 @@ func heldLogProblems(atInit []threadRecord) (bad []string, err error) {
 		}
 	}
 	return bad, nil
+}
+
+func dirExists(dir string) bool {
+	st, err := os.Stat(dir)
+	return err == nil && st.IsDir()
 }

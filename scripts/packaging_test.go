@@ -4,15 +4,18 @@ package scripts
 // deb writes it, and the systemd unit's command lines as systemd runs them.
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // debVersion is the Debian version `make deb` gives the package built
@@ -299,10 +302,7 @@ func TestUnitReloadFailsOnRefusedFile(t *testing.T) {
 	conf := filepath.Join(sysconfdir, "fulcrum", "fulcrum.toml")
 	reload := func() (hupped, failed bool) {
 		t.Helper()
-		main := exec.Command("sleep", "300")
-		if err := main.Start(); err != nil {
-			t.Fatal(err)
-		}
+		main := startHupChild(t)
 		env := []string{"MAINPID=" + strconv.Itoa(main.Process.Pid)}
 		for _, line := range unitLines(t, "ExecReload", prefix, sysconfdir) {
 			if _, f := runUnitLine(t, line, env); f {
@@ -313,10 +313,8 @@ func TestUnitReloadFailsOnRefusedFile(t *testing.T) {
 		main.Process.Kill()
 		err := main.Wait()
 		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGHUP {
-				hupped = true
-			}
+		if errors.As(err, &ee) && ee.ExitCode() == hupExit {
+			hupped = true
 		}
 		return hupped, failed
 	}
@@ -328,6 +326,52 @@ func TestUnitReloadFailsOnRefusedFile(t *testing.T) {
 	if hupped, failed := reload(); !failed {
 		t.Errorf("a file fulcrum check refuses: systemctl reload would succeed (SIGHUP sent %v) while the daemon keeps the old configuration", hupped)
 	}
+}
+
+// hupChild makes TestHupChild a daemon's stand-in: it exits hupExit on
+// SIGHUP. A test binary, not sleep(1): a process started with SIGHUP
+// ignored (under nohup, say) passes that on through exec, and sleep would
+// then never see the signal; Go's signal.Notify takes it back, as the
+// daemon's does.
+const (
+	hupChild = "FULCRUM_TEST_HUP_CHILD"
+	hupExit  = 42
+)
+
+func TestHupChild(t *testing.T) {
+	if os.Getenv(hupChild) == "" {
+		t.Skip("the stand-in daemon of TestUnitReloadFailsOnRefusedFile")
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	os.Stdout.WriteString("ready\n")
+	select {
+	case <-hup:
+		os.Exit(hupExit)
+	case <-time.After(5 * time.Minute):
+		os.Exit(1)
+	}
+}
+
+// startHupChild starts TestHupChild and returns once its handler is in.
+func startHupChild(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHupChild$")
+	cmd.Env = append(os.Environ(), hupChild+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if line != "ready\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the stand-in daemon: %q, %v", line, err)
+	}
+	return cmd
 }
 
 // make install (and so make deb, which stages with it) run by root under
