@@ -7,12 +7,14 @@
  * the stream is line buffered, so a call carries whole lines.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_eal.h>
@@ -33,25 +35,43 @@
  * returns. Bounded: what does not fit is counted and dropped.
  */
 static pthread_mutex_t fl_q_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fl_q_cond = PTHREAD_COND_INITIALIZER;
 static char fl_q[FL_QUEUE_MAX];
 static size_t fl_q_len;
 static uint64_t fl_q_lost_lines, fl_q_lost_bytes;
+static uint64_t fl_q_seq;  /* records queued since the start */
+static uint64_t fl_q_done; /* of them, handed to the logger (fl_log_done) */
 static int fl_q_efd = -1;
+
+/*
+ * A line at critical level or above is DPDK's last words: rte_panic's
+ * "PANIC in" and rte_exit's "Error - exiting" come right before abort()
+ * or exit(), which end the process with whatever the program's own log
+ * queue still holds. From the first such line on, each line is written
+ * and flushed before the write returns (log.go's fatal hook); a queued
+ * one, written by a thread that may not call into Go, waits for the
+ * reader to have handed it on, for at most FL_DYING_WAIT_S.
+ */
+#define FL_DYING_WAIT_S 3
+static int fl_dying;
 
 /* FL_QUEUE_MAX and struct fl_q_rec: log.go's, through _cgo_export.h */
 
 int fl_thread_may_enter_go(void); /* lcore.c */
 
-static void fl_enqueue(const char *buf, size_t n, int level)
+/* fl_enqueue queues one record and wakes the reader; it returns the
+ * record's sequence number, or 0 when the record did not fit. */
+static uint64_t fl_enqueue(const char *buf, size_t n, int level)
 {
 	struct fl_q_rec r = { .level = level, .n = n };
-	uint64_t one = 1;
+	uint64_t one = 1, seq = 0;
 
 	pthread_mutex_lock(&fl_q_mu);
 	if (sizeof(r) + n <= FL_QUEUE_MAX - fl_q_len) {
 		memcpy(fl_q + fl_q_len, &r, sizeof(r));
 		memcpy(fl_q + fl_q_len + sizeof(r), buf, n);
 		fl_q_len += sizeof(r) + n;
+		seq = ++fl_q_seq;
 	} else {
 		fl_q_lost_lines++;
 		fl_q_lost_bytes += n;
@@ -60,17 +80,45 @@ static void fl_enqueue(const char *buf, size_t n, int level)
 	if (fl_q_efd >= 0 && write(fl_q_efd, &one, sizeof(one)) < 0) {
 		/* EAGAIN only, at a count of 2^64-2 wakes not yet read */
 	}
+	return seq;
+}
+
+/* fl_wait_done waits until the reader has handed record seq to the
+ * logger, or for FL_DYING_WAIT_S. */
+static void fl_wait_done(uint64_t seq)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += FL_DYING_WAIT_S;
+	pthread_mutex_lock(&fl_q_mu);
+	while (fl_q_done < seq)
+		if (pthread_cond_timedwait(&fl_q_cond, &fl_q_mu, &until) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&fl_q_mu);
+}
+
+/* fl_log_done says the reader handed every record up to seq (fl_log_take's)
+ * to the logger. */
+void fl_log_done(uint64_t seq)
+{
+	pthread_mutex_lock(&fl_q_mu);
+	if (seq > fl_q_done)
+		fl_q_done = seq;
+	pthread_cond_broadcast(&fl_q_cond);
+	pthread_mutex_unlock(&fl_q_mu);
 }
 
 /* fl_log_take moves the queued records into dst (FL_QUEUE_MAX bytes),
  * adds what was dropped since the last call to *lost_lines and
- * *lost_bytes, and returns the bytes moved: records of a struct
- * fl_q_rec and its line. */
-size_t fl_log_take(char *dst, uint64_t *lost_lines, uint64_t *lost_bytes)
+ * *lost_bytes, sets *seq to the last record's sequence number, and
+ * returns the bytes moved: records of a struct fl_q_rec and its line. */
+size_t fl_log_take(char *dst, uint64_t *lost_lines, uint64_t *lost_bytes, uint64_t *seq)
 {
 	size_t n;
 
 	pthread_mutex_lock(&fl_q_mu);
+	*seq = fl_q_seq;
 	n = fl_q_len;
 	memcpy(dst, fl_q, n);
 	fl_q_len = 0;
@@ -87,12 +135,19 @@ static ssize_t fl_log_write(void *cookie, const char *buf, size_t n)
 {
 	int level = (int)(intptr_t)cookie;
 
+	uint64_t seq;
+
 	if (level == 0)
 		level = rte_log_cur_msg_loglevel();
-	if (fl_thread_may_enter_go())
+	if (level >= RTE_LOG_EMERG && level <= RTE_LOG_CRIT)
+		__atomic_store_n(&fl_dying, 1, __ATOMIC_RELEASE);
+	if (fl_thread_may_enter_go()) {
 		fulcrumDPDKLog((char *)buf, n, level);
-	else
-		fl_enqueue(buf, n, level);
+		return (ssize_t)n;
+	}
+	seq = fl_enqueue(buf, n, level);
+	if (seq != 0 && __atomic_load_n(&fl_dying, __ATOMIC_ACQUIRE))
+		fl_wait_done(seq);
 	return (ssize_t)n;
 }
 

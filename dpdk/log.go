@@ -15,7 +15,8 @@ struct fl_q_rec {
 };
 
 int fl_log_open(void);
-size_t fl_log_take(char *dst, uint64_t *lost_lines, uint64_t *lost_bytes);
+size_t fl_log_take(char *dst, uint64_t *lost_lines, uint64_t *lost_bytes, uint64_t *seq);
+void fl_log_done(uint64_t seq);
 */
 import "C"
 
@@ -29,12 +30,15 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
 // DPDK's log levels (rte_log.h), as rte_log_cur_msg_loglevel reports them.
 const (
-	rteLogErr     = 4 // RTE_LOG_ERR; EMERG, ALERT and CRIT are below it
+	rteLogEmerg   = 1 // RTE_LOG_EMERG, the highest (0 is no level)
+	rteLogCrit    = 3 // RTE_LOG_CRIT
+	rteLogErr     = 4 // RTE_LOG_ERR
 	rteLogWarning = 5
 	rteLogInfo    = 7
 	rteLogDebug   = 8
@@ -106,8 +110,9 @@ func drainLog() {
 	if logQueue.buf == nil {
 		logQueue.buf = make([]byte, C.FL_QUEUE_MAX)
 	}
-	var lines, bytes C.uint64_t
-	n := int(C.fl_log_take((*C.char)(unsafe.Pointer(&logQueue.buf[0])), &lines, &bytes))
+	var lines, bytes, seq C.uint64_t
+	n := int(C.fl_log_take((*C.char)(unsafe.Pointer(&logQueue.buf[0])), &lines, &bytes, &seq))
+	defer C.fl_log_done(seq)
 	var rec C.struct_fl_q_rec
 	hdr, nOff := int(unsafe.Sizeof(rec)), int(unsafe.Offsetof(rec.n))
 	for off := 0; off+hdr <= n; {
@@ -186,6 +191,36 @@ func logBytes(b []byte, level C.int) {
 		sub, msg := splitSubsystem(line)
 		l.Log(context.Background(), slogLevel(int(level)), msg, "component", "dpdk", "subsystem", sub)
 	}
+	if level >= rteLogEmerg && level <= rteLogCrit {
+		dying.Store(true)
+	}
+	if dying.Load() {
+		if h := fatalHook.Load(); h != nil {
+			(*h)()
+		}
+	}
+}
+
+var (
+	// dying is set by DPDK's first line at critical level or above.
+	dying     atomic.Bool
+	fatalHook atomic.Pointer[func()]
+)
+
+// SetFatalHook has fn run after DPDK's first line at critical level or
+// above, and after every line after it, before the call that logged it
+// returns. Those are DPDK's last words: rte_panic ("PANIC in ...", its
+// reason and a stack) and rte_exit ("Error - exiting ...") log them
+// right before abort() or exit(), which end the process without running
+// Go's deferred calls. A program whose logger queues its records (the
+// daemon's stderr queue) flushes them in fn, for a bounded time. fn may
+// run on several threads at once.
+func SetFatalHook(fn func()) {
+	if fn == nil {
+		fatalHook.Store(nil)
+		return
+	}
+	fatalHook.Store(&fn)
 }
 
 // lastErrors returns DPDK's error lines since the previous call, oldest

@@ -3,10 +3,13 @@
 package dpdk
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -84,7 +87,7 @@ func TestControlThreadLogNotHandledOnIt(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 	for i := range 50 {
 		msg := fmt.Sprintf("control thread probe %d of %d", i, os.Getpid())
-		tid, err := probeCtrlLog(msg, 1)
+		tid, err := probeCtrlLog(msg, 1, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +123,7 @@ func TestGoThreadLogBeforeReturn(t *testing.T) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			tid = unix.Gettid()
-			probeLog(msg)
+			probeLog(msg, false)
 		}()
 		got := recordsOf(mu, recs, msg)
 		if len(got) != 1 || got[0].tid != tid {
@@ -153,7 +156,7 @@ func TestControlThreadLogOverflowCounted(t *testing.T) {
 		}
 	}()
 	// The reader takes this line and waits in the logger.
-	if _, err := probeCtrlLog(stuck, 1); err != nil {
+	if _, err := probeCtrlLog(stuck, 1, false); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); len(recordsOf(&mu, &recs, stuck)) == 0; time.Sleep(time.Millisecond) {
@@ -164,7 +167,7 @@ func TestControlThreadLogOverflowCounted(t *testing.T) {
 	// 400 lines of about 1 KiB: more than the 256 KiB queue.
 	msg := "overflow probe " + strings.Repeat("x", 1000)
 	const sent = 400
-	if _, err := probeCtrlLog(msg, sent); err != nil {
+	if _, err := probeCtrlLog(msg, sent, false); err != nil {
 		t.Fatal(err)
 	}
 	close(gate)
@@ -195,4 +198,95 @@ func (h gatedRecorder) Handle(ctx context.Context, r slog.Record) error {
 		<-h.gate
 	}
 	return nil
+}
+
+// TestPanicLogFlushedBeforeAbort: rte_panic logs its reason at critical
+// level and a stack, then calls abort(), which ends the process without
+// running Go's deferred calls, so a logger that queues its records (the
+// daemon's stderr queue) would lose the reason. After the first line at
+// critical level, each line runs the fatal hook before its write returns.
+// A child panics from a Go thread, another from one of the EAL's control
+// threads (whose lines are queued in C); each logs into a buffer that
+// only the hook writes out, to stdout. Both buffers must hold the panic's
+// "PANIC in" line and its reason, and the child must not exit 0.
+func TestPanicLogFlushedBeforeAbort(t *testing.T) {
+	for _, where := range []string{"go", "ctrl"} {
+		t.Run(where, func(t *testing.T) {
+			prefix := fmt.Sprintf("fulcrum-test-panic-%s-%d", where, os.Getpid())
+			t.Cleanup(func() {
+				if dir := filepath.Join(runtimeBase(), prefix); dirExists(dir) {
+					RemoveRuntimeDir(dir)
+				}
+			})
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), ealPanicChild+"="+where+":"+prefix)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err == nil {
+				t.Fatalf("the child exited 0 after rte_panic")
+			}
+			reason := panicReason(prefix)
+			var panicIn, why bool
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				var rec struct{ Msg, Level, Subsystem string }
+				if json.Unmarshal([]byte(line), &rec) != nil {
+					continue
+				}
+				panicIn = panicIn || strings.HasPrefix(rec.Msg, "PANIC in ") && rec.Level == "ERROR"
+				why = why || rec.Msg == reason && rec.Level == "ERROR"
+			}
+			if !panicIn || !why {
+				t.Errorf("the records flushed before the abort hold the \"PANIC in\" line: %v, the reason %q: %v\nstdout:\n%s\nstderr (first 2 KiB):\n%.2048s", panicIn, reason, why, out, stderr.String())
+			}
+		})
+	}
+}
+
+// ealPanicChild makes TestMain start an EAL, log into a buffer that only
+// the fatal hook writes out (to stdout), and call rte_panic from a Go
+// thread ("go:PREFIX") or an EAL control thread ("ctrl:PREFIX").
+const ealPanicChild = "FULCRUM_DPDK_EAL_PANIC_CHILD"
+
+func panicReason(prefix string) string { return "probe panic of " + prefix }
+
+func panicChild(arg string) int {
+	where, prefix, _ := strings.Cut(arg, ":")
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	if err := SetLogger(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	// A slow reader of the program's log, the first time: the thread
+	// that panicked must wait for the hook, not abort meanwhile.
+	var slow sync.Once
+	SetFatalHook(func() {
+		slow.Do(func() { time.Sleep(300 * time.Millisecond) })
+		mu.Lock()
+		defer mu.Unlock()
+		os.Stdout.Write(buf.Bytes())
+		buf.Reset()
+	})
+	if err := InitEAL([]string{"-l", "0", "--no-huge", "-m", "64", "--no-pci", "--file-prefix", prefix, "--log-level", "warning"}); err != nil {
+		fmt.Println("eal error:", err)
+		return 1
+	}
+	if where == "go" {
+		probeLog(panicReason(prefix), true)
+	} else {
+		probeCtrlLog(panicReason(prefix), 1, true)
+	}
+	return 0 // not reached
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }

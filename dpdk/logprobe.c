@@ -9,12 +9,14 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <rte_debug.h>
 #include <rte_lcore.h>
 #include <rte_log.h>
 
 struct fl_probe {
 	const char *msg;
 	int count;
+	int panic;
 	int tid;
 };
 
@@ -28,15 +30,18 @@ static void *fl_probe_ctrl(void *arg)
 	p->tid = gettid();
 	for (int i = 0; i < p->count; i++)
 		RTE_LOG(ERR, USER1, "%s\n", p->msg);
+	if (p->panic)
+		rte_panic("%s\n", p->msg);
 	return NULL;
 }
 
 /* fl_probe_ctrl_log logs msg count times from a control thread the EAL
- * starts (rte_ctrl_thread_create), waits for it to end, and returns 0
- * with the thread's id in *tid, or -errno. */
-int fl_probe_ctrl_log(const char *msg, int count, int *tid)
+ * starts (rte_ctrl_thread_create), then, if panic, calls rte_panic with
+ * it there; it waits for the thread to end, and returns 0 with the
+ * thread's id in *tid, or -errno. */
+int fl_probe_ctrl_log(const char *msg, int count, int panic, int *tid)
 {
-	struct fl_probe p = { .msg = msg, .count = count };
+	struct fl_probe p = { .msg = msg, .count = count, .panic = panic };
 	pthread_t t;
 	int rc = rte_ctrl_thread_create(&t, "fl-log-probe", NULL, fl_probe_ctrl, &p);
 
@@ -49,8 +54,11 @@ int fl_probe_ctrl_log(const char *msg, int count, int *tid)
 	return 0;
 }
 
-/* fl_probe_log logs msg from the calling thread. */
-void fl_probe_log(const char *msg)
+/* fl_probe_log logs msg from the calling thread, then, if panic, calls
+ * rte_panic with it. */
+void fl_probe_log(const char *msg, int panic)
 {
 	RTE_LOG(ERR, USER1, "%s\n", msg);
+	if (panic)
+		rte_panic("%s\n", msg);
 }

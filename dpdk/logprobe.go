@@ -4,8 +4,8 @@ package dpdk
 
 /*
 #include <stdlib.h>
-int fl_probe_ctrl_log(const char *msg, int count, int *tid);
-void fl_probe_log(const char *msg);
+int fl_probe_ctrl_log(const char *msg, int count, int panic, int *tid);
+void fl_probe_log(const char *msg, int panic);
 */
 import "C"
 
@@ -16,20 +16,29 @@ import "unsafe"
 
 // probeCtrlLog logs msg count times at error level from a control
 // thread the EAL starts, and returns once that thread has ended, with its
-// thread id.
-func probeCtrlLog(msg string, count int) (tid int, err error) {
+// thread id. With panic, the thread then calls rte_panic with msg, which
+// ends the process.
+func probeCtrlLog(msg string, count int, panic bool) (tid int, err error) {
 	cs := C.CString(msg)
 	defer C.free(unsafe.Pointer(cs))
 	var t C.int
-	if rc := C.fl_probe_ctrl_log(cs, C.int(count), &t); rc < 0 {
+	if rc := C.fl_probe_ctrl_log(cs, C.int(count), cbool(panic), &t); rc < 0 {
 		return 0, Errno(-rc)
 	}
 	return int(t), nil
 }
 
-// probeLog logs msg at error level from the calling goroutine's thread.
-func probeLog(msg string) {
+// probeLog logs msg at error level from the calling goroutine's thread;
+// with panic, it then calls rte_panic with msg, which ends the process.
+func probeLog(msg string, panic bool) {
 	cs := C.CString(msg)
 	defer C.free(unsafe.Pointer(cs))
-	C.fl_probe_log(cs)
+	C.fl_probe_log(cs, cbool(panic))
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	if prefix := os.Getenv(ealLogChild); prefix != "" {
 		os.Exit(logChild(prefix))
 	}
+	if arg := os.Getenv(ealPanicChild); arg != "" {
+		os.Exit(panicChild(arg))
+	}
 	if os.Getenv(ealErrorChild) != "" {
 		err := InitEAL([]string{"--no-such-eal-option"})
 		fmt.Println(err)

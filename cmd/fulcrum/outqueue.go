@@ -141,6 +141,23 @@ const (
 	exitFlushTimeout = 2 * time.Second
 )
 
+// fatalFlush is the hook DPDK runs after each of its last words
+// (dpdk.SetFatalHook: rte_panic's and rte_exit's lines, right before
+// they end the process without running Go's deferred calls): it waits
+// for q to be written out, for at most budget from its first call in
+// all, so that a stalled reader delays the end by no more than an exit
+// does.
+func fatalFlush(q *outQueue, budget time.Duration) func() {
+	var once sync.Once
+	var deadline time.Time
+	return func() {
+		once.Do(func() { deadline = time.Now().Add(budget) })
+		if d := time.Until(deadline); d > 0 {
+			q.flush(d)
+		}
+	}
+}
+
 // droppedNotice formats the warning the log's queue writes where records
 // were dropped, as a record of the daemon's log format.
 func droppedNotice(format, stream string) func(uint64) []byte {

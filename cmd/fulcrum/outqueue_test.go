@@ -91,3 +91,32 @@ func TestOutQueueAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations a write", a)
 	}
 }
+
+// TestFatalFlushWritesOutAndIsBounded: DPDK's fatal hook (fatalFlush)
+// returns once what is queued has reached the reader, and behind a
+// stalled reader it waits out its budget (a panic then ends the process,
+// which an exit's flush would not wait longer for either). No upper bound
+// on time is asserted: the budget being counted from the first call (a
+// panic's many lines do not each wait a whole one) is read in the code.
+func TestFatalFlushWritesOutAndIsBounded(t *testing.T) {
+	var got bytes.Buffer
+	q := newOutQueue(&got, 1024, nil)
+	hook := fatalFlush(q, time.Minute)
+	fmt.Fprintf(q, "PANIC in f():\n")
+	hook()
+	if got.String() != "PANIC in f():\n" {
+		t.Fatalf("after the hook the reader has %q", got.String())
+	}
+
+	pr, pw := io.Pipe() // a stalled reader: nothing reads pr
+	defer pr.Close()
+	q = newOutQueue(pw, 1024, nil)
+	const budget = 300 * time.Millisecond
+	hook = fatalFlush(q, budget)
+	fmt.Fprintf(q, "PANIC in f():\n")
+	start := time.Now()
+	hook()
+	if waited := time.Since(start); waited < budget {
+		t.Fatalf("the hook returned after %v behind a stalled reader, before its budget of %v, with the record unwritten", waited, budget)
+	}
+}

@@ -65,6 +65,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) (code int) {
 	if err := dpdk.SetLogger(log); err != nil {
 		log.Warn("DPDK log stays on stderr", "err", err)
 	}
+	// DPDK's last words (rte_panic's reason and stack, rte_exit's) come
+	// right before abort() or exit(), which skip the deferred flushes
+	// above: each is flushed out as it is logged.
+	dpdk.SetFatalHook(fatalFlush(errQ, exitFlushTimeout))
 	log.Info("fulcrum starting", buildInfo()...)
 	// Signals are caught from here on, before anything is set up: a
 	// SIGHUP during start-up must not kill the daemon (its default
