@@ -40,6 +40,11 @@ static char fl_q[FL_QUEUE_MAX];
 static size_t fl_q_len;
 static uint64_t fl_q_lost_lines, fl_q_lost_bytes;
 static uint64_t fl_q_seq;  /* records queued since the start */
+/* A message longer than the stream's buffer (8 KiB) comes in pieces. */
+static size_t fl_q_line_start; /* where the last line's first piece is */
+static size_t fl_q_line_bytes; /* and its bytes so far */
+static int fl_q_line_open;     /* the last piece queued ends no line */
+static int fl_q_dropping;      /* a piece did not fit: drop until taken */
 static uint64_t fl_q_done; /* of them, handed to the logger (fl_log_done) */
 static int fl_q_efd = -1;
 
@@ -59,21 +64,53 @@ static int fl_dying;
 
 int fl_thread_may_enter_go(void); /* lcore.c */
 
-/* fl_enqueue queues one record and wakes the reader; it returns the
- * record's sequence number, or 0 when the record did not fit. */
+static uint64_t fl_lines_in(const char *buf, size_t n)
+{
+	const char *p = buf, *end = buf + n;
+	uint64_t k = 0;
+
+	while (p < end && (p = memchr(p, '\n', end - p)) != NULL) {
+		k++;
+		p++;
+	}
+	return k;
+}
+
+/*
+ * fl_enqueue queues one piece and wakes the reader; it returns the
+ * piece's sequence number, or 0 when it was dropped. Once a piece does
+ * not fit, the pieces of the line it ends are taken back and every later
+ * piece is dropped until the reader takes the queue: what is handed on
+ * is whole lines, and a dropped line is counted once, by its newline.
+ * (The pieces of one message are written under the stream's lock, one
+ * after the other; only a take between two of them hands a line on in
+ * two parts, which log.go joins again.)
+ */
 static uint64_t fl_enqueue(const char *buf, size_t n, int level)
 {
 	struct fl_q_rec r = { .level = level, .n = n };
 	uint64_t one = 1, seq = 0;
 
 	pthread_mutex_lock(&fl_q_mu);
-	if (sizeof(r) + n <= FL_QUEUE_MAX - fl_q_len) {
+	if (!fl_q_dropping && sizeof(r) + n <= FL_QUEUE_MAX - fl_q_len) {
+		if (!fl_q_line_open) {
+			fl_q_line_start = fl_q_len;
+			fl_q_line_bytes = 0;
+		}
 		memcpy(fl_q + fl_q_len, &r, sizeof(r));
 		memcpy(fl_q + fl_q_len + sizeof(r), buf, n);
 		fl_q_len += sizeof(r) + n;
+		fl_q_line_bytes += n;
+		fl_q_line_open = n > 0 && buf[n - 1] != '\n';
 		seq = ++fl_q_seq;
 	} else {
-		fl_q_lost_lines++;
+		if (fl_q_line_open) {
+			fl_q_len = fl_q_line_start;
+			fl_q_lost_bytes += fl_q_line_bytes;
+			fl_q_line_open = 0;
+		}
+		fl_q_dropping = 1;
+		fl_q_lost_lines += fl_lines_in(buf, n);
 		fl_q_lost_bytes += n;
 	}
 	pthread_mutex_unlock(&fl_q_mu);
@@ -122,6 +159,8 @@ size_t fl_log_take(char *dst, uint64_t *lost_lines, uint64_t *lost_bytes, uint64
 	n = fl_q_len;
 	memcpy(dst, fl_q, n);
 	fl_q_len = 0;
+	fl_q_line_open = 0;
+	fl_q_dropping = 0;
 	*lost_lines += fl_q_lost_lines;
 	*lost_bytes += fl_q_lost_bytes;
 	fl_q_lost_lines = fl_q_lost_bytes = 0;

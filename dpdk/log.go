@@ -131,8 +131,11 @@ func drainLog() {
 // FlushLog hands DPDK's queued log lines to the logger now. Lines from
 // the EAL's own threads (interrupts and link events, multi-process
 // requests, telemetry, a worker lcore before it runs Go) are queued and
-// handed on by a goroutine soon after; lines from the program's own
-// calls into DPDK reach the logger before the call returns.
+// handed on by a goroutine soon after. Lines from the program's own calls
+// into DPDK reach the logger before the call returns, on an lcore's
+// thread and on threads with the CPUs and name the process started with;
+// a thread whose CPUs were changed since (taskset -p, a cpuset's update)
+// queues them too.
 func FlushLog() { drainLog() }
 
 // LogDropped is how many of DPDK's log lines, and their bytes, the queue

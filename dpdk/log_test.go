@@ -137,51 +137,93 @@ func TestGoThreadLogBeforeReturn(t *testing.T) {
 // and counted, never blocks the thread that logs, and every line is either
 // handed on or counted.
 func TestControlThreadLogOverflowCounted(t *testing.T) {
+	// 400 lines of about 1 KiB: more than the 256 KiB queue.
+	msg := "overflow probe " + strings.Repeat("x", 1000)
+	whole, cut, dropped := overflow(t, msg, 400)
+	if dropped == 0 || whole == 0 || cut != 0 {
+		t.Errorf("%d lines handed on, %d cut, %d dropped: want some handed on whole and some dropped", whole, cut, dropped)
+	}
+}
+
+// TestControlThreadLongLineOverflowCounted: a line longer than the log
+// stream's buffer (8 KiB) reaches the queue in two pieces. When the queue
+// fills between them, the line is dropped whole and counted once: never
+// handed on cut (its head glued to the next line logged), never counted
+// twice. "USER1: " and 9,000 bytes and a newline are written as 8,192
+// bytes, then 816: 28 lines fit the queue whole, the 29th's head fits and
+// its tail does not.
+func TestControlThreadLongLineOverflowCounted(t *testing.T) {
+	msg := "long line probe " + strings.Repeat("x", 9000-16)
+	whole, cut, dropped := overflow(t, msg, 40)
+	if cut != 0 || dropped == 0 {
+		t.Errorf("%d lines handed on whole, %d cut, %d dropped: want none cut, some dropped", whole, cut, dropped)
+	}
+}
+
+// overflow sends sent lines of msg from a control thread while the
+// logger is stuck, then lets it go on, and returns how many records hold
+// msg whole, how many hold a part of it, and how many lines the queue
+// counted dropped. It fails t unless every line is handed on whole or
+// counted dropped.
+func overflow(t *testing.T, msg string, sent int) (whole, cut, dropped int) {
+	t.Helper()
 	var mu sync.Mutex
 	var recs []threadRecord
 	gate := make(chan struct{})
 	stuck := "logger stuck probe " + fmt.Sprint(os.Getpid())
-	h := gatedRecorder{threadRecorder{&mu, &recs}, stuck, gate}
-	if err := SetLogger(slog.New(h)); err != nil {
+	if err := SetLogger(slog.New(gatedRecorder{threadRecorder{&mu, &recs}, stuck, gate})); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { SetLogger(nil) })
 	// Read before the logger is stuck: the reader holds the queue while
 	// it hands lines on.
 	lines0, _ := LogDropped()
-	opened := false
-	defer func() {
-		if !opened {
-			close(gate)
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	defer open()
+	// A control thread that called the logger itself would wait at the
+	// gate: fail, do not hang.
+	ctrl := func(m string, n int) {
+		t.Helper()
+		errc := make(chan error, 1)
+		go func() { _, err := probeCtrlLog(m, n, false); errc <- err }()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			open()
+			t.Fatal("the control thread did not return within 10 s: it waits for the logger")
 		}
-	}()
-	// The reader takes this line and waits in the logger.
-	if _, err := probeCtrlLog(stuck, 1, false); err != nil {
-		t.Fatal(err)
 	}
+	// The reader takes this line and waits in the logger.
+	ctrl(stuck, 1)
 	for deadline := time.Now().Add(10 * time.Second); len(recordsOf(&mu, &recs, stuck)) == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first line did not reach the logger within 10 s")
 		}
 	}
-	// 400 lines of about 1 KiB: more than the 256 KiB queue.
-	msg := "overflow probe " + strings.Repeat("x", 1000)
-	const sent = 400
-	if _, err := probeCtrlLog(msg, sent, false); err != nil {
-		t.Fatal(err)
-	}
-	close(gate)
-	opened = true
+	ctrl(msg, sent)
+	open()
 	FlushLog()
 	lines1, bytes1 := LogDropped()
-	dropped := int(lines1 - lines0)
-	got := len(recordsOf(&mu, &recs, msg))
-	if dropped == 0 || got == 0 {
-		t.Errorf("%d lines handed on, %d dropped: want some of each", got, dropped)
+	dropped = int(lines1 - lines0)
+	head := msg[:16]
+	mu.Lock()
+	for _, r := range recs {
+		switch {
+		case r.msg == msg:
+			whole++
+		case strings.Contains(r.msg, head) || strings.Contains(r.msg, msg[len(msg)-16:]) && r.msg != stuck:
+			cut++
+		}
 	}
-	if got+dropped != sent {
-		t.Errorf("%d lines handed on and %d dropped (%d bytes in all), want %d in all", got, dropped, bytes1, sent)
+	mu.Unlock()
+	if whole+dropped != sent {
+		t.Errorf("%d lines handed on whole and %d dropped (%d bytes in all), want %d in all", whole, dropped, bytes1, sent)
 	}
+	return whole, cut, dropped
 }
 
 // gatedRecorder is a threadRecorder that waits for gate before it returns

@@ -56,7 +56,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) (code int) {
 	errQ.notice = droppedNotice(opt.logFormat, "stderr")
 	outQ := newOutQueue(stdout, outQueueBytes, nil)
 	defer outQ.flush(exitFlushTimeout)
-	defer errQ.flush(exitFlushTimeout)
+	defer func() {
+		// Lines of the EAL's own threads still in the dpdk package's
+		// queue, also on the ways out that skip CleanupEAL (a loop
+		// stuck, an error before the EAL).
+		dpdk.FlushLog()
+		errQ.flush(exitFlushTimeout)
+	}()
 	stderr, stdout = errQ, outQ
 	log, _ := newLogger(opt.logFormat, opt.logLevel, errQ)
 	// One logger for everything: the standard log package's lines and
@@ -108,6 +114,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) (code int) {
 					startStop <- s
 				default:
 					log.Error("second signal during start-up: exiting now, without clean-up", "signal", s.String())
+					dpdk.FlushLog()
 					errQ.flush(exitFlushTimeout)
 					os.Exit(1)
 				}
