@@ -76,7 +76,7 @@ func NewProber(cfg Config) (Prober, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return lookupKind(cfg.Kind).newProber(cfg, (&net.Dialer{}).DialContext), nil // Validate found the kind
+	return lookupKind(cfg.Kind).newProber(cfg, checkDialer().DialContext), nil // Validate found the kind
 }
 
 // NewTargetProber builds the prober of t: NewProber's, and for a check
@@ -100,7 +100,11 @@ type TCPProber struct {
 func (p *TCPProber) Probe(ctx context.Context, target netip.AddrPort) (time.Duration, error) {
 	dial := p.dial
 	if dial == nil {
-		dial = p.Dialer.DialContext
+		d := p.Dialer
+		if d.Control == nil && d.ControlContext == nil {
+			d.Control = checkSocket
+		}
+		dial = d.DialContext
 	}
 	start := time.Now()
 	c, err := dial(ctx, "tcp", target.String())
@@ -148,7 +152,7 @@ func NewHTTPProber(cfg Config) (*HTTPProber, error) {
 	if cfg.Kind != KindHTTP && cfg.Kind != KindHTTPS {
 		return nil, fieldErr("kind", "%q is not an http check", cfg.Kind)
 	}
-	return newHTTPProber(cfg, (&net.Dialer{}).DialContext), nil
+	return newHTTPProber(cfg, checkDialer().DialContext), nil
 }
 
 // newHTTPProber is NewHTTPProber for a cfg that Validate accepted,

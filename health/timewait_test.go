@@ -1,6 +1,7 @@
 package health
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -41,20 +42,7 @@ import (
 // with the namespace's port range cut to 64 ports, so that the limit is
 // reached after 64 checks instead of 28,232.
 func TestCheckLeavesNoTimeWait(t *testing.T) {
-	if os.Getenv("FULCRUM_HEALTH_TEST_NETNS") == "" {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root for a network namespace")
-		}
-		if _, err := exec.LookPath("ip"); err != nil {
-			t.Skip("no ip command")
-		}
-		cmd := exec.Command("unshare", "-n", os.Args[0], "-test.run=^TestCheckLeavesNoTimeWait$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), "FULCRUM_HEALTH_TEST_NETNS=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("in a network namespace: %v\n%s", err, out)
-		}
-		t.Logf("%s", out)
+	if !inOwnNetns(t) {
 		return
 	}
 	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
@@ -144,6 +132,83 @@ func TestCheckLeavesNoTimeWait(t *testing.T) {
 					s.Checks, n, s.Failures, s.LastError, s.State)
 			}
 		})
+	}
+}
+
+// inOwnNetns reports whether the test runs in a network namespace of its
+// own; if not, it runs the test again in one (unshare -n), reports that
+// run's verdict, and returns false.
+func inOwnNetns(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv("FULCRUM_HEALTH_TEST_NETNS") != "" {
+		return true
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip command")
+	}
+	cmd := exec.Command("unshare", "-n", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "FULCRUM_HEALTH_TEST_NETNS=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("in a network namespace: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	return false
+}
+
+// TestTimedOutConnectLeavesNoTimeWait: a check whose time runs out while
+// its connection comes up (a loaded LB, a backend slow to answer) is
+// closed by the dialer itself, before the check could set its socket to
+// linger 0 s; that close sent a FIN and held the 4-tuple for 60 s like any
+// other (TestCheckLeavesNoTimeWait). 400 tcp checks with deadlines of 1 to
+// 200 microseconds, against a backend that holds what it accepts: no
+// socket toward it may be left closing.
+func TestTimedOutConnectLeavesNoTimeWait(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("ip link set lo up: %v %s", err, out)
+	}
+	const addr = "10.199.1.1"
+	if out, err := exec.Command("ip", "addr", "add", addr+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add: %v %s", err, out)
+	}
+	ln, err := net.Listen("tcp", addr+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn // held open: the check's close is the only one
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	ap := netip.MustParseAddrPort(ln.Addr().String())
+	var p TCPProber
+	timedOut := 0
+	for i := range 400 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+i%200)*time.Microsecond)
+		if _, err := p.Probe(ctx, ap); err != nil {
+			timedOut++
+		}
+		cancel()
+	}
+	if n := closingSocketsTo(t, ap); n != 0 {
+		t.Errorf("after 400 checks (%d timed out), %d of the LB's sockets toward the backend in TIME_WAIT or FIN_WAIT2", timedOut, n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -53,7 +54,7 @@ func (t Target) dial() dialFunc {
 // dialer is the net.Dialer of t's checks (see dial).
 func (t Target) dialer() *net.Dialer {
 	if !t.Config.Tunnelled() {
-		return &net.Dialer{}
+		return checkDialer()
 	}
 	return &net.Dialer{
 		LocalAddr: net.TCPAddrFromAddrPort(t.Tunnel.Source),
@@ -61,19 +62,43 @@ func (t Target) dialer() *net.Dialer {
 	}
 }
 
-// tunnelSocket sets a tunnel check's socket options before its bind.
-func tunnelSocket(_, _ string, rc syscall.RawConn) error {
+// checkDialer is the net.Dialer of the checks that are not tunnelled.
+func checkDialer() *net.Dialer { return &net.Dialer{Control: checkSocket} }
+
+// checkSocket sets a check's TCP socket to linger 0 s before its
+// connect: every close of it sends a RST and leaves no TIME_WAIT or
+// FIN_WAIT2 on the LB (probe.go's TCPProber.Probe says why that
+// matters). Set here, not once the dial returns, it also covers the
+// dialer's own close when the check's time runs out as the connection
+// comes up, on a loaded LB or toward a backend slow to answer.
+func checkSocket(network, _ string, rc syscall.RawConn) error {
+	if !strings.HasPrefix(network, "tcp") {
+		return nil
+	}
 	var serr error
 	err := rc.Control(func(fd uintptr) {
-		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); serr != nil {
-			return
-		}
 		serr = syscall.SetsockoptLinger(int(fd), syscall.SOL_SOCKET, syscall.SO_LINGER, &syscall.Linger{Onoff: 1, Linger: 0})
 	})
 	if err != nil {
 		return err
 	}
 	return serr
+}
+
+// tunnelSocket sets a tunnel check's socket options before its bind:
+// checkSocket's, and SO_REUSEADDR.
+func tunnelSocket(network, address string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	})
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return serr
+	}
+	return checkSocket(network, address, rc)
 }
 
 // connCloser remembers the connections an HTTP check's transport dialled,
