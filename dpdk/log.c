@@ -44,18 +44,19 @@ static uint64_t fl_q_seq;  /* records queued since the start */
 static size_t fl_q_line_start; /* where the last line's first piece is */
 static size_t fl_q_line_bytes; /* and its bytes so far */
 static int fl_q_line_open;     /* the last piece queued ends no line */
+static uint64_t fl_q_line_nl;  /* and the newlines in them (whole lines before it) */
 static int fl_q_dropping;      /* a piece did not fit: drop until taken */
+static int fl_q_skip;          /* a dropped piece ended no line: drop the rest of it */
 static uint64_t fl_q_done; /* of them, handed to the logger (fl_log_done) */
 static int fl_q_efd = -1;
 
 /*
- * A line at critical level or above is DPDK's last words: rte_panic's
- * "PANIC in" and rte_exit's "Error - exiting" come right before abort()
- * or exit(), which end the process with whatever the program's own log
- * queue still holds. From the first such line on, each line is written
- * and flushed before the write returns (log.go's fatal hook); a queued
- * one, written by a thread that may not call into Go, waits for the
- * reader to have handed it on, for at most FL_DYING_WAIT_S.
+ * DPDK's last words (fl_last_words) come right before abort() or exit(),
+ * which end the process with whatever the program's own log queue still
+ * holds. From the first of them on, each line is written and flushed
+ * before the write returns (log.go's fatal hook); a queued one, written
+ * by a thread that may not call into Go, waits for the reader to have
+ * handed it on, for at most FL_DYING_WAIT_S.
  */
 #define FL_DYING_WAIT_S 3
 static int fl_dying;
@@ -92,24 +93,34 @@ static uint64_t fl_enqueue(const char *buf, size_t n, int level)
 	uint64_t one = 1, seq = 0;
 
 	pthread_mutex_lock(&fl_q_mu);
-	if (!fl_q_dropping && sizeof(r) + n <= FL_QUEUE_MAX - fl_q_len) {
+	if (!fl_q_dropping && !fl_q_skip && sizeof(r) + n <= FL_QUEUE_MAX - fl_q_len) {
 		if (!fl_q_line_open) {
 			fl_q_line_start = fl_q_len;
 			fl_q_line_bytes = 0;
+			fl_q_line_nl = 0;
 		}
 		memcpy(fl_q + fl_q_len, &r, sizeof(r));
 		memcpy(fl_q + fl_q_len + sizeof(r), buf, n);
 		fl_q_len += sizeof(r) + n;
 		fl_q_line_bytes += n;
-		fl_q_line_open = n > 0 && buf[n - 1] != '\n';
+		fl_q_line_nl += fl_lines_in(buf, n);
+		if (n > 0)
+			fl_q_line_open = buf[n - 1] != '\n';
 		seq = ++fl_q_seq;
 	} else {
 		if (fl_q_line_open) {
+			/* its pieces go, and the whole lines in them */
 			fl_q_len = fl_q_line_start;
 			fl_q_lost_bytes += fl_q_line_bytes;
+			fl_q_lost_lines += fl_q_line_nl;
 			fl_q_line_open = 0;
 		}
-		fl_q_dropping = 1;
+		if (!fl_q_skip)
+			fl_q_dropping = 1;
+		/* A take before the line's last piece must not let that
+		 * piece through alone. */
+		if (n > 0)
+			fl_q_skip = buf[n - 1] != '\n';
 		fl_q_lost_lines += fl_lines_in(buf, n);
 		fl_q_lost_bytes += n;
 	}
@@ -121,18 +132,23 @@ static uint64_t fl_enqueue(const char *buf, size_t n, int level)
 }
 
 /* fl_wait_done waits until the reader has handed record seq to the
- * logger, or for FL_DYING_WAIT_S. */
+ * logger, or for FL_DYING_WAIT_S. Not a cancellation point: the EAL
+ * cancels its multi-process thread at rte_eal_cleanup, and a thread
+ * cancelled in the wait would end holding the queue's lock. */
 static void fl_wait_done(uint64_t seq)
 {
 	struct timespec until;
+	int old;
 
-	clock_gettime(CLOCK_REALTIME, &until);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += FL_DYING_WAIT_S;
 	pthread_mutex_lock(&fl_q_mu);
 	while (fl_q_done < seq)
-		if (pthread_cond_timedwait(&fl_q_cond, &fl_q_mu, &until) == ETIMEDOUT)
+		if (pthread_cond_clockwait(&fl_q_cond, &fl_q_mu, CLOCK_MONOTONIC, &until) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&fl_q_mu);
+	pthread_setcancelstate(old, NULL);
 }
 
 /* fl_log_done says the reader handed every record up to seq (fl_log_take's)
@@ -168,6 +184,32 @@ size_t fl_log_take(char *dst, uint64_t *lost_lines, uint64_t *lost_bytes, uint64
 	return n;
 }
 
+/*
+ * fl_last_words says whether a write at level starts DPDK's last words:
+ * rte_panic's "PANIC in f():" and rte_exit's "EAL: Error - exiting", at
+ * critical level, or a line at alert or emergency level. Other critical
+ * lines (the EAL's -v "RTE Version", drivers' recoverable errors) are
+ * not: the process lives on. rte_log writes each message on its own, so
+ * the write starts with the message.
+ */
+static int fl_last_words(const char *buf, size_t n, int level)
+{
+	static const char panic[] = "PANIC in ", exiting[] = "EAL: Error - exiting";
+
+	if (level >= RTE_LOG_EMERG && level < RTE_LOG_CRIT)
+		return 1;
+	if (level != RTE_LOG_CRIT)
+		return 0;
+	return (n >= sizeof(panic) - 1 && memcmp(buf, panic, sizeof(panic) - 1) == 0) ||
+	       (n >= sizeof(exiting) - 1 && memcmp(buf, exiting, sizeof(exiting) - 1) == 0);
+}
+
+/* fl_log_dying says DPDK's last words have begun (log.go's fatal hook). */
+int fl_log_dying(void)
+{
+	return __atomic_load_n(&fl_dying, __ATOMIC_ACQUIRE);
+}
+
 /* The cookie is a fixed level for the streams that stand in for stdio
  * during rte_eal_init, or 0: the level of the message rte_log writes. */
 static ssize_t fl_log_write(void *cookie, const char *buf, size_t n)
@@ -178,7 +220,7 @@ static ssize_t fl_log_write(void *cookie, const char *buf, size_t n)
 
 	if (level == 0)
 		level = rte_log_cur_msg_loglevel();
-	if (level >= RTE_LOG_EMERG && level <= RTE_LOG_CRIT)
+	if (fl_last_words(buf, n, level))
 		__atomic_store_n(&fl_dying, 1, __ATOMIC_RELEASE);
 	if (fl_thread_may_enter_go()) {
 		fulcrumDPDKLog((char *)buf, n, level);

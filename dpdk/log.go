@@ -17,6 +17,7 @@ struct fl_q_rec {
 int fl_log_open(void);
 size_t fl_log_take(char *dst, uint64_t *lost_lines, uint64_t *lost_bytes, uint64_t *seq);
 void fl_log_done(uint64_t seq);
+int fl_log_dying(void);
 */
 import "C"
 
@@ -36,9 +37,7 @@ import (
 
 // DPDK's log levels (rte_log.h), as rte_log_cur_msg_loglevel reports them.
 const (
-	rteLogEmerg   = 1 // RTE_LOG_EMERG, the highest (0 is no level)
-	rteLogCrit    = 3 // RTE_LOG_CRIT
-	rteLogErr     = 4 // RTE_LOG_ERR
+	rteLogErr     = 4 // RTE_LOG_ERR; EMERG, ALERT and CRIT are below it
 	rteLogWarning = 5
 	rteLogInfo    = 7
 	rteLogDebug   = 8
@@ -194,28 +193,20 @@ func logBytes(b []byte, level C.int) {
 		sub, msg := splitSubsystem(line)
 		l.Log(context.Background(), slogLevel(int(level)), msg, "component", "dpdk", "subsystem", sub)
 	}
-	if level >= rteLogEmerg && level <= rteLogCrit {
-		dying.Store(true)
-	}
-	if dying.Load() {
-		if h := fatalHook.Load(); h != nil {
-			(*h)()
-		}
+	if h := fatalHook.Load(); h != nil && C.fl_log_dying() != 0 {
+		(*h)()
 	}
 }
 
-var (
-	// dying is set by DPDK's first line at critical level or above.
-	dying     atomic.Bool
-	fatalHook atomic.Pointer[func()]
-)
+var fatalHook atomic.Pointer[func()]
 
-// SetFatalHook has fn run after DPDK's first line at critical level or
-// above, and after every line after it, before the call that logged it
-// returns. Those are DPDK's last words: rte_panic ("PANIC in ...", its
-// reason and a stack) and rte_exit ("Error - exiting ...") log them
-// right before abort() or exit(), which end the process without running
-// Go's deferred calls. A program whose logger queues its records (the
+// SetFatalHook has fn run after DPDK's last words begin, and after every
+// line after them, before the call that logged the line returns:
+// rte_panic ("PANIC in ...", its reason and a stack) and rte_exit
+// ("Error - exiting ...") log them right before abort() or exit(), which
+// end the process without running Go's deferred calls (so does a line
+// at alert or emergency level). Other lines at critical level (the EAL's
+// -v, drivers' recoverable errors) do not count. A program whose logger queues its records (the
 // daemon's stderr queue) flushes them in fn, for a bounded time. fn may
 // run on several threads at once.
 func SetFatalHook(fn func()) {

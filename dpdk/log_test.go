@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -331,4 +332,166 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.w.Write(p)
+}
+
+// TestCriticalLineNotLastWords: a line at critical level is not DPDK's
+// last words unless it is rte_panic's or rte_exit's. The EAL's -v
+// (accepted in [eal] extra_args) logs "RTE Version" at critical level so
+// that it is always seen, in a healthy start; were it taken for last
+// words, the daemon's flush would spend its 2 s at start-up (a real
+// panic later would not be flushed), and every later line of the EAL's
+// control threads would wait for the reader. A child starts with -v and
+// logs a line from Go and one from a control thread: the fatal hook must
+// not run.
+func TestCriticalLineNotLastWords(t *testing.T) {
+	prefix := fmt.Sprintf("fulcrum-test-version-%d", os.Getpid())
+	t.Cleanup(func() {
+		if dir := filepath.Join(runtimeBase(), prefix); dirExists(dir) {
+			RemoveRuntimeDir(dir)
+		}
+	})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), ealVersionChild+"="+prefix)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); !strings.HasSuffix(got, "fatal hook calls: 0, version logged: true") {
+		t.Errorf("the child says %q: want no fatal hook call, and -v's line logged", got)
+	}
+}
+
+// ealVersionChild makes TestMain start an EAL with -v, log a line from
+// Go and one from a control thread, and print how often the fatal hook
+// ran.
+const ealVersionChild = "FULCRUM_DPDK_EAL_VERSION_CHILD"
+
+func versionChild(prefix string) int {
+	var mu sync.Mutex
+	var recs []threadRecord
+	if err := SetLogger(slog.New(threadRecorder{&mu, &recs})); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	var calls atomic.Int64
+	SetFatalHook(func() { calls.Add(1) })
+	if err := InitEAL([]string{"-v", "-l", "0", "--no-huge", "-m", "64", "--no-pci", "--file-prefix", prefix, "--log-level", "warning"}); err != nil {
+		fmt.Println("eal error:", err)
+		return 1
+	}
+	probeLog("a line after start-up", false)
+	if _, err := probeCtrlLog("a control thread's line", 1, false); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	FlushLog()
+	dir := RuntimeDir()
+	CleanupEAL()
+	RemoveRuntimeDir(dir)
+	version := false
+	mu.Lock()
+	for _, r := range recs {
+		version = version || strings.HasPrefix(r.msg, "RTE Version")
+	}
+	mu.Unlock()
+	fmt.Printf("fatal hook calls: %d, version logged: %v\n", calls.Load(), version)
+	return 0
+}
+
+// stuckLogger makes the logger stuck on a control thread's line, and
+// returns its records and a func that lets it go on (also run at the
+// test's end).
+func stuckLogger(t *testing.T) (*sync.Mutex, *[]threadRecord, func()) {
+	t.Helper()
+	var mu sync.Mutex
+	var recs []threadRecord
+	gate := make(chan struct{})
+	stuck := "logger stuck probe " + fmt.Sprint(os.Getpid())
+	if err := SetLogger(slog.New(gatedRecorder{threadRecorder{&mu, &recs}, stuck, gate})); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(func() { open(); SetLogger(nil) })
+	if _, err := probeCtrlLog(stuck, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(recordsOf(&mu, &recs, stuck)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first line did not reach the logger within 10 s")
+		}
+	}
+	return &mu, &recs, open
+}
+
+// TestLongLineHeadDroppedTailNotHandedOn: the queue is full, so the first
+// piece of a long control-thread line is dropped; the reader then takes
+// the queue (the drop itself wakes it) before the line's last piece
+// comes. That piece must be dropped too and the line counted once, not
+// handed on as a line of its own.
+func TestLongLineHeadDroppedTailNotHandedOn(t *testing.T) {
+	lines0, _ := LogDropped() // before the reader is stuck holding the queue
+	mu, recs, open := stuckLogger(t)
+	const fill = 400 // 1 KiB lines: more than the 256 KiB queue
+	if _, err := probeCtrlLog("filler "+strings.Repeat("x", 1000), fill, false); err != nil {
+		t.Fatal(err)
+	}
+	finish, err := probeCtrlHead("long " + strings.Repeat("y", 9000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open()
+	FlushLog() // the take between the line's pieces
+	finish()
+	FlushLog()
+	lines1, _ := LogDropped()
+	mu.Lock()
+	defer mu.Unlock()
+	whole, parts := 0, 0
+	for _, r := range *recs {
+		if strings.HasPrefix(r.msg, "filler ") {
+			whole++
+		}
+		if strings.Contains(r.msg, "yyyyyyyyyyyyyyyy") {
+			parts++
+		}
+	}
+	if parts != 0 {
+		t.Errorf("%d records hold a part of the long line whose head was dropped", parts)
+	}
+	if got := whole + int(lines1-lines0); got != fill+1 {
+		t.Errorf("%d filler lines handed on + %d lines counted dropped = %d, want %d", whole, lines1-lines0, got, fill+1)
+	}
+}
+
+// TestRolledBackLinesCounted: a control thread's message "short" NL and
+// 9,000 bytes comes as a first piece of 8 KiB that holds the whole line
+// "USER1: short" and the head of the long one. When the queue fills
+// before the last piece, the first piece is taken back, and with it the
+// whole line, which must be counted dropped.
+func TestRolledBackLinesCounted(t *testing.T) {
+	lines0, _ := LogDropped()
+	mu, recs, open := stuckLogger(t)
+	const sent = 40
+	long := strings.Repeat("z", 9000-6)
+	if _, err := probeCtrlLog("short\n"+long, sent, false); err != nil {
+		t.Fatal(err)
+	}
+	open()
+	FlushLog()
+	lines1, _ := LogDropped()
+	mu.Lock()
+	defer mu.Unlock()
+	short, whole := 0, 0
+	for _, r := range *recs {
+		switch r.msg {
+		case "short":
+			short++
+		case long:
+			whole++
+		}
+	}
+	if got := short + whole + int(lines1-lines0); got != 2*sent {
+		t.Errorf("%d short and %d long lines handed on + %d counted dropped = %d, want %d", short, whole, lines1-lines0, got, 2*sent)
+	}
 }

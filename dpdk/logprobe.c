@@ -6,6 +6,8 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -61,4 +63,46 @@ void fl_probe_log(const char *msg, int panic)
 	RTE_LOG(ERR, USER1, "%s\n", msg);
 	if (panic)
 		rte_panic("%s\n", msg);
+}
+
+/* A line written in two parts by a control thread: fl_probe_ctrl_head
+ * has it write head (no newline) to DPDK's log stream and returns once it
+ * has; fl_probe_ctrl_finish has it end the line, and waits for it. */
+static sem_t fl_probe_headed, fl_probe_go;
+static pthread_t fl_probe_t;
+static const char *fl_probe_head;
+static size_t fl_probe_n;
+
+static void *fl_probe_head_thread(void *arg)
+{
+	FILE *f = rte_log_get_stream();
+
+	(void)arg;
+	fwrite(fl_probe_head, 1, fl_probe_n, f);
+	sem_post(&fl_probe_headed);
+	sem_wait(&fl_probe_go);
+	fputs("\n", f);
+	fflush(f);
+	return NULL;
+}
+
+int fl_probe_ctrl_head(const char *head, size_t n)
+{
+	int rc;
+
+	fl_probe_head = head;
+	fl_probe_n = n;
+	sem_init(&fl_probe_headed, 0, 0);
+	sem_init(&fl_probe_go, 0, 0);
+	rc = rte_ctrl_thread_create(&fl_probe_t, "fl-log-probe", NULL, fl_probe_head_thread, NULL);
+	if (rc != 0)
+		return -rc;
+	sem_wait(&fl_probe_headed);
+	return 0;
+}
+
+void fl_probe_ctrl_finish(void)
+{
+	sem_post(&fl_probe_go);
+	pthread_join(fl_probe_t, NULL);
 }

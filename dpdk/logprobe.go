@@ -6,6 +6,8 @@ package dpdk
 #include <stdlib.h>
 int fl_probe_ctrl_log(const char *msg, int count, int panic, int *tid);
 void fl_probe_log(const char *msg, int panic);
+int fl_probe_ctrl_head(const char *head, size_t n);
+void fl_probe_ctrl_finish(void);
 */
 import "C"
 
@@ -41,4 +43,19 @@ func cbool(b bool) C.int {
 		return 1
 	}
 	return 0
+}
+
+// probeCtrlHead has a control thread write head, with no newline, to
+// DPDK's log stream, and returns once it has; the returned func has the
+// thread end the line, and waits for it.
+func probeCtrlHead(head string) (finish func(), err error) {
+	cs := C.CString(head)
+	if rc := C.fl_probe_ctrl_head(cs, C.size_t(len(head))); rc < 0 {
+		C.free(unsafe.Pointer(cs))
+		return nil, Errno(-rc)
+	}
+	return func() {
+		C.fl_probe_ctrl_finish()
+		C.free(unsafe.Pointer(cs))
+	}, nil
 }

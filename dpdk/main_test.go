@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if arg := os.Getenv(ealPanicChild); arg != "" {
 		os.Exit(panicChild(arg))
 	}
+	if prefix := os.Getenv(ealVersionChild); prefix != "" {
+		os.Exit(versionChild(prefix))
+	}
 	if os.Getenv(ealErrorChild) != "" {
 		err := InitEAL([]string{"--no-such-eal-option"})
 		fmt.Println(err)
