@@ -87,12 +87,14 @@ static uint64_t fl_lines_in(const char *buf, size_t n)
  * after the other; only a take between two of them hands a line on in
  * two parts, which log.go joins again.)
  */
-static uint64_t fl_enqueue(const char *buf, size_t n, int level)
+static uint64_t fl_enqueue(const char *buf, size_t n, int level, int last)
 {
 	struct fl_q_rec r = { .level = level, .n = n };
 	uint64_t one = 1, seq = 0;
 
 	pthread_mutex_lock(&fl_q_mu);
+	if (last) /* DPDK's last words go before whole-line accounting */
+		fl_q_dropping = fl_q_skip = 0;
 	if (!fl_q_dropping && !fl_q_skip && sizeof(r) + n <= FL_QUEUE_MAX - fl_q_len) {
 		if (!fl_q_line_open) {
 			fl_q_line_start = fl_q_len;
@@ -215,7 +217,6 @@ int fl_log_dying(void)
 static ssize_t fl_log_write(void *cookie, const char *buf, size_t n)
 {
 	int level = (int)(intptr_t)cookie;
-
 	uint64_t seq;
 
 	if (level == 0)
@@ -226,8 +227,21 @@ static ssize_t fl_log_write(void *cookie, const char *buf, size_t n)
 		fulcrumDPDKLog((char *)buf, n, level);
 		return (ssize_t)n;
 	}
-	seq = fl_enqueue(buf, n, level);
-	if (seq != 0 && __atomic_load_n(&fl_dying, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&fl_dying, __ATOMIC_ACQUIRE)) {
+		fl_enqueue(buf, n, level, 0);
+		return (ssize_t)n;
+	}
+	/* Last words: when the queue is full, wait for the reader to take
+	 * it, once, rather than drop them. */
+	seq = fl_enqueue(buf, n, level, 1);
+	if (seq == 0) {
+		pthread_mutex_lock(&fl_q_mu);
+		seq = fl_q_seq;
+		pthread_mutex_unlock(&fl_q_mu);
+		fl_wait_done(seq);
+		seq = fl_enqueue(buf, n, level, 1);
+	}
+	if (seq != 0)
 		fl_wait_done(seq);
 	return (ssize_t)n;
 }

@@ -45,10 +45,15 @@ const (
 
 var logState struct {
 	sync.Mutex
-	opened  bool
-	logger  *slog.Logger // nil: lines go to stderr as DPDK writes them
-	partial []byte
-	errs    []string // the last error lines, for InitEAL's error
+	opened bool
+	logger *slog.Logger // nil: lines go to stderr as DPDK writes them
+	// The line not yet ended, of the direct path (threads that call
+	// into Go, serialised by the stream's lock) and of the queue (log.c),
+	// apart: the reader hands queued pieces on between two pieces of a
+	// direct write, and a direct write comes between two queued pieces
+	// the reader takes apart; one shared line would glue them.
+	direct, queued, own []byte
+	errs                []string // the last error lines, for InitEAL's error
 }
 
 // SetLogger sends DPDK's own log (the EAL, drivers and libraries) to l,
@@ -117,7 +122,7 @@ func drainLog() {
 	for off := 0; off+hdr <= n; {
 		level := int32(binary.NativeEndian.Uint32(logQueue.buf[off:]))
 		ln := int(binary.NativeEndian.Uint64(logQueue.buf[off+nOff:]))
-		logBytes(logQueue.buf[off+hdr:off+hdr+ln], C.int(level))
+		logBytes(logQueue.buf[off+hdr:off+hdr+ln], C.int(level), &logState.queued)
 		off += hdr + ln
 	}
 	if lines > 0 {
@@ -147,26 +152,28 @@ func LogDropped() (lines, bytes uint64) {
 
 //export fulcrumDPDKLog
 func fulcrumDPDKLog(buf *C.char, n C.size_t, level C.int) {
-	logBytes(unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n)), level)
+	logBytes(unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n)), level, &logState.direct)
 }
 
 // logLine logs one line of Fulcrum's own about DPDK as DPDK's lines are.
-func logLine(level int, line string) { logBytes([]byte(line+"\n"), C.int(level)) }
+func logLine(level int, line string) { logBytes([]byte(line+"\n"), C.int(level), &logState.own) }
 
-func logBytes(b []byte, level C.int) {
+// logBytes hands on the lines b ends, after what partial (one of
+// logState's, under its lock) held of the first.
+func logBytes(b []byte, level C.int, partial *[]byte) {
 	logState.Lock()
-	logState.partial = append(logState.partial, b...)
+	*partial = append(*partial, b...)
 	var lines []string
 	for {
-		i := bytes.IndexByte(logState.partial, '\n')
+		i := bytes.IndexByte(*partial, '\n')
 		if i < 0 {
 			break
 		}
-		lines = append(lines, string(logState.partial[:i]))
-		logState.partial = logState.partial[i+1:]
+		lines = append(lines, string((*partial)[:i]))
+		*partial = (*partial)[i+1:]
 	}
-	if len(logState.partial) == 0 {
-		logState.partial = nil
+	if len(*partial) == 0 {
+		*partial = nil
 	}
 	l := logState.logger
 	if level <= rteLogErr {

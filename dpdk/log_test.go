@@ -253,7 +253,10 @@ func (h gatedRecorder) Handle(ctx context.Context, r slog.Record) error {
 // only the hook writes out, to stdout. Both buffers must hold the panic's
 // "PANIC in" line and its reason, and the child must not exit 0.
 func TestPanicLogFlushedBeforeAbort(t *testing.T) {
-	for _, where := range []string{"go", "ctrl"} {
+	// ctrl-full: the queue is full when the control thread panics (its
+	// reader slow, behind a logger that takes 300 ms to go on): the
+	// last words wait for room, and are not dropped.
+	for _, where := range []string{"go", "ctrl", "ctrl-full"} {
 		t.Run(where, func(t *testing.T) {
 			prefix := fmt.Sprintf("fulcrum-test-panic-%s-%d", where, os.Getpid())
 			t.Cleanup(func() {
@@ -297,7 +300,10 @@ func panicChild(arg string) int {
 	where, prefix, _ := strings.Cut(arg, ":")
 	var mu sync.Mutex
 	var buf bytes.Buffer
-	if err := SetLogger(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))); err != nil {
+	gate := make(chan struct{})
+	stuck := "logger stuck probe"
+	h := gatedHandler{slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil), stuck, gate}
+	if err := SetLogger(slog.New(h)); err != nil {
 		fmt.Println(err)
 		return 1
 	}
@@ -315,12 +321,38 @@ func panicChild(arg string) int {
 		fmt.Println("eal error:", err)
 		return 1
 	}
-	if where == "go" {
+	switch where {
+	case "go":
 		probeLog(panicReason(prefix), true)
-	} else {
+	case "ctrl":
+		probeCtrlLog(panicReason(prefix), 1, true)
+	case "ctrl-full":
+		// The reader waits in the logger while the queue fills.
+		probeCtrlLog(stuck, 1, false)
+		probeCtrlLog("filler "+strings.Repeat("x", 1000), 400, false)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			close(gate)
+		}()
 		probeCtrlLog(panicReason(prefix), 1, true)
 	}
 	return 0 // not reached
+}
+
+// gatedHandler waits for gate before it returns from the record whose
+// message is stuck.
+type gatedHandler struct {
+	slog.Handler
+	stuck string
+	gate  chan struct{}
+}
+
+func (h gatedHandler) Handle(ctx context.Context, r slog.Record) error {
+	err := h.Handler.Handle(ctx, r)
+	if r.Message == h.stuck {
+		<-h.gate
+	}
+	return err
 }
 
 type lockedWriter struct {
@@ -493,5 +525,46 @@ func TestRolledBackLinesCounted(t *testing.T) {
 	}
 	if got := short + whole + int(lines1-lines0); got != 2*sent {
 		t.Errorf("%d short and %d long lines handed on + %d counted dropped = %d, want %d", short, whole, lines1-lines0, got, 2*sent)
+	}
+}
+
+// TestQueuedHeadNotGluedToGoLine: a control thread's line longer than the
+// stream's buffer comes in two pieces; the reader takes the first before
+// the second is queued (the first's eventfd wakes it). A line DPDK logs
+// from a Go thread before the reader takes the second piece must reach the
+// logger as itself, and the long line whole: the direct path and the
+// queue each carry whole lines in order, so neither may be glued onto a
+// head the other left unfinished.
+func TestQueuedHeadNotGluedToGoLine(t *testing.T) {
+	mu, recs := recordLogs(t)
+	long := "long " + strings.Repeat("y", 9000)
+	finish, err := probeCtrlHead(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	FlushLog()      // the reader takes the first piece (8 KiB)
+	logQueue.Lock() // the reader does not take the second piece yet
+	finish()        // the second piece and the newline, queued
+	goLine := fmt.Sprintf("go line between the pieces %d", os.Getpid())
+	func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		probeLog(goLine, false)
+	}()
+	logQueue.Unlock()
+	FlushLog()
+	if got := recordsOf(mu, recs, goLine); len(got) != 1 {
+		mu.Lock()
+		var cut []string
+		for _, r := range *recs {
+			if strings.Contains(r.msg, goLine) || strings.Contains(r.msg, "yyyy") {
+				cut = append(cut, fmt.Sprintf("%d bytes ending %q", len(r.msg), r.msg[max(0, len(r.msg)-40):]))
+			}
+		}
+		mu.Unlock()
+		t.Errorf("%d records of the Go thread's line, want 1; records with it or the long line: %v", len(got), cut)
+	}
+	if got := recordsOf(mu, recs, long); len(got) != 1 {
+		t.Errorf("%d records of the long line whole, want 1", len(got))
 	}
 }
