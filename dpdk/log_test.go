@@ -168,55 +168,30 @@ func TestControlThreadLongLineOverflowCounted(t *testing.T) {
 // counted dropped.
 func overflow(t *testing.T, msg string, sent int) (whole, cut, dropped int) {
 	t.Helper()
-	var mu sync.Mutex
-	var recs []threadRecord
-	gate := make(chan struct{})
-	stuck := "logger stuck probe " + fmt.Sprint(os.Getpid())
-	if err := SetLogger(slog.New(gatedRecorder{threadRecorder{&mu, &recs}, stuck, gate})); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { SetLogger(nil) })
 	// Read before the logger is stuck: the reader holds the queue while
 	// it hands lines on.
 	lines0, _ := LogDropped()
-	var once sync.Once
-	open := func() { once.Do(func() { close(gate) }) }
-	defer open()
-	// A control thread that called the logger itself would wait at the
-	// gate: fail, do not hang.
-	ctrl := func(m string, n int) {
-		t.Helper()
-		errc := make(chan error, 1)
-		go func() { _, err := probeCtrlLog(m, n, false); errc <- err }()
-		select {
-		case err := <-errc:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(10 * time.Second):
-			open()
-			t.Fatal("the control thread did not return within 10 s: it waits for the logger")
-		}
-	}
-	// The reader takes this line and waits in the logger.
-	ctrl(stuck, 1)
-	for deadline := time.Now().Add(10 * time.Second); len(recordsOf(&mu, &recs, stuck)) == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the first line did not reach the logger within 10 s")
-		}
-	}
-	ctrl(msg, sent)
+	mu, recs, open := stuckLogger(t)
+	ctrlLog(t, open, msg, sent)
 	open()
 	FlushLog()
 	lines1, bytes1 := LogDropped()
 	dropped = int(lines1 - lines0)
+	// A line after them comes out as itself: no piece of theirs was
+	// left unfinished to be glued onto it.
+	const after = "the line after the overflow"
+	ctrlLog(t, open, after, 1)
+	FlushLog()
+	if got := recordsOf(mu, recs, after); len(got) != 1 {
+		t.Errorf("%d records of the line after the overflow, want 1", len(got))
+	}
 	head := msg[:16]
 	mu.Lock()
-	for _, r := range recs {
+	for _, r := range *recs {
 		switch {
 		case r.msg == msg:
 			whole++
-		case strings.Contains(r.msg, head) || strings.Contains(r.msg, msg[len(msg)-16:]) && r.msg != stuck:
+		case strings.Contains(r.msg, head) || strings.Contains(r.msg, msg[len(msg)-16:]) && !strings.HasPrefix(r.msg, "logger stuck probe"):
 			cut++
 		}
 	}
@@ -225,6 +200,24 @@ func overflow(t *testing.T, msg string, sent int) (whole, cut, dropped int) {
 		t.Errorf("%d lines handed on whole and %d dropped (%d bytes in all), want %d in all", whole, dropped, bytes1, sent)
 	}
 	return whole, cut, dropped
+}
+
+// ctrlLog is probeCtrlLog(m, n, false), failing t, after open lets the
+// logger go on, if the control thread has not returned within 10 s: one
+// that called the logger itself would wait at its gate.
+func ctrlLog(t *testing.T, open func(), m string, n int) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { _, err := probeCtrlLog(m, n, false); errc <- err }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		open()
+		t.Fatal("the control thread did not return within 10 s: it waits for the logger")
+	}
 }
 
 // gatedRecorder is a threadRecorder that waits for gate before it returns
@@ -445,9 +438,7 @@ func stuckLogger(t *testing.T) (*sync.Mutex, *[]threadRecord, func()) {
 	var once sync.Once
 	open := func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(func() { open(); SetLogger(nil) })
-	if _, err := probeCtrlLog(stuck, 1, false); err != nil {
-		t.Fatal(err)
-	}
+	ctrlLog(t, open, stuck, 1)
 	for deadline := time.Now().Add(10 * time.Second); len(recordsOf(&mu, &recs, stuck)) == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first line did not reach the logger within 10 s")
