@@ -213,9 +213,9 @@ var fatalHook atomic.Pointer[func()]
 // ("Error - exiting ...") log them right before abort() or exit(), which
 // end the process without running Go's deferred calls (so does a line
 // at alert or emergency level). Other lines at critical level (the EAL's
-// -v, drivers' recoverable errors) do not count. A program whose logger queues its records (the
-// daemon's stderr queue) flushes them in fn, for a bounded time. fn may
-// run on several threads at once.
+// -v, drivers' recoverable errors) do not count. A program whose logger
+// queues its records (the daemon's stderr queue) flushes them in fn, for
+// a bounded time. fn may run on several threads at once.
 func SetFatalHook(fn func()) {
 	if fn == nil {
 		fatalHook.Store(nil)
