@@ -310,8 +310,23 @@ func TestUnitReloadFailsOnRefusedFile(t *testing.T) {
 				break
 			}
 		}
-		main.Process.Kill()
-		err := main.Wait()
+		// The stand-in exits on the SIGHUP from its handler, a moment
+		// after kill(1) returned: wait for that, for at most 10 s, when
+		// the reload succeeded; kill it otherwise.
+		exited := make(chan error, 1)
+		go func() { exited <- main.Wait() }()
+		var err error
+		if failed {
+			main.Process.Kill()
+			err = <-exited
+		} else {
+			select {
+			case err = <-exited:
+			case <-time.After(10 * time.Second):
+				main.Process.Kill()
+				err = <-exited
+			}
+		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.ExitCode() == hupExit {
 			hupped = true
